@@ -1,0 +1,1 @@
+"""psrec.analyzer: turns .psr recordings into reports and exports."""

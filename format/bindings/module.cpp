@@ -1,0 +1,174 @@
+// Python bindings of the .psr codec: conversions, GIL release and exception translation only.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/stl/optional.h>
+
+#include <optional>
+
+#include "format/native/decoder.hpp"
+#include "format/native/encoder.hpp"
+
+namespace nb = nanobind;
+using namespace psrec::format;
+
+namespace {
+
+template <typename T>
+nb::bytes asBytes(const std::vector<T>& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+std::string_view view(const nb::bytes& b) { return {b.c_str(), b.size()}; }
+
+struct Batch {
+  SampleColumns cols;
+};
+
+}  // namespace
+
+NB_MODULE(_format, m) {
+  nb::exception<DecodeError>(m, "DecodeError");
+
+  nb::class_<Encoder>(m, "Encoder")
+      .def(nb::init<size_t, uint64_t>(), nb::arg("chunk_bytes") = 1 << 20,
+           nb::arg("max_span_ticks") = 1000000)
+      .def("intern_string", &Encoder::internString)
+      .def("intern_function", &Encoder::internFunction)
+      .def("intern_frame", &Encoder::internFrame)
+      .def("add_thread", &Encoder::addThread)
+      .def("thread_exit", &Encoder::threadExit)
+      .def("thread_rename", &Encoder::threadRename)
+      .def("begin_pass", &Encoder::beginPass)
+      .def("sample",
+           [](Encoder& e, uint32_t ref, const std::vector<uint32_t>& frames, uint8_t status,
+              std::optional<uint64_t> cpu) {
+             e.sample(ref, frames.data(), frames.size(), status, cpu.has_value(),
+                      cpu.value_or(0));
+           },
+           nb::arg("ref"), nb::arg("frames"), nb::arg("status"), nb::arg("cpu") = nb::none())
+      .def("sample_error", &Encoder::sampleError)
+      .def("end_pass", &Encoder::endPass)
+      .def("pass_errors", &Encoder::passErrors)
+      .def("marker", &Encoder::marker)
+      .def("process_start", &Encoder::processStart)
+      .def("process_exit", &Encoder::processExit)
+      .def("chunk_due", &Encoder::chunkDue)
+      .def("empty", &Encoder::empty)
+      .def("seal",
+           [](Encoder& e) {
+             SealedChunk c = e.seal();
+             return nb::make_tuple(nb::bytes(c.defs.data(), c.defs.size()),
+                                   nb::bytes(c.data.data(), c.data.size()), c.first_ts,
+                                   c.last_ts, c.passes, c.samples);
+           })
+      .def_prop_ro("stats", [](const Encoder& e) {
+        const EncoderStats& s = e.stats();
+        nb::dict d;
+        d["passes"] = s.passes;
+        d["samples"] = s.samples;
+        d["sample_errors"] = s.sample_errors;
+        d["chunks"] = s.chunks;
+        d["truncated_stacks"] = s.truncated_stacks;
+        return d;
+      });
+
+  m.def("decode_defs", [](const nb::bytes& payload) {
+    Definitions d;
+    {
+      nb::gil_scoped_release release;
+      d = Decoder::decodeDefs(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size());
+    }
+    nb::list strings, functions, frames, threads;
+    for (auto& s : d.strings)
+      strings.append(nb::make_tuple(s.id, nb::str(s.value.data(), s.value.size())));
+    for (auto& f : d.functions)
+      functions.append(nb::make_tuple(f.id, f.filename, f.name, f.first_line));
+    for (auto& f : d.frames) frames.append(nb::make_tuple(f.id, f.function, f.line));
+    for (auto& t : d.threads)
+      threads.append(nb::make_tuple(t.ref, t.pid, t.python_tid, t.os_tid, t.name, t.start_ts));
+    return nb::make_tuple(strings, functions, frames, threads, d.unknown_records);
+  });
+
+  nb::class_<Batch>(m, "SampleBatch")
+      .def(nb::init<>())
+      .def("__len__", [](const Batch& b) { return b.cols.size(); })
+      .def("clear", [](Batch& b) { b.cols.clear(); })
+      .def_prop_ro("ts", [](const Batch& b) { return asBytes(b.cols.ts); })
+      .def_prop_ro("thread", [](const Batch& b) { return asBytes(b.cols.thread); })
+      .def_prop_ro("node", [](const Batch& b) { return asBytes(b.cols.node); })
+      .def_prop_ro("status", [](const Batch& b) { return asBytes(b.cols.status); })
+      .def_prop_ro("cpu", [](const Batch& b) { return asBytes(b.cols.cpu); })
+      .def_prop_ro("weight", [](const Batch& b) { return asBytes(b.cols.weight); });
+
+  nb::class_<Decoder>(m, "Decoder")
+      .def(nb::init<uint32_t, uint32_t>(), nb::arg("weight_cap_ticks"),
+           nb::arg("first_weight_ticks"))
+      .def("decode_data",
+           [](Decoder& d, const nb::bytes& payload, Batch& batch) {
+             std::vector<Event> events;
+             ChunkSummary s;
+             {
+               nb::gil_scoped_release release;
+               s = d.decodeData(reinterpret_cast<const uint8_t*>(payload.c_str()),
+                                payload.size(), batch.cols, events);
+             }
+             nb::list ev;
+             for (auto& e : events) ev.append(nb::make_tuple(e.type, e.ts, e.a, e.b, e.c));
+             nb::dict sum;
+             sum["seq"] = s.seq;
+             sum["passes"] = s.passes;
+             sum["samples"] = s.samples;
+             sum["errors"] = s.errors;
+             sum["unknown_records"] = s.unknown_records;
+             sum["first_ts"] = s.first_ts;
+             sum["last_ts"] = s.last_ts;
+             return nb::make_tuple(ev, sum);
+           })
+      .def("trie_size", [](Decoder& d) { return d.trie().size(); })
+      .def("trie_parents", [](Decoder& d) { return asBytes(d.trie().parents()); })
+      .def("trie_frames", [](Decoder& d) { return asBytes(d.trie().frames()); });
+
+  nb::class_<Accumulator>(m, "Accumulator")
+      .def(
+          "__init__",
+          [](Accumulator* self, int64_t from_ts, int64_t to_ts,
+             std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
+             uint8_t status_value, int64_t slice_origin, int64_t slice_ticks) {
+            AccumulatorQuery q;
+            q.from_ts = from_ts;
+            q.to_ts = to_ts;
+            if (threads) {
+              uint32_t top = 0;
+              for (uint32_t t : *threads) top = std::max(top, t);
+              q.threads.assign(top + 1, 0);
+              for (uint32_t t : *threads) q.threads[t] = 1;
+              if (threads->empty()) q.threads.assign(1, 0);  // select nothing
+            }
+            q.status_mask = status_mask;
+            q.status_value = status_value;
+            q.slice_origin = slice_origin;
+            q.slice_ticks = slice_ticks;
+            new (self) Accumulator(std::move(q));
+          },
+          nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
+          nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
+          nb::arg("status_value") = 0, nb::arg("slice_origin") = 0, nb::arg("slice_ticks") = 0)
+      .def("add",
+           [](Accumulator& a, const Batch& b) {
+             nb::gil_scoped_release release;
+             a.add(b.cols);
+           })
+      .def_prop_ro("selected", &Accumulator::selected)
+      .def_prop_ro("first_ts", &Accumulator::firstTs)
+      .def_prop_ro("last_ts", &Accumulator::lastTs)
+      .def("cells", [](const Accumulator& a) {
+        nb::list out;
+        for (auto& [k, c] : a.cells())
+          out.append(nb::make_tuple(k.slice, k.thread, k.node, c.count, c.weight, c.cpu, c.gil,
+                                    c.on_cpu));
+        return out;
+      });
+}

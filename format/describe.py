@@ -1,0 +1,134 @@
+"""Human-readable views of a .psr file: `psrec info` and `psrec dump`."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+from typing import Any
+
+from . import _constants as C
+from .reader import Recording
+from .reference import RefDecodeError, _Reader, unzigzag
+
+__all__ = ["info", "dump_lines"]
+
+
+def info(rec: Recording) -> dict[str, Any]:
+    """Everything `psrec info` shows, computed by decoding the file once."""
+    defs = rec.definitions()
+    stream = rec.stream()
+    samples = passes = 0
+    first = last = -1
+    for batch in stream:
+        samples += len(batch)
+    for s in stream.summaries:
+        passes += s["passes"]
+        if s["first_ts"] >= 0:
+            first = s["first_ts"] if first < 0 else min(first, s["first_ts"])
+            last = max(last, s["last_ts"])
+    duration_s = (last - first) * rec.tick_ns / 1e9 if passes > 1 else 0.0
+    missed = sum(e[3] for e in stream.events if e[0] == C.REC_PASS_ERRORS)
+    data_bytes = sum(c.length + C.CHUNK_HEADER_SIZE for c in rec.chunks
+                     if c.type in (C.CHUNK_DATA, C.CHUNK_DEFS))
+    created = _dt.datetime.fromtimestamp(rec.header.created_wall_ns / 1e9, _dt.timezone.utc)
+    return {
+        "file": rec.path,
+        "format": f"{rec.header.major}.{rec.header.minor}",
+        "size_bytes": rec.file_size,
+        "closed_cleanly": rec.clean,
+        "created": created.isoformat(timespec="milliseconds"),
+        "tick_ns": rec.tick_ns,
+        "metadata": rec.metadata,
+        "stats": rec.stats,
+        "duration_s": duration_s,
+        "passes": passes,
+        "samples": samples,
+        "sample_errors": stream.errors,
+        "missed_deadlines": missed,
+        "achieved_rate_hz": (passes - 1) / duration_s if duration_s > 0 else 0.0,
+        "threads": len(defs.threads),
+        "thread_names": sorted({t.label for t in defs.threads.values()}),
+        "functions": len(defs.functions),
+        "frames": len(defs.frames) - 1,
+        "bytes_per_sample": data_bytes / samples if samples else None,
+        "chunks": len(rec.chunks),
+        "corrupt_chunks": rec.corrupt_chunks,
+    }
+
+
+def _fields(rtype: int, b: _Reader) -> str:
+    if rtype == C.REC_STRING:
+        sid = b.varint()
+        n = b.varint()
+        return f"id={sid} {b.take(n, 'string').decode('utf-8', 'replace')!r}"
+    if rtype == C.REC_FUNCTION:
+        return "id={} file={} name={} first_line={}".format(*(b.varint() for _ in range(4)))
+    if rtype == C.REC_FRAME:
+        return f"id={b.varint()} function={b.varint()} line={unzigzag(b.varint())}"
+    if rtype == C.REC_THREAD:
+        v = [b.varint() for _ in range(6)]
+        return "ref={} pid={} python_tid={:#x} os_tid={} name={} start={}".format(*v)
+    if rtype == C.REC_BEGIN:
+        seq, base, prev = b.varint(), b.varint(), b.varint()
+        return f"seq={seq} base_ts={base} prev_pass={'none' if not prev else prev - 1}"
+    if rtype == C.REC_PASS:
+        parts = [f"+{b.varint()}"]
+        while not b.at_end():
+            head = b.varint()
+            ref, flags = head >> C.ENTRY_FLAG_BITS, head & 7
+            if flags == 0:
+                parts.append(f"t{ref}:error")
+                continue
+            p = f"t{ref}:"
+            if flags & C.ENTRY_STACK:
+                pop, push = b.varint(), b.varint()
+                frames = [b.varint() for _ in range(push)]
+                p += f"-{pop}+{frames}"
+            if flags & C.ENTRY_STATUS:
+                p += f" s={b.byte():#04x}"
+            if flags & C.ENTRY_CPU:
+                p += f" cpu={b.varint()}"
+            parts.append(p)
+        return " ".join(parts)
+    if rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
+        return f"ref={b.varint()} ts={b.varint()}"
+    if rtype == C.REC_THREAD_RENAME:
+        return f"ref={b.varint()} ts={b.varint()} name={b.varint()}"
+    if rtype == C.REC_PROCESS_START:
+        return "ts={} pid={} parent={} command={}".format(*(b.varint() for _ in range(4)))
+    if rtype == C.REC_PROCESS_EXIT:
+        return f"ts={b.varint()} pid={b.varint()} code={unzigzag(b.varint())}"
+    if rtype == C.REC_PASS_ERRORS:
+        return f"ts={b.varint()} errors={b.varint()} missed={b.varint()}"
+    if rtype == C.REC_MARKER:
+        return f"ts={b.varint()} label={b.varint()}"
+    return f"({b.end - b.pos} bytes, unknown record type: skipped)"
+
+
+def dump_lines(rec: Recording) -> Iterator[str]:
+    """One line per chunk and per record."""
+    h = rec.header
+    yield (f"HEADER format={h.major}.{h.minor} created_wall_ns={h.created_wall_ns} "
+           f"created_mono_ns={h.created_mono_ns} tick_ns={h.tick_ns}")
+    for info in rec.chunks:
+        yield (f"CHUNK @{info.offset} {info.type_name} stored={info.length} raw={info.raw_length}"
+               + (f" ts={info.first_ts}..{info.last_ts} passes={info.passes} samples={info.samples}"
+                  if info.type == C.CHUNK_DATA and info.passes else ""))
+        payloads = list(rec.payloads(info.type))
+        payload = next((p for i, p in payloads if i.offset == info.offset), None)
+        if payload is None:
+            yield "  (damaged: skipped)"
+            continue
+        if info.type in (C.CHUNK_METADATA, C.CHUNK_STATS, C.CHUNK_INDEX):
+            import msgpack
+
+            yield f"  {msgpack.unpackb(payload, raw=False)!r}"
+            continue
+        if info.type not in (C.CHUNK_DEFS, C.CHUNK_DATA):
+            continue
+        try:
+            for rtype, body in _Reader(payload).records():
+                name = C.RECORD_NAMES.get(rtype, f"RECORD{rtype:#x}")
+                yield f"  {name} {_fields(rtype, body)}"
+        except RefDecodeError as exc:
+            yield f"  (malformed: {exc})"

@@ -1,0 +1,66 @@
+// Constants of the .psr format. spec/psr-format.md is normative; tests/unit/test_spec_sync.py
+// checks that every value here matches the spec's tables and format/_constants.py.
+#pragma once
+
+#include <cstdint>
+
+namespace psrec::format {
+
+constexpr uint16_t kFormatMajor = 1;
+constexpr uint16_t kFormatMinor = 0;
+
+constexpr uint32_t kHeaderSize = 64;
+constexpr uint32_t kChunkHeaderSize = 24;
+constexpr uint32_t kTrailerSize = 24;
+constexpr uint32_t kChunkSync = 0x4B4E4843;  // "CHNK" little-endian
+
+// Chunk types.
+constexpr uint8_t kChunkMetadata = 1;
+constexpr uint8_t kChunkDefs = 2;
+constexpr uint8_t kChunkData = 3;
+constexpr uint8_t kChunkStats = 4;
+constexpr uint8_t kChunkIndex = 5;
+
+// Chunk flags.
+constexpr uint8_t kChunkFlagZstd = 0x01;
+
+// Definition records (in DEFS chunks).
+constexpr uint8_t kRecString = 0x01;
+constexpr uint8_t kRecFunction = 0x02;
+constexpr uint8_t kRecFrame = 0x03;
+constexpr uint8_t kRecThread = 0x04;
+
+// Data records (in DATA chunks).
+constexpr uint8_t kRecBegin = 0x10;
+constexpr uint8_t kRecPass = 0x11;
+constexpr uint8_t kRecThreadStart = 0x20;
+constexpr uint8_t kRecThreadExit = 0x21;
+constexpr uint8_t kRecThreadRename = 0x22;
+constexpr uint8_t kRecProcessStart = 0x23;
+constexpr uint8_t kRecProcessExit = 0x24;
+constexpr uint8_t kRecPassErrors = 0x25;
+constexpr uint8_t kRecMarker = 0x26;
+
+// Flags in the low bits of a PASS entry's head varint (head = thread_ref << 3 | flags).
+constexpr uint32_t kEntryStack = 0x1;
+constexpr uint32_t kEntryStatus = 0x2;
+constexpr uint32_t kEntryCpu = 0x4;
+constexpr uint32_t kEntryFlagBits = 3;
+
+// Thread status bits.
+constexpr uint8_t kStatusGilHeld = 0x01;
+constexpr uint8_t kStatusOnCpu = 0x02;
+constexpr uint8_t kStatusGilRequested = 0x04;
+constexpr uint8_t kStatusHasException = 0x08;
+constexpr uint8_t kStatusGilUnknown = 0x10;
+constexpr uint8_t kStatusCpuUnknown = 0x20;
+constexpr uint8_t kStatusGilRequestedKnown = 0x40;
+
+// Frame id 0 is never defined: it marks a truncated stack (it stands as the root frame).
+constexpr uint32_t kTruncatedFrame = 0;
+// Deepest stack recorded: deeper stacks keep their innermost kMaxDepth - 1 frames.
+constexpr uint32_t kMaxDepth = 8192;
+// A sample stands for the time since the previous pass, capped at this many sampling intervals.
+constexpr uint32_t kWeightCapIntervals = 4;
+
+}  // namespace psrec::format

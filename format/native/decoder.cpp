@@ -1,0 +1,281 @@
+#include "format/native/decoder.hpp"
+
+#include <algorithm>
+
+#include "format/native/constants.hpp"
+#include "format/native/varint.hpp"
+
+namespace psrec::format {
+
+namespace {
+
+[[noreturn]] void fail(const char* what) { throw DecodeError(what); }
+
+inline uint64_t need(ByteReader& r, const char* what) {
+  uint64_t v;
+  if (!r.varint(v)) fail(what);
+  return v;
+}
+
+}  // namespace
+
+StackTrie::StackTrie() {
+  parent_.push_back(0);
+  frame_.push_back(0);
+  depth_.push_back(0);
+}
+
+uint32_t StackTrie::child(uint32_t parent, uint32_t frame) {
+  uint64_t key = (static_cast<uint64_t>(parent) << 32) | frame;
+  auto it = index_.find(key);
+  if (it != index_.end()) return it->second;
+  uint32_t id = static_cast<uint32_t>(parent_.size());
+  parent_.push_back(parent);
+  frame_.push_back(frame);
+  depth_.push_back(depth_[parent] + 1);
+  index_.emplace(key, id);
+  return id;
+}
+
+Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
+  Definitions d;
+  ByteReader r(data, size);
+  while (!r.atEnd()) {
+    uint8_t type;
+    r.byte(type);
+    uint64_t len = need(r, "truncated record length");
+    const uint8_t* body;
+    if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
+    ByteReader b(body, len);
+    switch (type) {
+      case kRecString: {
+        uint32_t id = static_cast<uint32_t>(need(b, "bad string id"));
+        uint64_t n = need(b, "bad string length");
+        const uint8_t* s;
+        if (!b.bytes(n, s)) fail("string runs past its record");
+        d.strings.push_back({id, std::string(reinterpret_cast<const char*>(s), n)});
+        break;
+      }
+      case kRecFunction: {
+        DefFunction f;
+        f.id = static_cast<uint32_t>(need(b, "bad function record"));
+        f.filename = static_cast<uint32_t>(need(b, "bad function record"));
+        f.name = static_cast<uint32_t>(need(b, "bad function record"));
+        f.first_line = static_cast<uint32_t>(need(b, "bad function record"));
+        d.functions.push_back(f);
+        break;
+      }
+      case kRecFrame: {
+        DefFrame f;
+        f.id = static_cast<uint32_t>(need(b, "bad frame record"));
+        f.function = static_cast<uint32_t>(need(b, "bad frame record"));
+        f.line = unzigzag(need(b, "bad frame record"));
+        d.frames.push_back(f);
+        break;
+      }
+      case kRecThread: {
+        DefThread t;
+        t.ref = static_cast<uint32_t>(need(b, "bad thread record"));
+        t.pid = need(b, "bad thread record");
+        t.python_tid = need(b, "bad thread record");
+        t.os_tid = need(b, "bad thread record");
+        t.name = static_cast<uint32_t>(need(b, "bad thread record"));
+        t.start_ts = need(b, "bad thread record");
+        d.threads.push_back(t);
+        break;
+      }
+      default:
+        ++d.unknown_records;
+    }
+  }
+  return d;
+}
+
+Decoder::Decoder(uint32_t weight_cap_ticks, uint32_t first_weight_ticks)
+    : weight_cap_(weight_cap_ticks), first_weight_(first_weight_ticks) {}
+
+Decoder::Thread& Decoder::thread(uint64_t ref) {
+  // Thread refs are small and dense; a huge one can only come from a corrupt chunk.
+  if (ref == 0 || ref > (1u << 24)) fail("thread reference out of range");
+  if (ref > threads_.size()) threads_.resize(ref);
+  return threads_[ref - 1];
+}
+
+ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns& out,
+                                 std::vector<Event>& events) {
+  ChunkSummary sum;
+  // A chunk needs nothing before it: every thread starts unknown and not live.
+  for (Thread& t : threads_) t = Thread();
+  live_.clear();
+  int64_t last_pass = -1;  // -1: unknown
+  int64_t base = 0;
+  bool begun = false;
+  uint64_t pass_no = 0;
+  const size_t rows_before = out.size();
+
+  ByteReader r(data, size);
+  while (!r.atEnd()) {
+    uint8_t type;
+    r.byte(type);
+    uint64_t len = need(r, "truncated record length");
+    const uint8_t* body;
+    if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
+    ByteReader b(body, len);
+    switch (type) {
+      case kRecBegin: {
+        sum.seq = need(b, "bad BEGIN record");
+        base = static_cast<int64_t>(need(b, "bad BEGIN record"));
+        uint64_t prev = need(b, "bad BEGIN record");
+        last_pass = prev ? static_cast<int64_t>(prev - 1) : -1;
+        begun = true;
+        break;
+      }
+      case kRecPass: {
+        if (!begun) fail("PASS before BEGIN");
+        const int64_t delta = static_cast<int64_t>(need(b, "bad PASS timestamp"));
+        const int64_t ts = (pass_no == 0 ? base : last_pass) + delta;
+        ++pass_no;
+        while (!b.atEnd()) {
+          const uint64_t head = need(b, "bad PASS entry");
+          const uint64_t ref = head >> kEntryFlagBits;
+          const uint32_t flags = static_cast<uint32_t>(head & ((1u << kEntryFlagBits) - 1));
+          Thread& t = thread(ref);
+          if (!t.live) {
+            t.live = true;
+            live_.push_back(static_cast<uint32_t>(ref));
+          }
+          t.pass = pass_no;
+          t.error = flags == 0;
+          if (flags & kEntryStack) {
+            uint64_t pop = need(b, "bad stack delta");
+            uint64_t push = need(b, "bad stack delta");
+            if (pop > trie_.depth(t.node)) fail("stack delta pops more frames than the stack has");
+            if (push > kMaxDepth) fail("stack delta pushes too many frames");
+            uint32_t node = t.node;
+            for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
+            for (uint64_t i = 0; i < push; ++i)
+              node = trie_.child(node, static_cast<uint32_t>(need(b, "bad frame id")));
+            t.node = node;
+          }
+          if (flags & kEntryStatus) {
+            if (!b.byte(t.status)) fail("bad status byte");
+          }
+          t.cpu = 0;
+          if (flags & kEntryCpu) t.cpu = static_cast<uint32_t>(need(b, "bad cpu time"));
+        }
+        uint32_t w;
+        if (last_pass < 0) {
+          w = first_weight_;
+        } else {
+          int64_t d = ts - last_pass;
+          w = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(d, 0), weight_cap_));
+        }
+        for (uint32_t ref : live_) {
+          Thread& t = threads_[ref - 1];
+          if (t.pass == pass_no && t.error) {
+            ++sum.errors;
+            continue;
+          }
+          out.ts.push_back(ts);
+          out.thread.push_back(ref);
+          out.node.push_back(t.node);
+          out.status.push_back(t.status);
+          out.cpu.push_back(t.pass == pass_no ? t.cpu : 0);
+          out.weight.push_back(w);
+        }
+        if (sum.first_ts < 0) sum.first_ts = ts;
+        sum.last_ts = ts;
+        last_pass = ts;
+        ++sum.passes;
+        break;
+      }
+      case kRecThreadStart: {
+        uint64_t ref = need(b, "bad THREAD_START");
+        uint64_t ts = need(b, "bad THREAD_START");
+        thread(ref);
+        events.push_back({type, ts, static_cast<int64_t>(ref), 0, 0});
+        break;
+      }
+      case kRecThreadExit: {
+        uint64_t ref = need(b, "bad THREAD_EXIT");
+        uint64_t ts = need(b, "bad THREAD_EXIT");
+        Thread& t = thread(ref);
+        if (t.live) {
+          t = Thread();
+          live_.erase(std::remove(live_.begin(), live_.end(), static_cast<uint32_t>(ref)),
+                      live_.end());
+        }
+        events.push_back({type, ts, static_cast<int64_t>(ref), 0, 0});
+        break;
+      }
+      case kRecThreadRename: {
+        uint64_t ref = need(b, "bad THREAD_RENAME");
+        uint64_t ts = need(b, "bad THREAD_RENAME");
+        uint64_t name = need(b, "bad THREAD_RENAME");
+        events.push_back({type, ts, static_cast<int64_t>(ref), static_cast<int64_t>(name), 0});
+        break;
+      }
+      case kRecProcessStart: {
+        uint64_t ts = need(b, "bad PROCESS_START");
+        uint64_t pid = need(b, "bad PROCESS_START");
+        uint64_t ppid = need(b, "bad PROCESS_START");
+        uint64_t cmd = need(b, "bad PROCESS_START");
+        events.push_back({type, ts, static_cast<int64_t>(pid), static_cast<int64_t>(ppid),
+                          static_cast<int64_t>(cmd)});
+        break;
+      }
+      case kRecProcessExit: {
+        uint64_t ts = need(b, "bad PROCESS_EXIT");
+        uint64_t pid = need(b, "bad PROCESS_EXIT");
+        int64_t code = unzigzag(need(b, "bad PROCESS_EXIT"));
+        events.push_back({type, ts, static_cast<int64_t>(pid), code, 0});
+        break;
+      }
+      case kRecPassErrors: {
+        uint64_t ts = need(b, "bad PASS_ERRORS");
+        uint64_t errors = need(b, "bad PASS_ERRORS");
+        uint64_t missed = need(b, "bad PASS_ERRORS");
+        events.push_back({type, ts, static_cast<int64_t>(errors), static_cast<int64_t>(missed), 0});
+        break;
+      }
+      case kRecMarker: {
+        uint64_t ts = need(b, "bad MARKER");
+        uint64_t label = need(b, "bad MARKER");
+        events.push_back({type, ts, static_cast<int64_t>(label), 0, 0});
+        break;
+      }
+      default:
+        ++sum.unknown_records;
+    }
+  }
+  sum.samples = out.size() - rows_before;
+  return sum;
+}
+
+void Accumulator::add(const SampleColumns& c) {
+  const size_t n = c.size();
+  const bool all_threads = q_.threads.empty();
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t ts = c.ts[i];
+    if (ts < q_.from_ts || ts >= q_.to_ts) continue;
+    const uint32_t th = c.thread[i];
+    if (!all_threads && (th >= q_.threads.size() || !q_.threads[th])) continue;
+    const uint8_t st = c.status[i];
+    if ((st & q_.status_mask) != q_.status_value) continue;
+    uint32_t slice = 0;
+    if (q_.slice_ticks > 0) {
+      slice = static_cast<uint32_t>((ts - q_.slice_origin) / q_.slice_ticks);
+    }
+    AccumulatorCell& cell = cells_[Key{slice, th, c.node[i]}];
+    ++cell.count;
+    cell.weight += c.weight[i];
+    cell.cpu += c.cpu[i];
+    cell.gil += (st & kStatusGilHeld) ? 1 : 0;
+    cell.on_cpu += (st & kStatusOnCpu) ? 1 : 0;
+    ++selected_;
+    if (first_ < 0) first_ = ts;
+    last_ = ts;
+  }
+}
+
+}  // namespace psrec::format

@@ -1,0 +1,176 @@
+// Decodes .psr record streams (the uncompressed payloads of DEFS and DATA chunks).
+//
+// Stacks are interned in a trie shared by all chunks a Decoder reads: a sample refers to one
+// trie node, so memory grows with the number of distinct stacks, not of samples.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace psrec::format {
+
+struct DefString {
+  uint32_t id;
+  std::string value;
+};
+struct DefFunction {
+  uint32_t id, filename, name, first_line;
+};
+struct DefFrame {
+  uint32_t id, function;
+  int64_t line;
+};
+struct DefThread {
+  uint32_t ref;
+  uint64_t pid, python_tid, os_tid;
+  uint32_t name;
+  uint64_t start_ts;
+};
+
+struct Definitions {
+  std::vector<DefString> strings;
+  std::vector<DefFunction> functions;
+  std::vector<DefFrame> frames;
+  std::vector<DefThread> threads;
+  uint64_t unknown_records = 0;
+};
+
+// One event: its record type, time and up to three integer fields (see the spec).
+struct Event {
+  uint8_t type;
+  uint64_t ts;
+  int64_t a, b, c;
+};
+
+// Samples in time order, one row per thread-sample.
+struct SampleColumns {
+  std::vector<int64_t> ts;
+  std::vector<uint32_t> thread;
+  std::vector<uint32_t> node;
+  std::vector<uint8_t> status;
+  std::vector<uint32_t> cpu;     // CPU ticks consumed since the thread's previous sample
+  std::vector<uint32_t> weight;  // ticks this sample stands for (capped)
+  void clear() {
+    ts.clear(); thread.clear(); node.clear(); status.clear(); cpu.clear(); weight.clear();
+  }
+  size_t size() const { return ts.size(); }
+};
+
+struct ChunkSummary {
+  uint64_t seq = 0;
+  uint64_t passes = 0;
+  uint64_t samples = 0;
+  uint64_t errors = 0;
+  uint64_t unknown_records = 0;
+  int64_t first_ts = -1;
+  int64_t last_ts = -1;
+};
+
+class DecodeError : public std::exception {
+ public:
+  explicit DecodeError(std::string m) : msg_(std::move(m)) {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
+class StackTrie {
+ public:
+  StackTrie();
+  uint32_t child(uint32_t parent, uint32_t frame);
+  uint32_t parent(uint32_t node) const { return parent_[node]; }
+  uint32_t frame(uint32_t node) const { return frame_[node]; }
+  uint32_t depth(uint32_t node) const { return depth_[node]; }
+  size_t size() const { return parent_.size(); }
+  const std::vector<uint32_t>& parents() const { return parent_; }
+  const std::vector<uint32_t>& frames() const { return frame_; }
+
+ private:
+  std::vector<uint32_t> parent_, frame_, depth_;
+  std::unordered_map<uint64_t, uint32_t> index_;
+};
+
+class Decoder {
+ public:
+  // weight_cap_ticks caps a sample's weight; first_weight_ticks is the weight of a recording's
+  // very first pass (nothing before it to measure from).
+  Decoder(uint32_t weight_cap_ticks, uint32_t first_weight_ticks);
+
+  // Throws DecodeError on a malformed payload. Unknown record types are skipped.
+  static Definitions decodeDefs(const uint8_t* data, size_t size);
+
+  // Appends the chunk's samples to out and its events to events.
+  ChunkSummary decodeData(const uint8_t* data, size_t size, SampleColumns& out,
+                          std::vector<Event>& events);
+
+  StackTrie& trie() { return trie_; }
+
+ private:
+  struct Thread {
+    uint32_t node = 0;
+    uint8_t status = 0;
+    bool live = false;
+    uint32_t cpu = 0;
+    uint64_t pass = 0;  // pass number of the last entry
+    bool error = false;
+  };
+  Thread& thread(uint64_t ref);
+
+  StackTrie trie_;
+  uint32_t weight_cap_;
+  uint32_t first_weight_;
+  std::vector<Thread> threads_;
+  std::vector<uint32_t> live_;
+};
+
+// Sums samples by (slice, thread, stack node), after a time window, thread and status filter.
+struct AccumulatorQuery {
+  int64_t from_ts = INT64_MIN;  // inclusive
+  int64_t to_ts = INT64_MAX;    // exclusive
+  std::vector<uint8_t> threads;  // by ref; empty = all threads
+  uint8_t status_mask = 0;       // keep samples where (status & mask) == value
+  uint8_t status_value = 0;
+  int64_t slice_origin = 0;
+  int64_t slice_ticks = 0;  // 0: no slicing
+};
+
+struct AccumulatorCell {
+  uint64_t count = 0;
+  uint64_t weight = 0;
+  uint64_t cpu = 0;
+  uint64_t gil = 0;     // samples holding the GIL
+  uint64_t on_cpu = 0;  // samples on a CPU
+};
+
+class Accumulator {
+ public:
+  explicit Accumulator(AccumulatorQuery q) : q_(std::move(q)) {}
+  void add(const SampleColumns& cols);
+  struct Key {
+    uint32_t slice, thread, node;
+    bool operator==(const Key& o) const {
+      return slice == o.slice && thread == o.thread && node == o.node;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = (static_cast<uint64_t>(k.node) << 32) ^ (static_cast<uint64_t>(k.thread) << 20) ^ k.slice;
+      return static_cast<size_t>(h * 0x9E3779B97F4A7C15ULL >> 7);
+    }
+  };
+  const std::unordered_map<Key, AccumulatorCell, KeyHash>& cells() const { return cells_; }
+  uint64_t selected() const { return selected_; }
+  int64_t firstTs() const { return first_; }
+  int64_t lastTs() const { return last_; }
+
+ private:
+  AccumulatorQuery q_;
+  std::unordered_map<Key, AccumulatorCell, KeyHash> cells_;
+  uint64_t selected_ = 0;
+  int64_t first_ = -1, last_ = -1;
+};
+
+}  // namespace psrec::format

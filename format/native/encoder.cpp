@@ -1,0 +1,296 @@
+#include "format/native/encoder.hpp"
+
+#include <algorithm>
+
+#include "format/native/varint.hpp"
+
+namespace psrec::format {
+
+size_t Encoder::TripleHash::operator()(const std::tuple<uint32_t, uint32_t, uint32_t>& t) const {
+  uint64_t h = (static_cast<uint64_t>(std::get<0>(t)) << 32) ^ std::get<1>(t);
+  h ^= static_cast<uint64_t>(std::get<2>(t)) * 0x9E3779B97F4A7C15ULL;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+Encoder::Encoder(size_t chunk_bytes, uint64_t max_span_ticks)
+    : chunk_bytes_(chunk_bytes), max_span_ticks_(max_span_ticks) {}
+
+void Encoder::writeDef(uint8_t type, const std::string& body) {
+  defs_.push_back(static_cast<char>(type));
+  putVarint(defs_, body.size());
+  defs_.append(body);
+}
+
+void Encoder::record(uint8_t type, const std::string& body) {
+  data_.push_back(static_cast<char>(type));
+  putVarint(data_, body.size());
+  data_.append(body);
+}
+
+uint32_t Encoder::internString(std::string_view s) {
+  auto it = strings_.find(std::string(s));
+  if (it != strings_.end()) return it->second;
+  uint32_t id = next_string_++;
+  strings_.emplace(std::string(s), id);
+  scratch_.clear();
+  putVarint(scratch_, id);
+  putVarint(scratch_, s.size());
+  scratch_.append(s.data(), s.size());
+  writeDef(kRecString, scratch_);
+  return id;
+}
+
+uint32_t Encoder::internFunction(uint32_t filename_id, uint32_t name_id, uint32_t first_line) {
+  auto key = std::make_tuple(filename_id, name_id, first_line);
+  auto it = functions_.find(key);
+  if (it != functions_.end()) return it->second;
+  uint32_t id = next_function_++;
+  functions_.emplace(key, id);
+  scratch_.clear();
+  putVarint(scratch_, id);
+  putVarint(scratch_, filename_id);
+  putVarint(scratch_, name_id);
+  putVarint(scratch_, first_line);
+  writeDef(kRecFunction, scratch_);
+  return id;
+}
+
+uint32_t Encoder::internFrame(uint32_t function_id, int64_t line) {
+  uint64_t key = (static_cast<uint64_t>(function_id) << 32) ^
+                 static_cast<uint32_t>(zigzag(line) & 0xFFFFFFFFu);
+  auto it = frames_.find(key);
+  if (it != frames_.end()) return it->second;
+  uint32_t id = next_frame_++;
+  frames_.emplace(key, id);
+  scratch_.clear();
+  putVarint(scratch_, id);
+  putVarint(scratch_, function_id);
+  putVarint(scratch_, zigzag(line));
+  writeDef(kRecFrame, scratch_);
+  return id;
+}
+
+uint32_t Encoder::addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid,
+                            std::string_view name, uint64_t ts) {
+  uint32_t name_id = name.empty() ? 0 : internString(name);
+  threads_.emplace_back();
+  uint32_t ref = static_cast<uint32_t>(threads_.size());
+  threads_.back().live = true;
+  ++live_threads_;
+  scratch_.clear();
+  putVarint(scratch_, ref);
+  putVarint(scratch_, pid);
+  putVarint(scratch_, python_tid);
+  putVarint(scratch_, os_tid);
+  putVarint(scratch_, name_id);
+  putVarint(scratch_, ts);
+  writeDef(kRecThread, scratch_);
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ref);
+  putVarint(scratch_, ts);
+  record(kRecThreadStart, scratch_);
+  return ref;
+}
+
+void Encoder::threadExit(uint32_t ref, uint64_t ts) {
+  if (ref == 0 || ref > threads_.size() || !threads_[ref - 1].live) return;
+  ThreadState& t = threads_[ref - 1];
+  t.live = false;
+  t.stack.clear();
+  t.status_known = false;
+  --live_threads_;
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ref);
+  putVarint(scratch_, ts);
+  record(kRecThreadExit, scratch_);
+}
+
+void Encoder::threadRename(uint32_t ref, uint64_t ts, std::string_view name) {
+  uint32_t name_id = name.empty() ? 0 : internString(name);
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ref);
+  putVarint(scratch_, ts);
+  putVarint(scratch_, name_id);
+  record(kRecThreadRename, scratch_);
+}
+
+void Encoder::beginChunkIfNeeded(uint64_t ts) {
+  if (in_chunk_) return;
+  in_chunk_ = true;
+  chunk_first_ts_ = ts;
+  chunk_passes_ = 0;
+  chunk_samples_ = 0;
+  scratch_.clear();
+  putVarint(scratch_, chunk_seq_);
+  putVarint(scratch_, ts);
+  // The previous pass's time lets a reader weight this chunk's first pass without the chunk
+  // before it; 0 means there was none, otherwise it is stored plus one.
+  putVarint(scratch_, pass_count_ ? last_pass_ts_ + 1 : 0);
+  record(kRecBegin, scratch_);
+  for (ThreadState& t : threads_) {
+    t.stack.clear();
+    t.status_known = false;
+  }
+}
+
+void Encoder::beginPass(uint64_t ts) {
+  if (ts < last_pass_ts_) ts = last_pass_ts_;  // timestamps never go backwards
+  beginChunkIfNeeded(ts);
+  if (ts < chunk_first_ts_) ts = chunk_first_ts_;
+  in_pass_ = true;
+  pass_ts_ = ts;
+  ++pass_count_;
+  pass_errors_ = 0;
+  pass_explicit_ = 0;
+  pass_body_.clear();
+  putVarint(pass_body_, ts - (chunk_passes_ == 0 ? chunk_first_ts_ : last_pass_ts_));
+}
+
+void Encoder::sample(uint32_t ref, const uint32_t* frames, size_t depth, uint8_t status,
+                     bool has_cpu, uint64_t cpu_ticks) {
+  if (!in_pass_ || ref == 0 || ref > threads_.size()) return;
+  ThreadState& t = threads_[ref - 1];
+  if (!t.live || t.pass_seen == pass_count_) return;
+  t.pass_seen = pass_count_;
+  ++pass_explicit_;
+
+  // Deep stacks keep their innermost frames; frame 0 marks the cut at the root.
+  const uint32_t* rec = frames;
+  size_t n = depth;
+  bool truncated = false;
+  if (depth > kMaxDepth) {
+    truncated = true;
+    rec = frames + (depth - (kMaxDepth - 1));
+    n = kMaxDepth - 1;
+    ++stats_.truncated_stacks;
+  }
+  const size_t total = n + (truncated ? 1 : 0);
+  auto at = [&](size_t i) -> uint32_t {
+    if (truncated) return i == 0 ? kTruncatedFrame : rec[i - 1];
+    return rec[i];
+  };
+  size_t common = 0;
+  const size_t limit = std::min(total, t.stack.size());
+  while (common < limit && t.stack[common] == at(common)) ++common;
+  const bool stack_changed = common != t.stack.size() || common != total;
+  const bool status_changed = !t.status_known || t.status != status;
+  const bool cpu = has_cpu && cpu_ticks != 0;
+
+  if (stack_changed || status_changed || cpu) {
+    uint32_t flags = (stack_changed ? kEntryStack : 0) | (status_changed ? kEntryStatus : 0) |
+                     (cpu ? kEntryCpu : 0);
+    putVarint(pass_body_, (static_cast<uint64_t>(ref) << kEntryFlagBits) | flags);
+    if (stack_changed) {
+      putVarint(pass_body_, t.stack.size() - common);
+      putVarint(pass_body_, total - common);
+      for (size_t i = common; i < total; ++i) putVarint(pass_body_, at(i));
+      t.stack.resize(common);
+      for (size_t i = common; i < total; ++i) t.stack.push_back(at(i));
+    }
+    if (status_changed) {
+      pass_body_.push_back(static_cast<char>(status));
+      t.status = status;
+      t.status_known = true;
+    }
+    if (cpu) putVarint(pass_body_, cpu_ticks);
+  }
+}
+
+void Encoder::sampleError(uint32_t ref) {
+  if (!in_pass_ || ref == 0 || ref > threads_.size()) return;
+  ThreadState& t = threads_[ref - 1];
+  if (!t.live || t.pass_seen == pass_count_) return;
+  t.pass_seen = pass_count_;
+  ++pass_errors_;
+  putVarint(pass_body_, static_cast<uint64_t>(ref) << kEntryFlagBits);
+}
+
+void Encoder::endPass() {
+  if (!in_pass_) return;
+  in_pass_ = false;
+  // A live thread that has never been written whole in this chunk must appear in the pass,
+  // so that the chunk's readers learn it is live; give it an error entry if it was not sampled.
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    ThreadState& t = threads_[i];
+    if (t.live && t.pass_seen != pass_count_ && !t.status_known) {
+      t.pass_seen = pass_count_;
+      ++pass_errors_;
+      putVarint(pass_body_, static_cast<uint64_t>(i + 1) << kEntryFlagBits);
+    }
+  }
+  record(kRecPass, pass_body_);
+  const uint64_t samples = live_threads_ - pass_errors_;
+  chunk_samples_ += samples;
+  ++chunk_passes_;
+  stats_.samples += samples;
+  stats_.sample_errors += pass_errors_;
+  ++stats_.passes;
+  last_pass_ts_ = pass_ts_;
+}
+
+void Encoder::passErrors(uint64_t ts, uint64_t errors, uint64_t missed_deadlines) {
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ts);
+  putVarint(scratch_, errors);
+  putVarint(scratch_, missed_deadlines);
+  record(kRecPassErrors, scratch_);
+}
+
+void Encoder::marker(uint64_t ts, std::string_view label) {
+  uint32_t label_id = internString(label);
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ts);
+  putVarint(scratch_, label_id);
+  record(kRecMarker, scratch_);
+}
+
+void Encoder::processStart(uint64_t ts, uint64_t pid, uint64_t parent_pid,
+                           std::string_view command) {
+  uint32_t cmd_id = command.empty() ? 0 : internString(command);
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ts);
+  putVarint(scratch_, pid);
+  putVarint(scratch_, parent_pid);
+  putVarint(scratch_, cmd_id);
+  record(kRecProcessStart, scratch_);
+}
+
+void Encoder::processExit(uint64_t ts, uint64_t pid, int64_t exit_code) {
+  beginChunkIfNeeded(ts);
+  scratch_.clear();
+  putVarint(scratch_, ts);
+  putVarint(scratch_, pid);
+  putVarint(scratch_, zigzag(exit_code));
+  record(kRecProcessExit, scratch_);
+}
+
+bool Encoder::chunkDue(uint64_t now_ts) const {
+  if (!in_chunk_) return !defs_.empty();
+  return data_.size() >= chunk_bytes_ || now_ts - chunk_first_ts_ >= max_span_ticks_;
+}
+
+SealedChunk Encoder::seal() {
+  SealedChunk c;
+  c.defs.swap(defs_);
+  c.data.swap(data_);
+  c.first_ts = chunk_first_ts_;
+  c.last_ts = chunk_passes_ ? last_pass_ts_ : chunk_first_ts_;
+  c.passes = chunk_passes_;
+  c.samples = chunk_samples_;
+  if (in_chunk_) {
+    ++chunk_seq_;
+    ++stats_.chunks;
+  }
+  in_chunk_ = false;
+  defs_.reserve(c.defs.capacity());
+  data_.reserve(c.data.capacity());
+  return c;
+}
+
+}  // namespace psrec::format

@@ -1,0 +1,126 @@
+// Encodes definitions, sampling passes and events into .psr record streams.
+//
+// The encoder is used by one thread (the sampler). It never compresses and never does I/O:
+// it appends records to two in-memory buffers (definitions and data) and, when a chunk is due,
+// hands both over as a SealedChunk. Compression and writing happen on another thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "format/native/constants.hpp"
+
+namespace psrec::format {
+
+struct SealedChunk {
+  std::string defs;  // records for a DEFS chunk (may be empty)
+  std::string data;  // records for a DATA chunk (starts with BEGIN)
+  uint64_t first_ts = 0;
+  uint64_t last_ts = 0;
+  uint64_t passes = 0;
+  uint64_t samples = 0;  // thread-samples: one per live thread per pass, errors excluded
+};
+
+struct EncoderStats {
+  uint64_t passes = 0;
+  uint64_t samples = 0;
+  uint64_t sample_errors = 0;
+  uint64_t chunks = 0;
+  uint64_t truncated_stacks = 0;
+};
+
+class Encoder {
+ public:
+  // A chunk is sealed when its data reaches chunk_bytes or spans max_span_ticks.
+  explicit Encoder(size_t chunk_bytes = 1 << 20, uint64_t max_span_ticks = 1000000);
+
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
+
+  // Definitions: content-interned; each is emitted once, before its first use.
+  uint32_t internString(std::string_view s);
+  uint32_t internFunction(uint32_t filename_id, uint32_t name_id, uint32_t first_line);
+  uint32_t internFrame(uint32_t function_id, int64_t line);
+
+  // Threads. A thread is live from addThread until threadExit.
+  uint32_t addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid, std::string_view name,
+                     uint64_t ts);
+  void threadExit(uint32_t ref, uint64_t ts);
+  void threadRename(uint32_t ref, uint64_t ts, std::string_view name);
+
+  // One sampling pass: beginPass, then sample() or sampleError() for live threads, endPass.
+  // A live thread given neither in a pass is recorded as sampled with nothing changed.
+  // frames: root first. Frames beyond kMaxDepth are cut at the root and marked (frame 0).
+  void beginPass(uint64_t ts);
+  void sample(uint32_t ref, const uint32_t* frames, size_t depth, uint8_t status,
+              bool has_cpu, uint64_t cpu_ticks);
+  void sampleError(uint32_t ref);
+  void endPass();
+
+  // Events.
+  void passErrors(uint64_t ts, uint64_t errors, uint64_t missed_deadlines);
+  void marker(uint64_t ts, std::string_view label);
+  void processStart(uint64_t ts, uint64_t pid, uint64_t parent_pid, std::string_view command);
+  void processExit(uint64_t ts, uint64_t pid, int64_t exit_code);
+
+  // Whether a chunk is due: the data buffer is full or spans too long a time.
+  bool chunkDue(uint64_t now_ts) const;
+  bool empty() const { return data_.empty() && defs_.empty(); }
+  // Hands over the current chunk and starts a new one. Every live thread's next sample is
+  // then written whole, so each data chunk decodes without the ones before it.
+  SealedChunk seal();
+
+  const EncoderStats& stats() const { return stats_; }
+  uint64_t lastPassTs() const { return last_pass_ts_; }
+
+ private:
+  struct ThreadState {
+    bool live = false;
+    bool status_known = false;
+    uint8_t status = 0;
+    std::vector<uint32_t> stack;  // as last written in this chunk
+    uint64_t pass_seen = 0;
+  };
+
+  void beginChunkIfNeeded(uint64_t ts);
+  void record(uint8_t type, const std::string& body);
+  void writeDef(uint8_t type, const std::string& body);
+
+  size_t chunk_bytes_;
+  uint64_t max_span_ticks_;
+  std::string defs_;
+  std::string data_;
+  std::string scratch_;
+  std::string pass_body_;
+
+  std::unordered_map<std::string, uint32_t> strings_;
+  struct TripleHash {
+    size_t operator()(const std::tuple<uint32_t, uint32_t, uint32_t>& t) const;
+  };
+  std::unordered_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t, TripleHash> functions_;
+  std::unordered_map<uint64_t, uint32_t> frames_;  // (function << 32 | zigzag(line)) -> id
+  uint32_t next_string_ = 1;
+  uint32_t next_function_ = 1;
+  uint32_t next_frame_ = 1;
+
+  std::vector<ThreadState> threads_;  // index = ref - 1
+  uint64_t live_threads_ = 0;
+
+  bool in_chunk_ = false;
+  bool in_pass_ = false;
+  uint64_t chunk_seq_ = 0;
+  uint64_t chunk_first_ts_ = 0;
+  uint64_t chunk_passes_ = 0;
+  uint64_t chunk_samples_ = 0;
+  uint64_t pass_ts_ = 0;
+  uint64_t last_pass_ts_ = 0;
+  uint64_t pass_count_ = 0;
+  uint64_t pass_errors_ = 0;
+  uint64_t pass_explicit_ = 0;
+  EncoderStats stats_;
+};
+
+}  // namespace psrec::format

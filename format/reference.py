@@ -1,0 +1,316 @@
+"""A small pure-Python decoder of .psr record streams, written from spec/psr-format.md.
+
+It is the yardstick the native decoder is tested against, and the fallback where the native
+module cannot be loaded. It produces the same shapes as the native decoder.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+from . import _constants as C
+
+__all__ = ["RefDecodeError", "decode_defs", "RefBatch", "RefDecoder", "RefAccumulator"]
+
+
+class RefDecodeError(ValueError):
+    pass
+
+
+class _Reader:
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf: bytes, pos: int = 0, end: int | None = None) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else end
+
+    def varint(self, what: str = "varint") -> int:
+        result = 0
+        shift = 0
+        buf, pos, end = self.buf, self.pos, self.end
+        while pos < end:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                if result >= 1 << 64:
+                    raise RefDecodeError(f"bad {what}")
+                self.pos = pos
+                return result
+            shift += 7
+            if shift > 63:
+                raise RefDecodeError(f"bad {what}")
+        raise RefDecodeError(f"bad {what}")
+
+    def byte(self, what: str = "byte") -> int:
+        if self.pos >= self.end:
+            raise RefDecodeError(f"bad {what}")
+        b = self.buf[self.pos]
+        self.pos += 1
+        return b
+
+    def take(self, n: int, what: str) -> bytes:
+        if self.end - self.pos < n:
+            raise RefDecodeError(f"{what} runs past its record")
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return bytes(out)
+
+    def at_end(self) -> bool:
+        return self.pos >= self.end
+
+    def records(self) -> Any:
+        """Yields (type, body reader) for each record of a payload."""
+        while not self.at_end():
+            rtype = self.byte()
+            length = self.varint("record length")
+            if self.end - self.pos < length:
+                raise RefDecodeError("record runs past the end of its chunk")
+            body = _Reader(self.buf, self.pos, self.pos + length)
+            self.pos += length
+            yield rtype, body
+
+
+def unzigzag(v: int) -> int:
+    return (v >> 1) ^ -(v & 1)
+
+
+def decode_defs(payload: bytes) -> tuple[list[Any], list[Any], list[Any], list[Any], int]:
+    strings: list[Any] = []
+    functions: list[Any] = []
+    frames: list[Any] = []
+    threads: list[Any] = []
+    unknown = 0
+    for rtype, b in _Reader(payload).records():
+        if rtype == C.REC_STRING:
+            sid = b.varint()
+            n = b.varint()
+            strings.append((sid, b.take(n, "string").decode("utf-8", "replace")))
+        elif rtype == C.REC_FUNCTION:
+            functions.append((b.varint(), b.varint(), b.varint(), b.varint()))
+        elif rtype == C.REC_FRAME:
+            frames.append((b.varint(), b.varint(), unzigzag(b.varint())))
+        elif rtype == C.REC_THREAD:
+            threads.append(tuple(b.varint() for _ in range(6)))
+        else:
+            unknown += 1
+    return strings, functions, frames, threads, unknown
+
+
+class RefBatch:
+    """Sample columns in time order, like the native SampleBatch."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.ts = array("q")
+        self.thread = array("I")
+        self.node = array("I")
+        self.status = array("B")
+        self.cpu = array("I")
+        self.weight = array("I")
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+class _Thread:
+    __slots__ = ("node", "status", "live", "cpu", "pass_no", "error")
+
+    def __init__(self) -> None:
+        self.node = 0
+        self.status = 0
+        self.live = False
+        self.cpu = 0
+        self.pass_no = 0
+        self.error = False
+
+
+class RefDecoder:
+    def __init__(self, weight_cap_ticks: int, first_weight_ticks: int) -> None:
+        self.weight_cap = weight_cap_ticks
+        self.first_weight = first_weight_ticks
+        self.parents = [0]
+        self.frames = [0]
+        self.depths = [0]
+        self._index: dict[tuple[int, int], int] = {}
+
+    def _child(self, parent: int, frame: int) -> int:
+        key = (parent, frame)
+        node = self._index.get(key)
+        if node is None:
+            node = len(self.parents)
+            self.parents.append(parent)
+            self.frames.append(frame)
+            self.depths.append(self.depths[parent] + 1)
+            self._index[key] = node
+        return node
+
+    def trie_size(self) -> int:
+        return len(self.parents)
+
+    def trie_parents(self) -> bytes:
+        return array("I", self.parents).tobytes()
+
+    def trie_frames(self) -> bytes:
+        return array("I", self.frames).tobytes()
+
+    def decode_data(self, payload: bytes, out: RefBatch) -> tuple[list[Any], dict[str, int]]:
+        threads: dict[int, _Thread] = {}
+        live: list[int] = []
+        events: list[Any] = []
+        summary = {
+            "seq": 0, "passes": 0, "samples": 0, "errors": 0, "unknown_records": 0,
+            "first_ts": -1, "last_ts": -1,
+        }
+        before = len(out)
+        last_pass = -1
+        base = 0
+        begun = False
+        pass_no = 0
+
+        def thread(ref: int) -> _Thread:
+            if ref == 0 or ref > 1 << 24:
+                raise RefDecodeError("thread reference out of range")
+            t = threads.get(ref)
+            if t is None:
+                t = threads[ref] = _Thread()
+            return t
+
+        for rtype, b in _Reader(payload).records():
+            if rtype == C.REC_BEGIN:
+                summary["seq"] = b.varint()
+                base = b.varint()
+                prev = b.varint()
+                last_pass = prev - 1 if prev else -1
+                begun = True
+            elif rtype == C.REC_PASS:
+                if not begun:
+                    raise RefDecodeError("PASS before BEGIN")
+                ts = (base if pass_no == 0 else last_pass) + b.varint()
+                pass_no += 1
+                while not b.at_end():
+                    head = b.varint()
+                    ref = head >> C.ENTRY_FLAG_BITS
+                    flags = head & ((1 << C.ENTRY_FLAG_BITS) - 1)
+                    t = thread(ref)
+                    if not t.live:
+                        t.live = True
+                        live.append(ref)
+                    t.pass_no = pass_no
+                    t.error = flags == 0
+                    if flags & C.ENTRY_STACK:
+                        pop = b.varint()
+                        push = b.varint()
+                        if pop > self.depths[t.node]:
+                            raise RefDecodeError("stack delta pops more frames than the stack has")
+                        if push > C.MAX_DEPTH:
+                            raise RefDecodeError("stack delta pushes too many frames")
+                        node = t.node
+                        for _ in range(pop):
+                            node = self.parents[node]
+                        for _ in range(push):
+                            node = self._child(node, b.varint())
+                        t.node = node
+                    if flags & C.ENTRY_STATUS:
+                        t.status = b.byte("status byte")
+                    t.cpu = b.varint() if flags & C.ENTRY_CPU else 0
+                if last_pass < 0:
+                    w = self.first_weight
+                else:
+                    w = min(max(ts - last_pass, 0), self.weight_cap)
+                for ref in live:
+                    t = threads[ref]
+                    if t.pass_no == pass_no and t.error:
+                        summary["errors"] += 1
+                        continue
+                    out.ts.append(ts)
+                    out.thread.append(ref)
+                    out.node.append(t.node)
+                    out.status.append(t.status)
+                    out.cpu.append(t.cpu if t.pass_no == pass_no else 0)
+                    out.weight.append(w)
+                if summary["first_ts"] < 0:
+                    summary["first_ts"] = ts
+                summary["last_ts"] = ts
+                last_pass = ts
+                summary["passes"] += 1
+            elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
+                ref = b.varint()
+                ts = b.varint()
+                t = thread(ref)
+                if rtype == C.REC_THREAD_EXIT and t.live:
+                    threads[ref] = _Thread()
+                    live.remove(ref)
+                events.append((rtype, ts, ref, 0, 0))
+            elif rtype == C.REC_THREAD_RENAME:
+                ref, ts, name = b.varint(), b.varint(), b.varint()
+                events.append((rtype, ts, ref, name, 0))
+            elif rtype == C.REC_PROCESS_START:
+                ts, pid, ppid, cmd = b.varint(), b.varint(), b.varint(), b.varint()
+                events.append((rtype, ts, pid, ppid, cmd))
+            elif rtype == C.REC_PROCESS_EXIT:
+                ts, pid, code = b.varint(), b.varint(), unzigzag(b.varint())
+                events.append((rtype, ts, pid, code, 0))
+            elif rtype == C.REC_PASS_ERRORS:
+                ts, errors, missed = b.varint(), b.varint(), b.varint()
+                events.append((rtype, ts, errors, missed, 0))
+            elif rtype == C.REC_MARKER:
+                ts, label = b.varint(), b.varint()
+                events.append((rtype, ts, label, 0, 0))
+            else:
+                summary["unknown_records"] += 1
+        summary["samples"] = len(out) - before
+        return events, summary
+
+
+class RefAccumulator:
+    """Sums samples by (slice, thread, node) after a window, thread and status filter."""
+
+    def __init__(
+        self,
+        from_ts: int = -(1 << 63),
+        to_ts: int = (1 << 63) - 1,
+        threads: list[int] | None = None,
+        status_mask: int = 0,
+        status_value: int = 0,
+        slice_origin: int = 0,
+        slice_ticks: int = 0,
+    ) -> None:
+        self.from_ts, self.to_ts = from_ts, to_ts
+        self.threads = None if threads is None else set(threads)
+        self.mask, self.value = status_mask, status_value
+        self.origin, self.slice_ticks = slice_origin, slice_ticks
+        self._cells: dict[tuple[int, int, int], list[int]] = {}
+        self.selected = 0
+        self.first_ts = -1
+        self.last_ts = -1
+
+    def add(self, b: RefBatch) -> None:
+        for i in range(len(b.ts)):
+            ts = b.ts[i]
+            if ts < self.from_ts or ts >= self.to_ts:
+                continue
+            th = b.thread[i]
+            if self.threads is not None and th not in self.threads:
+                continue
+            st = b.status[i]
+            if st & self.mask != self.value:
+                continue
+            sl = (ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
+            cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
+            cell[0] += 1
+            cell[1] += b.weight[i]
+            cell[2] += b.cpu[i]
+            cell[3] += 1 if st & C.STATUS_GIL_HELD else 0
+            cell[4] += 1 if st & C.STATUS_ON_CPU else 0
+            self.selected += 1
+            if self.first_ts < 0:
+                self.first_ts = ts
+            self.last_ts = ts
+
+    def cells(self) -> list[tuple[int, ...]]:
+        return [(*k, *v) for k, v in self._cells.items()]

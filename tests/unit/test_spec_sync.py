@@ -1,0 +1,94 @@
+"""spec/psr-format.md is normative: its checked tables must match the constants in code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from psrec.format import _constants as C
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = (ROOT / "spec" / "psr-format.md").read_text()
+NUMBER = re.compile(r"0x[0-9A-Fa-f]+|\d+")
+HEADER = (ROOT / "format" / "native" / "constants.hpp").read_text()
+
+# Section title (as it appears in the spec) -> prefix of the Python constant names.
+TABLES = {
+    "Constants": "",
+    "Chunk types": "CHUNK_",
+    "Chunk flags": "CHUNK_FLAG_",
+    "Definition records": "REC_",
+    "Data records": "REC_",
+    "Entry flags": "ENTRY_",
+    "Thread status byte": "STATUS_",
+}
+
+
+def checked_tables() -> dict[str, dict[str, int]]:
+    """Every '(checked)' table of the spec, as {constant name: value}."""
+    tables: dict[str, dict[str, int]] = {}
+    for match in re.finditer(r"^#+ (?:[\d.]+ )?(.+?) \*\(checked\)\*$", SPEC, re.M):
+        title = match.group(1)
+        body = SPEC[match.end():]
+        rows: dict[str, int] = {}
+        for line in body.splitlines()[1:]:
+            if line.startswith("#"):
+                break
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 2:
+                continue
+            if NUMBER.fullmatch(cells[0]):  # | code | name | ...
+                rows[TABLES[title] + cells[1]] = int(cells[0], 0)
+            elif NUMBER.fullmatch(cells[1]):  # | name | value | ...
+                rows[TABLES[title] + cells[0]] = int(cells[1], 0)
+        tables[title] = rows
+    return tables
+
+
+def cpp_constants() -> dict[str, int]:
+    return {
+        name: int(value, 0)
+        for name, value in re.findall(r"constexpr \w+ (k\w+) = (0x[0-9A-Fa-f]+|\d+);", HEADER)
+    }
+
+
+def cpp_name(py_name: str) -> str:
+    return "k" + "".join(w.capitalize() for w in py_name.lower().split("_"))
+
+
+def test_spec_has_every_checked_table() -> None:
+    assert set(checked_tables()) == set(TABLES)
+
+
+@pytest.mark.parametrize("title", sorted(TABLES))
+def test_spec_table_matches_python_and_native(title: str) -> None:
+    rows = checked_tables()[title]
+    assert rows, f"table {title!r} has no rows"
+    cpp = cpp_constants()
+    for name, value in rows.items():
+        assert getattr(C, name) == value, f"{name}: spec says {value}, format/_constants.py says {getattr(C, name)}"
+        if name in ("MAX_PAYLOAD", "MAX_RAW"):
+            continue  # enforced by the Python reader only
+        assert cpp.get(cpp_name(name)) == value, f"{name}: spec says {value}, constants.hpp says {cpp.get(cpp_name(name))}"
+
+
+def test_every_code_constant_is_in_the_spec() -> None:
+    specified = {name for rows in checked_tables().values() for name in rows}
+    for name in dir(C):
+        if re.match(r"(CHUNK|REC|ENTRY|STATUS)_", name) and name not in ("CHUNK_SYNC", "CHUNK_NAMES", "CHUNK_HEADER_SIZE", "ENTRY_FLAG_BITS"):
+            assert name in specified, f"{name} is in format/_constants.py but not in the spec"
+    for cname in cpp_constants():
+        py = [n for n in dir(C) if cpp_name(n) == cname]
+        assert py, f"{cname} is in constants.hpp but has no Python twin"
+
+
+def test_spec_header_layout_matches_writer() -> None:
+    from psrec.format._layout import Header
+
+    raw = Header(C.FORMAT_MAJOR, C.FORMAT_MINOR, 1, 2, 1000).pack()
+    assert len(raw) == C.HEADER_SIZE
+    assert raw[:8] == C.MAGIC
+    assert "`89 50 53 52 0D 0A 1A 0A`" in SPEC and C.MAGIC == bytes.fromhex("89 50 53 52 0D 0A 1A 0A")
+    assert C.TRAILER_MAGIC.decode() == "PSR-END\n" and "`PSR-END\\n`" in SPEC

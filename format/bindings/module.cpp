@@ -10,6 +10,7 @@
 
 #include "format/native/decoder.hpp"
 #include "format/native/encoder.hpp"
+#include "format/native/timeline.hpp"
 
 namespace nb = nanobind;
 using namespace psrec::format;
@@ -26,6 +27,24 @@ std::string_view view(const nb::bytes& b) { return {b.c_str(), b.size()}; }
 struct Batch {
   SampleColumns cols;
 };
+
+AccumulatorQuery makeQuery(int64_t from_ts, int64_t to_ts,
+                           const std::optional<std::vector<uint32_t>>& threads,
+                           uint8_t status_mask, uint8_t status_value) {
+  AccumulatorQuery q;
+  q.from_ts = from_ts;
+  q.to_ts = to_ts;
+  if (threads) {
+    uint32_t top = 0;
+    for (uint32_t t : *threads) top = std::max(top, t);
+    q.threads.assign(top + 1, 0);
+    for (uint32_t t : *threads) q.threads[t] = 1;
+    if (threads->empty()) q.threads.assign(1, 0);  // select nothing
+  }
+  q.status_mask = status_mask;
+  q.status_value = status_value;
+  return q;
+}
 
 }  // namespace
 
@@ -170,5 +189,29 @@ NB_MODULE(_format, m) {
           out.append(nb::make_tuple(k.slice, k.thread, k.node, c.count, c.weight, c.cpu, c.gil,
                                     c.on_cpu));
         return out;
+      });
+
+  nb::class_<Timeline>(m, "Timeline")
+      .def(
+          "__init__",
+          [](Timeline* self, int64_t from_ts, int64_t to_ts,
+             std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
+             uint8_t status_value) {
+            new (self) Timeline(makeQuery(from_ts, to_ts, threads, status_mask, status_value));
+          },
+          nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
+          nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
+          nb::arg("status_value") = 0)
+      .def("add",
+           [](Timeline& t, const Batch& b) {
+             nb::gil_scoped_release release;
+             t.add(b.cols);
+           })
+      .def_prop_ro("selected", &Timeline::selected)
+      .def("threads", &Timeline::threads)
+      .def("runs", [](const Timeline& t, uint32_t ref) {
+        const TimelineRuns& r = t.runs(ref);
+        return nb::make_tuple(asBytes(r.node), asBytes(r.count), asBytes(r.weight),
+                              asBytes(r.cpu), asBytes(r.first_ts));
       });
 }

@@ -1,0 +1,45 @@
+#include "format/native/timeline.hpp"
+
+namespace psrec::format {
+
+const TimelineRuns Timeline::kEmpty{};
+
+void Timeline::add(const SampleColumns& c) {
+  const size_t n = c.size();
+  const bool all_threads = q_.threads.empty();
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t ts = c.ts[i];
+    if (ts < q_.from_ts || ts >= q_.to_ts) continue;
+    const uint32_t th = c.thread[i];
+    if (!all_threads && (th >= q_.threads.size() || !q_.threads[th])) continue;
+    if ((c.status[i] & q_.status_mask) != q_.status_value) continue;
+    if (th >= runs_.size()) runs_.resize(static_cast<size_t>(th) + 1);
+    TimelineRuns& r = runs_[th];
+    const uint32_t node = c.node[i];
+    if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX) {
+      r.node.push_back(node);
+      r.count.push_back(1);
+      r.weight.push_back(c.weight[i]);
+      r.cpu.push_back(c.cpu[i]);
+      r.first_ts.push_back(ts);
+    } else {
+      ++r.count.back();
+      r.weight.back() += c.weight[i];
+      r.cpu.back() += c.cpu[i];
+    }
+    ++selected_;
+  }
+}
+
+std::vector<uint32_t> Timeline::threads() const {
+  std::vector<uint32_t> out;
+  for (size_t t = 0; t < runs_.size(); ++t)
+    if (runs_[t].size()) out.push_back(static_cast<uint32_t>(t));
+  return out;
+}
+
+const TimelineRuns& Timeline::runs(uint32_t ref) const {
+  return ref < runs_.size() ? runs_[ref] : kEmpty;
+}
+
+}  // namespace psrec::format

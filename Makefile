@@ -1,0 +1,42 @@
+# One entry point for developers and CI.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: help demo test dev lint bench clean
+
+help:
+	@echo "make demo   install psrec into $(VENV), record the demo workload and print its report"
+	@echo "make test   install psrec (built wheel) into $(VENV) and run the test suite"
+	@echo "make dev    editable install for development"
+	@echo "make lint   ruff and mypy"
+	@echo "make bench  the benchmark against py-spy and Austin (not part of make test)"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# A real wheel, built and installed: what users get.
+install: $(BIN)/python
+	$(BIN)/pip install -q '.[test]'
+
+demo: install
+	$(BIN)/psrec record --force -o demo.psr -- $(BIN)/python tests/targets/demo_app.py
+	$(BIN)/psrec report demo.psr --limit 15
+
+test: install
+	$(BIN)/python -m pytest tests
+
+dev: $(BIN)/python
+	$(BIN)/pip install -q scikit-build-core nanobind ruff mypy
+	$(BIN)/pip install -q --no-build-isolation -e '.[test]'
+
+lint:
+	$(BIN)/ruff check format analyzer recorder package tests
+	$(BIN)/mypy format analyzer
+
+bench: install
+	$(BIN)/python -m tests.perf
+
+clean:
+	rm -rf build dist $(VENV) .pytest_cache

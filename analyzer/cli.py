@@ -127,3 +127,109 @@ def dump(target: str) -> None:
         for line in dump_lines(rec):
             click.echo(line)
         warn_all(rec.warnings)
+
+
+# -- report and export -------------------------------------------------------------------------
+
+def _view_options(fn: F) -> F:
+    """The view options every analysis command shares."""
+    options = [
+        click.option("--mode", type=click.Choice(["wall", "cpu", "gil", "idle"]), default="wall",
+                     show_default=True,
+                     help="wall: every sample; cpu: samples on a CPU, weighted by the CPU time "
+                          "they consumed where it was recorded; gil: samples holding the GIL; "
+                          "idle: samples off CPU."),
+        click.option("--thread", "threads", multiple=True, metavar="ID|NAME",
+                     help="Only this thread (OS or Python thread id, or name); repeatable."),
+        click.option("--from", "start", metavar="T",
+                     help="Window start: seconds from the start of the recording (12.5, 500ms) "
+                          "or a wall-clock time (14:02:10, 2024-05-01T14:02:10). Inclusive."),
+        click.option("--to", "end", metavar="T", help="Window end, like --from. Exclusive."),
+        click.option("--weights", type=click.Choice(["time", "count"]), default=None,
+                     help="time: each sample weighs the time it stands for (default); count: "
+                          "raw sample counts (the default for --collapsed)."),
+        click.option("--by", type=click.Choice(["function", "line"]), default="function",
+                     show_default=True, help="Group by function or by line."),
+        click.option("-o", "--output", type=click.Path(dir_okay=False),
+                     help="Output file ('-' for stdout)."),
+        click.option("--force", is_flag=True, help="Overwrite an existing output file."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def _run_reporter(
+    name: str, recording: str, options: dict[str, Any], view_args: dict[str, Any],
+    output: str | None, force: bool,
+) -> None:
+    from psrec.analyzer.profile import Profile, View
+    from psrec.analyzer.registry import get, write_output
+
+    reporter = get(name)(**options)
+    weights = view_args.pop("weights") or ("count" if name == "collapsed" else "time")
+    view = View(weights=weights, threads=tuple(view_args.pop("threads")), **view_args)
+    profile = Profile.load(
+        recording, view, slice_seconds=reporter.slice_seconds(),
+        timelines=reporter.needs_timelines,
+        warn=lambda w: click.echo(f"psrec: warning: {w}", err=True),
+    )
+    where, summary = write_output(reporter, profile, output, force)
+    if where != "<stdout>":
+        click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
+
+
+@main.command()
+@click.argument("recording", type=click.Path(dir_okay=True))
+@click.option("--sort", type=click.Choice(["own", "total", "own-samples", "total-samples", "name",
+                                           "file"]),
+              default="own", show_default=True, help="Table order.")
+@click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
+              help="Rows to show (0: all).")
+@click.option("--pstats", "fmt", flag_value="pstats",
+              help="Write a pstats file (default RECORDING.pstats) for pstats, snakeviz, gprof2dot.")
+@click.option("--collapsed", "fmt", flag_value="collapsed",
+              help="Write collapsed stacks (default RECORDING.collapsed; -o - for stdout) for "
+                   "flamegraph.pl and inferno.")
+@click.option("--slices", metavar="DURATION",
+              help="Time-sliced report, one row per slice (e.g. 1s, 250ms), with a per-thread "
+                   "activity strip.")
+@click.option("--per-thread", is_flag=True,
+              help="Table: one table per thread. Collapsed: a thread root frame on every stack.")
+@_view_options
+@handle_errors
+def report(recording: str, sort: str, limit: int, fmt: str | None, slices: str | None,
+           per_thread: bool, output: str | None, force: bool, **view_args: Any) -> None:
+    """Where the time went: a table of functions, or pstats, collapsed stacks, time slices.
+
+    Sample columns count stacks seen, not calls; times are estimated from the samples.
+    """
+    from psrec.analyzer.profile import parse_duration
+
+    if fmt and slices:
+        raise click.UsageError("--slices cannot be combined with --pstats or --collapsed")
+    options: dict[str, Any] = {"sort": sort, "limit": limit, "per_thread": per_thread}
+    name = fmt or "table"
+    if slices is not None:
+        try:
+            seconds = parse_duration(slices)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--slices") from None
+        if seconds <= 0:
+            raise click.BadParameter("must be more than 0", param_hint="--slices")
+        name = "slices"
+        options["slice_seconds"] = seconds
+    _run_reporter(name, recording, options, view_args, output, force)
+
+
+@main.command()
+@click.argument("recording", type=click.Path(dir_okay=True))
+@click.option("--speedscope", "fmt", flag_value="speedscope", default=True,
+              help="speedscope JSON (default RECORDING.speedscope.json): one sampled profile "
+                   "per thread, samples in time order. The default format.")
+@_view_options
+@handle_errors
+def export(recording: str, fmt: str, output: str | None, force: bool,
+           **view_args: Any) -> None:
+    """Export a recording for another tool (speedscope)."""
+    _run_reporter(fmt, recording, {}, view_args, output, force)

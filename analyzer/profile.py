@@ -1,0 +1,552 @@
+"""The Profile model: one pass over a recording, filtered by a view, aggregated once.
+
+Every reporter and exporter consumes a Profile. Aggregated views read ``cells`` (samples summed
+by slice, thread and stack node, so memory grows with distinct stacks, not samples); ordered
+views (speedscope) read ``timelines`` (each thread's samples in time order, consecutive samples
+with the same stack merged into runs).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from psrec.format import PsrecError, Recording, ThreadInfo, open_recording
+from psrec.format import constants as C
+from psrec.format.reader import Definitions
+
+__all__ = [
+    "MODES",
+    "WEIGHTS",
+    "View",
+    "Cell",
+    "Runs",
+    "Profile",
+    "FrameKey",
+    "NO_STACK",
+    "SelectionError",
+    "ViewUsageError",
+    "parse_duration",
+    "parse_time",
+]
+
+# mode -> (status mask, status value): a sample is kept when status & mask == value.
+# Samples whose CPU or GIL state could not be read are left out of the views that need it.
+MODES: dict[str, tuple[int, int]] = {
+    "wall": (0, 0),
+    "cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, C.STATUS_ON_CPU),
+    "gil": (C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN, C.STATUS_GIL_HELD),
+    "idle": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, 0),
+}
+MODE_HELP = {
+    "wall": "every sample",
+    "cpu": "samples on a CPU, weighted by the CPU time they consumed where it was recorded",
+    "gil": "samples holding the GIL",
+    "idle": "samples off CPU",
+}
+WEIGHTS = ("time", "count")
+
+
+class SelectionError(PsrecError):
+    """The view selects nothing, or names something the recording does not have."""
+
+
+class ViewUsageError(SelectionError):
+    """A view option that cannot be understood (exit status 2, like other usage errors)."""
+
+    exit_code = 2
+
+
+class FrameKey(NamedTuple):
+    """What a report groups by: a function (line = its first line) or a line of a function."""
+
+    filename: str
+    line: int
+    name: str
+
+
+NO_STACK = FrameKey("<psrec>", 0, "[no Python stack]")
+TRUNCATED_KEY = FrameKey("<psrec>", 0, "[truncated stack]")
+
+
+class Cell(NamedTuple):
+    slice: int
+    thread: int
+    node: int
+    count: int
+    weight: int  # ticks
+    cpu: int  # CPU ticks
+    gil: int  # samples holding the GIL
+    on_cpu: int  # samples on a CPU
+
+
+@dataclass
+class Runs:
+    """One thread's selected samples in time order, consecutive equal stacks merged."""
+
+    node: array[int]
+    count: array[int]
+    weight: array[int]
+    cpu: array[int]
+    first_ts: array[int]
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the user asked to look at; resolved against a recording by Profile.load."""
+
+    mode: str = "wall"
+    threads: tuple[str, ...] = ()
+    start: str | None = None  # --from: seconds from the start, or a wall-clock time
+    end: str | None = None  # --to
+    weights: str = "time"
+    by: str = "function"  # or "line"
+
+
+_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
+          "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'1s', '250ms', '0.5', '2m' -> seconds. Raises ValueError."""
+    m = _DURATION.match(text)
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"{text!r} is not a duration (examples: 1s, 250ms, 0.5, 2m)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_time(text: str, created_wall_ns: int) -> float:
+    """A --from/--to value -> seconds from the start of the recording. Raises ValueError.
+
+    Accepts seconds from the start ('12.5', '12.5s', '1m'), a local wall-clock time of day on
+    the recording's date ('14:02:10', '14:02:10.250') or a full date and time
+    ('2024-05-01 14:02:10', ISO 8601, with or without a UTC offset; local time without one).
+    """
+    t = text.strip()
+    try:
+        return parse_duration(t)
+    except ValueError:
+        pass
+    start = _dt.datetime.fromtimestamp(created_wall_ns / 1e9).astimezone()
+    when: _dt.datetime | None = None
+    if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", t):
+        parts = t.split(":")
+        sec = float(parts[2]) if len(parts) > 2 else 0.0
+        when = start.replace(hour=int(parts[0]), minute=int(parts[1]), second=int(sec),
+                             microsecond=int(round((sec - int(sec)) * 1e6)))
+    else:
+        try:
+            when = _dt.datetime.fromisoformat(t)
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is neither seconds from the start (12.5, 12.5s, 1m) nor a wall-clock "
+                "time (14:02:10, 14:02:10.250, 2024-05-01T14:02:10)"
+            ) from None
+        if when.tzinfo is None:
+            when = when.astimezone()  # local time
+    return (when.timestamp() * 1e9 - created_wall_ns) / 1e9
+
+
+@dataclass
+class Profile:
+    path: str
+    metadata: dict[str, Any]
+    tick_ns: int
+    interval_ticks: int
+    created_wall_ns: int
+    defs: Definitions
+    view: View
+    parents: array[int]
+    frames: array[int]
+    cells: list[Cell]
+    threads: dict[int, ThreadInfo]  # every thread of the recording, by ref
+    selected_threads: list[int] | None  # refs the view selects; None: all
+    from_ts: int | None
+    to_ts: int | None
+    selected: int  # samples in the view
+    first_ts: int
+    last_ts: int
+    extent: tuple[int, int]  # first and last sample timestamps of the whole recording
+    cpu_weighted: bool  # cpu mode on a recording that has CPU times
+    slice_ticks: int = 0
+    timelines: dict[int, Runs] | None = None
+    events: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    sample_errors: int = 0
+    warnings: list[str] = field(default_factory=list)
+    _stacks: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    _keys: dict[int, FrameKey] = field(default_factory=dict, repr=False)
+
+    # -- building ------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        path: str,
+        view: View = View(),
+        *,
+        slice_ticks: int = 0,
+        slice_seconds: float = 0.0,
+        timelines: bool = False,
+        native: bool | None = None,
+        warn: Any = None,
+    ) -> Profile:
+        """Reads the recording once and aggregates the samples the view selects.
+
+        slice_seconds (or slice_ticks) > 0 keeps the cells per time slice; timelines=True also
+        keeps every selected thread's samples in time order (for speedscope).
+        """
+        if view.mode not in MODES:
+            raise SelectionError(f"unknown mode {view.mode!r}", help="use wall, cpu, gil or idle")
+        with open_recording(path) as rec:
+            return cls._load(rec, view, slice_ticks, slice_seconds, timelines, native, warn)
+
+    @classmethod
+    def _load(
+        cls,
+        rec: Recording,
+        view: View,
+        slice_ticks: int,
+        slice_seconds: float,
+        want_timelines: bool,
+        native: bool | None,
+        warn: Any,
+    ) -> Profile:
+        tick_ns = rec.tick_ns
+        defs = rec.definitions()
+        if slice_seconds > 0:
+            slice_ticks = max(1, round(slice_seconds * 1e9 / tick_ns))
+        from_ts = to_ts = None
+        if view.start is not None:
+            from_ts = _to_ticks(view.start, rec, "--from")
+        if view.end is not None:
+            to_ts = _to_ticks(view.end, rec, "--to")
+        if from_ts is not None and to_ts is not None and to_ts <= from_ts:
+            raise ViewUsageError(
+                f"--to ({view.end}) is not after --from ({view.start})",
+                help="give a window whose end comes after its start",
+            )
+        refs = _match_threads(view.threads, defs, rec.path) if view.threads else None
+
+        mask, value = MODES[view.mode]
+        stream = rec.stream(from_ts, to_ts, native=native)
+        query: dict[str, Any] = dict(status_mask=mask, status_value=value, threads=refs)
+        if from_ts is not None:
+            query["from_ts"] = from_ts
+        if to_ts is not None:
+            query["to_ts"] = to_ts
+        acc = stream.accumulator(slice_origin=0, slice_ticks=slice_ticks, **query)
+        timeline = _make_timeline(stream.native, query) if want_timelines else None
+        total = 0
+        for batch in stream:
+            total += len(batch)
+            acc.add(batch)
+            if timeline is not None:
+                timeline.add(batch)
+
+        extent = _extent(rec, stream)
+        cells = [Cell(*c) for c in acc.cells()]
+        prof = cls(
+            path=rec.path,
+            metadata=rec.metadata,
+            tick_ns=tick_ns,
+            interval_ticks=rec.interval_ticks,
+            created_wall_ns=rec.header.created_wall_ns,
+            defs=defs,
+            view=view,
+            parents=array("I", stream.decoder.trie_parents()),
+            frames=array("I", stream.decoder.trie_frames()),
+            cells=cells,
+            threads=dict(defs.threads),
+            selected_threads=refs,
+            from_ts=from_ts,
+            to_ts=to_ts,
+            selected=acc.selected,
+            first_ts=acc.first_ts,
+            last_ts=acc.last_ts,
+            extent=extent,
+            cpu_weighted=view.mode == "cpu" and any(c.cpu for c in cells),
+            slice_ticks=slice_ticks,
+            timelines=timeline.result() if timeline is not None else None,
+            events=list(stream.events),
+            sample_errors=stream.errors,
+            warnings=list(rec.warnings),
+        )
+        prof._apply_renames()
+        if warn is not None:
+            for w in prof.warnings:
+                warn(w)
+        if prof.selected == 0:
+            raise SelectionError(prof._nothing_selected(total), help=prof._nothing_help(total))
+        return prof
+
+    def _apply_renames(self) -> None:
+        for etype, ts, ref, name_id, _ in self.events:
+            if etype == C.REC_THREAD_RENAME and ref in self.threads:
+                name = self.defs.strings.get(name_id, "")
+                self.threads[ref].names.append((ts, name))
+                self.threads[ref].name = name
+
+    def _window_text(self) -> str:
+        a = "start" if self.from_ts is None else f"{self.seconds(self.from_ts):.3f} s"
+        b = "end" if self.to_ts is None else f"{self.seconds(self.to_ts):.3f} s"
+        return f"{a} .. {b}"
+
+    def _nothing_selected(self, total: int) -> str:
+        if total == 0 and self.from_ts is None and self.to_ts is None:
+            return f"{self.path}: the recording holds no samples"
+        first, last = self.extent
+        if first >= 0 and (
+            (self.from_ts is not None and self.from_ts > last)
+            or (self.to_ts is not None and self.to_ts <= first)
+        ):
+            return (
+                f"the window {self._window_text()} is outside the recording, whose samples run "
+                f"from {self.seconds(first):.3f} s to {self.seconds(last):.3f} s"
+            )
+        parts = [f"mode {self.view.mode}"]
+        if self.view.threads:
+            parts.append("thread " + ", ".join(self.view.threads))
+        if self.from_ts is not None or self.to_ts is not None:
+            parts.append(f"window {self._window_text()}")
+        return f"no samples match the selection ({'; '.join(parts)}) in {self.path}"
+
+    def _nothing_help(self, total: int) -> str | None:
+        if total == 0 and self.from_ts is None and self.to_ts is None:
+            return "record for longer, or check that the target ran Python code"
+        if self.view.mode != "wall":
+            return "try --mode wall, or widen the window or the thread selection"
+        return "widen the window or the thread selection (psrec info shows what the file holds)"
+
+    # -- values --------------------------------------------------------------------------
+    def value(self, count: int, weight: int, cpu: int) -> int:
+        """Estimated time, in ticks, of samples with these sums, under the view's weights."""
+        if self.view.weights == "count":
+            return count * self.interval_ticks
+        if self.cpu_weighted:
+            return cpu
+        return weight
+
+    def cell_value(self, c: Cell) -> int:
+        return self.value(c.count, c.weight, c.cpu)
+
+    def seconds(self, ticks: float) -> float:
+        return ticks * self.tick_ns / 1e9
+
+    @property
+    def total_value(self) -> int:
+        return sum(self.value(c.count, c.weight, c.cpu) for c in self.cells)
+
+    @property
+    def unit_label(self) -> str:
+        return "samples" if self.view.weights == "count" else "time"
+
+    # -- stacks and names ----------------------------------------------------------------
+    def stack(self, node: int) -> tuple[int, ...]:
+        """Frame ids of a trie node's stack, root first."""
+        s = self._stacks.get(node)
+        if s is None:
+            frames: list[int] = []
+            n = node
+            parents, fr = self.parents, self.frames
+            while n:
+                cached = self._stacks.get(n)
+                if cached is not None:
+                    frames.extend(reversed(cached))
+                    break
+                frames.append(fr[n])
+                n = parents[n]
+            s = tuple(reversed(frames))
+            self._stacks[node] = s
+        return s
+
+    def key(self, frame_id: int) -> FrameKey:
+        """The report key of a frame, by function or by line as the view asks."""
+        k = self._keys.get(frame_id)
+        if k is None:
+            if frame_id == C.TRUNCATED_FRAME:
+                k = TRUNCATED_KEY
+            else:
+                f = self.defs.frame(frame_id)
+                fn = f.function
+                line = f.line if self.view.by == "line" else fn.first_line
+                k = FrameKey(fn.filename, line, fn.name)
+            self._keys[frame_id] = k
+        return k
+
+    def keys(self, node: int) -> tuple[FrameKey, ...]:
+        """Report keys of a stack, root first; the empty stack is NO_STACK."""
+        s = self.stack(node)
+        if not s:
+            return (NO_STACK,)
+        return tuple(self.key(f) for f in s)
+
+    def thread_label(self, ref: int) -> str:
+        t = self.threads.get(ref)
+        if t is None:
+            return f"thread ref {ref}"
+        pids = {x.pid for x in self.threads.values()}
+        tid = t.os_tid or t.python_tid
+        label = f"{t.name or 'thread'} (tid {tid}"
+        if len(pids) > 1:
+            label += f", pid {t.pid}"
+        return label + ")"
+
+    def thread_refs(self) -> list[int]:
+        """Threads with selected samples, in order of first appearance."""
+        seen: dict[int, int] = {}
+        for c in self.cells:
+            if c.thread not in seen:
+                seen[c.thread] = self.threads[c.thread].start_ts if c.thread in self.threads else 0
+        return sorted(seen, key=lambda r: (seen[r], r))
+
+    def describe(self) -> str:
+        """One line saying what the view holds, for report headers."""
+        dur = self.seconds(self.last_ts - self.first_ts) if self.last_ts >= self.first_ts else 0
+        nthreads = len({c.thread for c in self.cells})
+        s = (
+            f"{self.path}: {self.selected:,} samples over {dur:.3f} s in {nthreads} "
+            f"thread{'s' if nthreads != 1 else ''}; mode {self.view.mode} "
+            f"({MODE_HELP[self.view.mode]}), weights {self.view.weights}"
+        )
+        if self.from_ts is not None or self.to_ts is not None:
+            s += f", window {self._window_text()}"
+        if self.view.mode == "cpu" and self.view.weights == "time" and not self.cpu_weighted:
+            s += " (no CPU times recorded: on-CPU samples weighted by wall time)"
+        return s
+
+
+def _to_ticks(text: str, rec: Recording, option: str) -> int:
+    try:
+        seconds = parse_time(text, rec.header.created_wall_ns)
+    except ValueError as exc:
+        raise ViewUsageError(f"{option}: {exc}", help="see psrec report --help") from None
+    return round(seconds * 1e9 / rec.tick_ns)
+
+
+def _match_threads(specs: tuple[str, ...], defs: Definitions, path: str) -> list[int]:
+    refs: list[int] = []
+    for spec in specs:
+        found = []
+        s = spec.strip()
+        number: int | None = None
+        try:
+            number = int(s, 0)
+        except ValueError:
+            pass
+        for t in defs.threads.values():
+            if number is not None and number in (t.os_tid, t.python_tid):
+                found.append(t.ref)
+            elif t.name == s:
+                found.append(t.ref)
+        if not found:
+            names = sorted({f"{t.name or '?'} (tid {t.os_tid or t.python_tid})"
+                            for t in defs.threads.values()})
+            shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
+            raise SelectionError(
+                f"no thread named or numbered {spec!r} in {path}",
+                help=f"threads in this recording: {shown or 'none'}",
+            )
+        refs.extend(r for r in found if r not in refs)
+    return refs
+
+
+def _extent(rec: Recording, stream: Any) -> tuple[int, int]:
+    firsts: list[int] = []
+    lasts: list[int] = []
+    if rec.clean:
+        for c in rec.data_chunks():
+            if c.passes:
+                firsts.append(c.first_ts)
+                lasts.append(c.last_ts)
+    else:
+        for s in stream.summaries:
+            if s["first_ts"] >= 0:
+                firsts.append(s["first_ts"])
+                lasts.append(s["last_ts"])
+    if not firsts:
+        return (-1, -1)
+    return (min(firsts), max(lasts))
+
+
+class _PyTimeline:
+    """Pure-Python per-thread timeline, where the native codec is absent."""
+
+    def __init__(self, query: dict[str, Any]) -> None:
+        self.from_ts = query.get("from_ts", -(1 << 63))
+        self.to_ts = query.get("to_ts", (1 << 63) - 1)
+        t = query.get("threads")
+        self.threads = None if t is None else set(t)
+        self.mask, self.value = query["status_mask"], query["status_value"]
+        self.runs: dict[int, Runs] = {}
+
+    def add(self, b: Any) -> None:
+        ts, th, nodes = b.ts, b.thread, b.node
+        status, weight, cpu = b.status, b.weight, b.cpu
+        for i in range(len(b)):
+            t = ts[i]
+            if t < self.from_ts or t >= self.to_ts:
+                continue
+            ref = th[i]
+            if self.threads is not None and ref not in self.threads:
+                continue
+            if status[i] & self.mask != self.value:
+                continue
+            r = self.runs.get(ref)
+            if r is None:
+                r = self.runs[ref] = Runs(array("I"), array("I"), array("Q"), array("Q"),
+                                          array("q"))
+            node = nodes[i]
+            if r.node and r.node[-1] == node:
+                r.count[-1] += 1
+                r.weight[-1] += weight[i]
+                r.cpu[-1] += cpu[i]
+            else:
+                r.node.append(node)
+                r.count.append(1)
+                r.weight.append(weight[i])
+                r.cpu.append(cpu[i])
+                r.first_ts.append(t)
+
+    def result(self) -> dict[int, Runs]:
+        return dict(sorted(self.runs.items()))
+
+
+class _NativeTimeline:
+    def __init__(self, query: dict[str, Any]) -> None:
+        from psrec.format import _format  # type: ignore[attr-defined]
+
+        self._t = _format.Timeline(**query)
+
+    def add(self, b: Any) -> None:
+        self._t.add(b)
+
+    def result(self) -> dict[int, Runs]:
+        out = {}
+        for ref in self._t.threads():
+            node, count, weight, cpu, first = self._t.runs(ref)
+            r = Runs(array("I"), array("I"), array("Q"), array("Q"), array("q"))
+            r.node.frombytes(node)
+            r.count.frombytes(count)
+            r.weight.frombytes(weight)
+            r.cpu.frombytes(cpu)
+            r.first_ts.frombytes(first)
+            out[ref] = r
+        return out
+
+
+def _make_timeline(native: bool, query: dict[str, Any]) -> Any:
+    if native:
+        try:
+            from psrec.format import _format  # type: ignore[attr-defined]
+
+            if hasattr(_format, "Timeline"):
+                return _NativeTimeline(query)
+        except ImportError:
+            pass
+    return _PyTimeline(query)

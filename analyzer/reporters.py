@@ -1,0 +1,313 @@
+"""Aggregated reporters: the terminal table, pstats, collapsed stacks and the time-sliced report."""
+
+from __future__ import annotations
+
+import marshal
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import IO, Any
+
+from .profile import Cell, FrameKey, Profile
+from .registry import Reporter, register
+
+__all__ = [
+    "TableReporter",
+    "PstatsReporter",
+    "CollapsedReporter",
+    "SlicesReporter",
+    "function_totals",
+    "format_seconds",
+    "collapsed_frame",
+]
+
+SORT_KEYS = ("own", "total", "own-samples", "total-samples", "name", "file")
+
+
+def format_seconds(s: float) -> str:
+    if s >= 100:
+        return f"{s:,.1f}s"
+    if s >= 1:
+        return f"{s:.3f}s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f}ms"
+    return f"{s * 1e6:.0f}us"
+
+
+def location(k: FrameKey) -> str:
+    return f"{k.filename}:{k.line}({k.name})"
+
+
+class Totals:
+    """Per report key: own and total (cumulative) sample counts and estimated ticks."""
+
+    __slots__ = ("own_count", "own", "total_count", "total")
+
+    def __init__(self) -> None:
+        self.own_count = self.own = self.total_count = self.total = 0
+
+
+def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, Totals]:
+    """Own and cumulative sums per function (or line); recursion is counted once per stack."""
+    by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for c in cells:
+        acc = by_node[c.node]
+        acc[0] += c.count
+        acc[1] += profile.cell_value(c)
+    out: dict[FrameKey, Totals] = defaultdict(Totals)
+    for node, (count, value) in by_node.items():
+        keys = profile.keys(node)
+        leaf = out[keys[-1]]
+        leaf.own_count += count
+        leaf.own += value
+        for k in set(keys):
+            t = out[k]
+            t.total_count += count
+            t.total += value
+    return out
+
+
+def _sorted(totals: dict[FrameKey, Totals], sort: str) -> list[tuple[FrameKey, Totals]]:
+    items = list(totals.items())
+    if sort == "name":
+        items.sort(key=lambda kv: (kv[0].name, kv[0].filename, kv[0].line))
+    elif sort == "file":
+        items.sort(key=lambda kv: (kv[0].filename, kv[0].line, kv[0].name))
+    else:
+        attr = {"own": "own", "total": "total", "own-samples": "own_count",
+                "total-samples": "total_count"}[sort]
+        items.sort(key=lambda kv: (-getattr(kv[1], attr), -kv[1].total, kv[0]))
+    return items
+
+
+@register
+class TableReporter(Reporter):
+    name = "table"
+    description = "functions (or lines) by own and cumulative samples and estimated time"
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        sort = self.options.get("sort", "own")
+        limit = int(self.options.get("limit", 25))
+        per_thread = bool(self.options.get("per_thread", False))
+        w = out.write
+        w(f"psrec report: {profile.describe()}\n")
+        w("Sample columns count stacks seen, not calls. Estimated times are the time the samples "
+          "stand for" + (" (samples x interval)" if profile.view.weights == "count" else "")
+          + "; own = on top of the stack, total = anywhere on it.\n")
+        groups: list[tuple[str | None, list[Cell]]]
+        if per_thread:
+            by_thread: dict[int, list[Cell]] = defaultdict(list)
+            for c in profile.cells:
+                by_thread[c.thread].append(c)
+            groups = [(profile.thread_label(r), by_thread[r]) for r in profile.thread_refs()]
+        else:
+            groups = [(None, profile.cells)]
+        for title, cells in groups:
+            total_value = sum(profile.cell_value(c) for c in cells) or 1
+            samples = sum(c.count for c in cells)
+            if title is not None:
+                w(f"\n== thread {title}: {samples:,} samples, "
+                  f"{format_seconds(profile.seconds(total_value))} estimated\n")
+            rows = _sorted(function_totals(profile, cells), sort)
+            shown = rows if limit <= 0 else rows[:limit]
+            w("\n")
+            w(f"{'own':>9} {'total':>9} {'own':>7} {'est. own':>10} {'total':>7} "
+              f"{'est. total':>10}\n")
+            w(f"{'samples':>9} {'samples':>9} {'%':>7} {'time':>10} {'%':>7} {'time':>10}  "
+              "file:line(function)\n")
+            for k, t in shown:
+                w(f"{t.own_count:>9,} {t.total_count:>9,} {100 * t.own / total_value:>6.2f}% "
+                  f"{format_seconds(profile.seconds(t.own)):>10} "
+                  f"{100 * t.total / total_value:>6.2f}% "
+                  f"{format_seconds(profile.seconds(t.total)):>10}  {location(k)}\n")
+            if len(rows) > len(shown):
+                w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+        return None
+
+
+@register
+class PstatsReporter(Reporter):
+    """A marshal file in pstats' layout: sample counts where call counts would be."""
+
+    name = "pstats"
+    description = "pstats file for pstats.Stats, snakeviz and gprof2dot"
+    suffix = ".pstats"
+    binary = True
+
+    @staticmethod
+    def build(profile: Profile) -> dict[tuple[str, int, str], tuple[Any, ...]]:
+        by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+        for c in profile.cells:
+            acc = by_node[c.node]
+            acc[0] += c.count
+            acc[1] += profile.cell_value(c)
+        sec = profile.tick_ns / 1e9
+        # func -> [calls, own ticks, cumulative ticks, {caller: [calls, own, cumulative]}]
+        stats: dict[FrameKey, list[Any]] = {}
+
+        def entry(k: FrameKey) -> list[Any]:
+            e = stats.get(k)
+            if e is None:
+                e = stats[k] = [0, 0, 0, {}]
+            return e
+
+        for node, (count, value) in by_node.items():
+            keys = profile.keys(node)
+            leaf = entry(keys[-1])
+            leaf[0] += count
+            leaf[1] += value
+            for k in set(keys):
+                entry(k)[2] += value
+            edges = set(zip(keys, keys[1:]))
+            for caller, callee in edges:
+                e = entry(callee)[3].setdefault(caller, [0, 0, 0])
+                e[2] += value
+            if len(keys) > 1:
+                e = entry(keys[-1])[3][keys[-2]]
+                e[0] += count
+                e[1] += value
+        out: dict[tuple[str, int, str], tuple[Any, ...]] = {}
+        for k, (calls, own, cum, callers) in stats.items():
+            out[tuple(k)] = (  # type: ignore[index]
+                calls, calls, own * sec, cum * sec,
+                {tuple(ck): (cv[0], cv[0], cv[1] * sec, cv[2] * sec)
+                 for ck, cv in callers.items()},
+            )
+        return out
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        stats = self.build(profile)
+        marshal.dump(stats, out)
+        return f"{len(stats):,} functions, {profile.selected:,} samples"
+
+
+def collapsed_frame(k: FrameKey) -> str:
+    """`name (file:line)`: never ends in a number, never holds the `;` separator."""
+    text = f"{k.name} ({k.filename}:{k.line})"
+    return text.replace(";", ":").replace("\n", " ").replace("\r", " ")
+
+
+@register
+class CollapsedReporter(Reporter):
+    name = "collapsed"
+    description = "collapsed stacks for flamegraph.pl and inferno"
+    suffix = ".collapsed"
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        per_thread = bool(self.options.get("per_thread", False))
+        counts: dict[str, int] = defaultdict(int)
+        names: dict[FrameKey, str] = {}
+        lines: dict[tuple[int, int], str] = {}
+        as_count = profile.view.weights == "count"
+        for c in profile.cells:
+            tkey = (c.thread if per_thread else 0, c.node)
+            text = lines.get(tkey)
+            if text is None:
+                parts = []
+                if per_thread:
+                    parts.append("thread " + profile.thread_label(c.thread).replace(";", ":"))
+                for k in profile.keys(c.node):
+                    n = names.get(k)
+                    if n is None:
+                        n = names[k] = collapsed_frame(k)
+                    parts.append(n)
+                text = lines[tkey] = ";".join(parts)
+            if as_count:
+                counts[text] += c.count
+            else:
+                counts[text] += profile.cell_value(c)
+        if not as_count:  # integer microseconds
+            scale = profile.tick_ns / 1000
+            counts = defaultdict(int, {k: round(v * scale) for k, v in counts.items()})
+        for text, n in sorted(counts.items()):
+            if n > 0:
+                out.write(f"{text} {n}\n")
+        unit = "samples" if as_count else "microseconds"
+        return f"{len(counts):,} stacks, {sum(counts.values()):,} {unit}"
+
+
+STRIP_LEGEND = ("# holding the GIL   = on CPU without the GIL   - partly on CPU   "
+                ". idle (off CPU)   blank: no samples")
+
+
+def strip_char(count: int, gil: int, on_cpu: int) -> str:
+    if count == 0:
+        return " "
+    if gil * 2 >= count:
+        return "#"
+    if on_cpu * 2 >= count:
+        return "="
+    if on_cpu * 10 >= count:
+        return "-"
+    return "."
+
+
+@register
+class SlicesReporter(Reporter):
+    name = "slices"
+    description = "time-sliced report with a per-thread activity strip"
+
+    def slice_seconds(self) -> float:
+        return float(self.options["slice_seconds"])
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        top_n = int(self.options.get("top", 3))
+        width = int(self.options.get("width", 100))
+        w = out.write
+        slice_s = profile.seconds(profile.slice_ticks)
+        # slice -> thread -> [count, gil, on_cpu]; slice -> key -> own value
+        per: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+        nodes: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for c in profile.cells:
+            a = per[c.slice][c.thread]
+            a[0] += c.count
+            a[1] += c.gil
+            a[2] += c.on_cpu
+            nodes[c.slice][c.node] += profile.cell_value(c)
+        first = min(per)
+        last = max(per)
+        threads = profile.thread_refs()
+        w(f"psrec report --slices: {profile.describe()}\n")
+        w(f"One row per {format_seconds(slice_s)} slice; times from the start of the recording. "
+          "Active threads: threads on a CPU or holding the GIL in some sample of the slice.\n\n")
+        w(f"{'slice (s)':>17} {'samples':>9} {'on-CPU':>7} {'GIL':>7} {'active':>7}  "
+          f"top functions (share of the slice's {profile.unit_label})\n")
+        for s in range(first, last + 1):
+            start = s * slice_s
+            th = per.get(s, {})
+            count = sum(a[0] for a in th.values())
+            label = f"{start:8.3f}-{start + slice_s:<8.3f}"
+            if count == 0:
+                w(f"{label} {0:>9}\n")
+                continue
+            gil = sum(a[1] for a in th.values())
+            on = sum(a[2] for a in th.values())
+            active = sum(1 for a in th.values() if a[1] or a[2])
+            own: dict[FrameKey, int] = defaultdict(int)
+            for node, v in nodes[s].items():
+                own[profile.keys(node)[-1]] += v
+            tot = sum(own.values()) or 1
+            tops = sorted(own.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
+            top = ", ".join(f"{k.name} {100 * v / tot:.0f}%" for k, v in tops)
+            w(f"{label} {count:>9,} {100 * on / count:>6.1f}% {100 * gil / count:>6.1f}% "
+              f"{active:>3}/{len(th):<3}  {top}\n")
+        # Activity strip: one column per slice, or per group of slices when there are many.
+        nslices = last - first + 1
+        group = max(1, -(-nslices // width))
+        cols = -(-nslices // group)
+        w(f"\nActivity, one column per {format_seconds(slice_s * group)} from "
+          f"{first * slice_s:.3f} s:  {STRIP_LEGEND}\n")
+        labels = {r: profile.thread_label(r) for r in threads}
+        lw = min(40, max(len(x) for x in labels.values()))
+        for r in threads:
+            chars = []
+            for col in range(cols):
+                cnt = gil = on = 0
+                for s in range(first + col * group, min(first + (col + 1) * group, last + 1)):
+                    a = per.get(s, {}).get(r)
+                    if a:
+                        cnt += a[0]
+                        gil += a[1]
+                        on += a[2]
+                chars.append(strip_char(cnt, gil, on))
+            w(f"{labels[r][:lw]:<{lw}} |{''.join(chars)}|\n")
+        return None

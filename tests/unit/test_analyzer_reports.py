@@ -1,0 +1,352 @@
+"""The analyzer's reports on synthetic recordings whose answers are known from what was written."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import pstats
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer_synth import BUSY, F_A, F_B, MAIN, Synth, expected, two_thread_recording
+from psrec.analyzer.cli import main
+from psrec.analyzer.profile import Profile, View
+from psrec.analyzer.reporters import PstatsReporter, function_totals
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return two_thread_recording(str(tmp_path_factory.mktemp("rec") / "run.psr"))
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def table_rows(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if re.match(r"^\s*[\d,]+\s+[\d,]+\s+[\d.]+%", ln)]
+
+
+def own_by_name(profile: Profile) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for k, t in function_totals(profile, profile.cells).items():
+        if t.own:
+            out[k.name] = out.get(k.name, 0) + t.own
+    return out
+
+
+def test_time_weights_match_what_was_written(rec: Synth) -> None:
+    p = Profile.load(rec.path)
+    assert p.selected == len(rec.samples)
+    assert own_by_name(p) == expected(rec.samples)
+    # jitter makes time weights and counts disagree; the test would not see a mix-up otherwise
+    counts = expected(rec.samples, weights="count")
+    assert own_by_name(p) != counts
+    pc = Profile.load(rec.path, View(weights="count"))
+    assert own_by_name(pc) == counts
+
+
+def test_weight_cap_is_four_intervals(tmp_path: Path) -> None:
+    s = Synth(str(tmp_path / "gap.psr"))
+    s.thread("MainThread", 1)
+    for ts in (1000, 2000, 30000, 31000):  # a 28-interval stall before the third pass
+        s.sample_pass(ts, {"MainThread": ((MAIN, F_A), BUSY, 0)})
+    s.close()
+    p = Profile.load(s.path)
+    assert p.total_value == 1000 + 1000 + 4000 + 1000
+
+
+def test_table_headers_say_samples_and_estimates(rec: Synth) -> None:
+    code, out, err = run("report", rec.path)
+    assert code == 0, err
+    assert "samples" in out and "est. own" in out and "est. total" in out
+    assert "not calls" in out
+    lines = table_rows(out)
+    locs = [ln.split()[-1] for ln in lines]
+    # by function: compute's two lines are one row, keyed by its first line
+    assert locs[0] == "threading.py:320(wait)"  # the sleeping worker: half of all samples
+    assert sum(1 for x in locs if x.endswith("(compute)")) == 1
+    exp = expected(rec.samples)
+    total = sum(exp.values())
+    row = next(ln for ln in lines if ln.endswith("app.py:10(compute)"))
+    own_pct = float(row.split()[2].rstrip("%"))
+    assert own_pct == pytest.approx(100 * exp["compute"] / total, abs=0.006)
+    assert err == ""
+
+
+def test_by_line_sort_and_limit(rec: Synth) -> None:
+    code, out, _ = run("report", rec.path, "--by", "line", "-l", "0", "--sort", "name")
+    assert code == 0
+    locs = [ln.split()[-1] for ln in table_rows(out)]
+    assert "app.py:12(compute)" in locs and "app.py:14(compute)" in locs
+    names = [x.rsplit("(", 1)[1] for x in locs]
+    assert names == sorted(names)
+    code, out, _ = run("report", rec.path, "-l", "1")
+    rows = table_rows(out)
+    assert len(rows) == 1 and "more (use -l 0" in out
+
+
+def test_pstats_loads_and_totals_equal_selection(rec: Synth, tmp_path: Path) -> None:
+    out = tmp_path / "run.pstats"
+    code, _, err = run("report", rec.path, "--pstats", "-o", str(out))
+    assert code == 0, err
+    st = pstats.Stats(str(out))
+    assert st.total_calls == len(rec.samples)  # type: ignore[attr-defined]
+    assert st.total_tt == pytest.approx(  # type: ignore[attr-defined]
+        sum(x.weight for x in rec.samples) / 1e6)
+    raw = marshal.loads(out.read_bytes())
+    for key, (cc, nc, tt, ct, callers) in raw.items():
+        assert isinstance(key, tuple) and len(key) == 3
+        assert ct >= tt - 1e-12
+        for ckey, value in callers.items():
+            assert len(value) == 4  # (cc, nc, tt, ct) as gprof2dot and snakeviz expect
+        if callers:
+            assert sum(v[1] for v in callers.values()) == nc
+    compute = raw[("app.py", 10, "compute")]
+    assert compute[2] == pytest.approx(expected(rec.samples)["compute"] / 1e6)
+    assert set(compute[4]) == {("app.py", 0, "main")}
+
+
+@pytest.mark.skipif(shutil.which("gprof2dot") is None and
+                    subprocess.run([sys.executable, "-c", "import gprof2dot"],
+                                   capture_output=True).returncode != 0,
+                    reason="gprof2dot is not installed (pip install gprof2dot)")
+def test_pstats_opens_in_gprof2dot(rec: Synth, tmp_path: Path) -> None:
+    out = tmp_path / "g.pstats"
+    assert run("report", rec.path, "--pstats", "-o", str(out))[0] == 0
+    r = subprocess.run([sys.executable, "-m", "gprof2dot", "-f", "pstats", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "compute" in r.stdout and "parse2" in r.stdout
+
+
+COLLAPSED_LINE = re.compile(r"^(?P<stack>[^ ].*) (?P<n>\d+)$")
+
+
+def parse_collapsed(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        m = COLLAPSED_LINE.match(line)
+        assert m, f"not a collapsed line: {line!r}"
+        out[m.group("stack")] = int(m.group("n"))
+    return out
+
+
+def test_collapsed_counts_sum_to_selected_samples(rec: Synth) -> None:
+    code, out, _ = run("report", rec.path, "--collapsed", "-o", "-")
+    assert code == 0
+    stacks = parse_collapsed(out)
+    assert sum(stacks.values()) == len(rec.samples)
+    for stack in stacks:
+        frames = stack.split(";")
+        assert frames[0] == "main (app.py:0)"  # root first
+        for f in frames:
+            assert not f[-1].isdigit(), f"frame name ends in a number: {f!r}"
+    assert stacks["main (app.py:0);parse2 (lib.py:30)"] == expected(
+        rec.samples, weights="count")["parse2"] // 1000
+
+
+def test_collapsed_per_thread_and_time_weights(rec: Synth) -> None:
+    code, out, _ = run("report", rec.path, "--collapsed", "--per-thread", "--weights", "time",
+                       "-o", "-")
+    assert code == 0
+    stacks = parse_collapsed(out)
+    roots = {s.split(";")[0] for s in stacks}
+    assert roots == {"thread MainThread (tid 100)", "thread worker (tid 101)"}
+    assert sum(stacks.values()) == sum(x.weight for x in rec.samples)  # microseconds
+
+
+def test_thread_selection(rec: Synth) -> None:
+    by_name = Profile.load(rec.path, View(threads=("worker",)))
+    assert by_name.selected == len(rec.samples) // 2
+    assert own_by_name(by_name) == expected(rec.samples, lambda x: x.thread == "worker")
+    by_tid = Profile.load(rec.path, View(threads=("100",)))
+    assert own_by_name(by_tid) == expected(rec.samples, lambda x: x.thread == "MainThread")
+    both = Profile.load(rec.path, View(threads=("100", "worker")))
+    assert both.selected == len(rec.samples)
+    code, out, err = run("report", rec.path, "--thread", "nosuch")
+    assert code == 1 and out == ""
+    assert "no thread named or numbered 'nosuch'" in err and "MainThread (tid 100)" in err
+    assert "Traceback" not in err
+
+
+def test_modes_on_status(tmp_path: Path) -> None:
+    s = Synth(str(tmp_path / "modes.psr"))
+    s.thread("holder", 1)
+    s.thread("waiter", 2)
+    s.thread("sleeper", 3)
+    for i in range(1, 1001):
+        s.sample_pass(i * 1000, {
+            "holder": ((MAIN, F_A), BUSY, 800),  # on CPU, holds the GIL, 0.8 ms CPU per sample
+            "waiter": ((MAIN, F_B), 0x02 | 0x04 | 0x40, 50),  # on CPU, asking for the GIL
+            "sleeper": ((MAIN, ("t.py", "sleep", 40)), 0, 0),
+        })
+    s.close()
+    names = lambda p: set(own_by_name(p))  # noqa: E731
+    assert names(Profile.load(s.path)) == {"compute", "parse2", "sleep"}
+    cpu = Profile.load(s.path, View(mode="cpu"))
+    assert names(cpu) == {"compute", "parse2"}
+    assert cpu.cpu_weighted and own_by_name(cpu) == {"compute": 800_000, "parse2": 50_000}
+    assert names(Profile.load(s.path, View(mode="gil"))) == {"compute"}
+    assert names(Profile.load(s.path, View(mode="idle"))) == {"sleep"}
+    assert own_by_name(Profile.load(s.path, View(mode="cpu", weights="count"))) == {
+        "compute": 1_000_000, "parse2": 1_000_000}
+
+
+def test_window_selects_exactly_the_samples_inside(rec: Synth) -> None:
+    ts = sorted({x.ts for x in rec.samples})
+    lo, hi = ts[100], ts[900]  # exact sample timestamps: the edges are where mistakes hide
+    p = Profile.load(rec.path, View(start=f"{lo / 1e6}", end=f"{hi / 1e6}"))
+    inside = [x for x in rec.samples if lo <= x.ts < hi]
+    assert p.selected == len(inside)
+    assert own_by_name(p) == expected(inside)
+    assert p.first_ts == lo and p.last_ts < hi
+    # the same window as wall-clock times (UTC, ISO 8601)
+    import datetime as dt
+
+    def wall(t: int) -> str:
+        return dt.datetime.fromtimestamp((1_700_000_000_000_000_000 + t * 1000) / 1e9,
+                                         dt.timezone.utc).isoformat()
+
+    q = Profile.load(rec.path, View(start=wall(lo), end=wall(hi)))
+    assert q.selected == len(inside)
+
+
+def test_window_errors(rec: Synth) -> None:
+    code, _, err = run("report", rec.path, "--from", "9999")
+    assert code == 1 and "outside the recording" in err and "Traceback" not in err
+    code, _, err = run("report", rec.path, "--from", "2", "--to", "1")
+    assert code == 2 and "not after" in err
+    code, _, err = run("report", rec.path, "--from", "yesterday")
+    assert code == 2 and "neither seconds" in err
+
+
+def test_slices_rows_and_activity_strip(tmp_path: Path) -> None:
+    s = Synth(str(tmp_path / "sl.psr"))
+    s.thread("MainThread", 1)
+    s.thread("late", 2)
+    # 3 s at 1 kHz: MainThread busy with the GIL in second 0 and 2, idle in second 1;
+    # "late" only exists in second 2 and runs on a CPU without the GIL.
+    for i in range(1, 3000):
+        busy = (i // 1000) != 1
+        e = {"MainThread": ((MAIN, F_A if busy else F_B), BUSY if busy else 0, 0)}
+        if i >= 2000:
+            e["late"] = ((MAIN, F_B), 0x02, 0)
+        s.sample_pass(i * 1000, e)
+    s.close()
+    code, out, err = run("report", s.path, "--slices", "1s")
+    assert code == 0, err
+    rows = [ln for ln in out.splitlines() if re.match(r"^\s*\d+\.\d{3}-", ln)]
+    assert len(rows) == 3
+    assert rows[0].split()[1] == "999" and "100.0%" in rows[0] and "compute 100%" in rows[0]
+    assert "0.0%" in rows[1] and "parse2 100%" in rows[1]
+    assert "2/2" in rows[2]
+    strip = {ln.split("|")[0].strip(): ln.split("|")[1] for ln in out.splitlines()
+             if ln.count("|") == 2}
+    assert strip["MainThread (tid 1)"] == "#.#"
+    assert strip["late (tid 2)"] == "  ="
+
+
+def test_output_names_and_force(rec: Synth, tmp_path: Path) -> None:
+    src = tmp_path / "job.psr"
+    shutil.copy(rec.path, src)
+    code, _, err = run("report", str(src), "--collapsed")
+    assert code == 0 and (tmp_path / "job.collapsed").exists(), err
+    assert "wrote" in err
+    before = (tmp_path / "job.collapsed").read_bytes()
+    code, _, err = run("report", str(src), "--collapsed", "--thread", "worker")
+    assert code == 1 and "already exists" in err and "--force" in err
+    assert (tmp_path / "job.collapsed").read_bytes() == before
+    code, _, _ = run("report", str(src), "--collapsed", "--thread", "worker", "--force")
+    assert code == 0 and (tmp_path / "job.collapsed").read_bytes() != before
+    assert run("report", str(src), "--pstats")[0] == 0
+    assert (tmp_path / "job.pstats").exists()
+    assert run("export", str(src))[0] == 0
+    assert (tmp_path / "job.speedscope.json").exists()
+
+
+def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
+    s = two_thread_recording(str(tmp_path / "small.psr"), passes=400)
+    for view in (View(), View(mode="cpu"), View(by="line", start="0.1", end="0.3")):
+        a = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=True)
+        b = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=False)
+        key = lambda p: sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)  # noqa: E731
+        assert key(a) == key(b)
+        assert PstatsReporter.build(a) == PstatsReporter.build(b)
+        assert a.timelines is not None and b.timelines is not None
+        assert {r: [list(x.count), list(x.weight), [a.keys(n) for n in x.node]]
+                for r, x in a.timelines.items()} == {
+                r: [list(x.count), list(x.weight), [b.keys(n) for n in x.node]]
+                for r, x in b.timelines.items()}
+
+
+def test_memory_follows_distinct_stacks_not_samples(tmp_path: Path) -> None:
+    small = two_thread_recording(str(tmp_path / "s.psr"), passes=1000, jitter=False)
+    big = two_thread_recording(str(tmp_path / "b.psr"), passes=20000, jitter=False)
+    ps, pb = Profile.load(small.path), Profile.load(big.path)
+    assert pb.selected == 20 * ps.selected
+    assert len(pb.cells) == len(ps.cells) == 4  # (thread, stack) pairs
+    assert len(pb.parents) == len(ps.parents)
+
+
+def test_cli_without_traceback_on_bad_input(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.psr"
+    junk.write_bytes(b"this is not a recording at all" * 10)
+    r = subprocess.run([sys.executable, "-m", "psrec", "report", str(junk)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.stderr
+    assert str(junk) in r.stderr
+    r = subprocess.run([sys.executable, "-m", "psrec", "report", str(tmp_path / "none.psr")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_empty_recording(tmp_path: Path) -> None:
+    s = Synth(str(tmp_path / "empty.psr"))
+    s.thread("MainThread", 1)
+    s.close()
+    code, _, err = run("report", s.path)
+    assert code == 1 and "holds no samples" in err
+
+
+def test_truncated_recording_recovers_with_warning(tmp_path: Path) -> None:
+    s = Synth(str(tmp_path / "cut.psr"), chunk_passes=500)
+    s.thread("MainThread", 1)
+    for i in range(1, 2001):
+        s.sample_pass(i * 1000, {"MainThread": ((MAIN, F_A if i % 2 else F_B), BUSY, 0)})
+    s.close()
+    data = Path(s.path).read_bytes()
+    cut = tmp_path / "cut2.psr"
+    cut.write_bytes(data[: int(len(data) * 0.7)])
+    code, out, err = run("report", str(cut), "--collapsed", "-o", "-")
+    assert code == 0, err
+    assert "warning" in err and "Traceback" not in err
+    n = sum(parse_collapsed(out).values())
+    assert 0 < n < 2000 and n % 500 == 0  # whole chunks recovered
+
+
+def test_selection_matching_nothing(rec: Synth) -> None:
+    code, out, err = run("report", rec.path, "--mode", "gil", "--thread", "worker")
+    assert code == 1 and out == ""
+    assert "no samples match" in err and "--mode wall" in err
+
+
+def test_default_output_does_not_clobber_the_input(tmp_path: Path, rec: Synth) -> None:
+    odd = tmp_path / "noext"
+    shutil.copy(rec.path, odd)
+    assert run("report", str(odd), "--pstats")[0] == 0
+    assert (tmp_path / "noext.pstats").exists()
+    code, _, err = run("report", str(odd), "--collapsed", "-o", str(odd), "--force")
+    assert code == 1 and "recording itself" in err
+    assert os.path.getsize(odd) == os.path.getsize(rec.path)
+
+
+F_UNUSED = (F_A, F_B)

@@ -1,2 +1,159 @@
+// Python bindings of the native recorder: conversions, GIL release and exception translation.
 #include <nanobind/nanobind.h>
-NB_MODULE(_recorder, m) {}
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "recorder/native/errors.hpp"
+#include "recorder/native/python_process.hpp"
+#include "recorder/native/sampler.hpp"
+#include "recorder/native/snapshot.hpp"
+
+namespace nb = nanobind;
+using namespace psrec::recorder;
+
+namespace {
+
+const char* errorClassName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNoSuchProcess: return "NoSuchProcessError";
+    case ErrorCode::kPermissionDenied: return "RecorderPermissionError";
+    case ErrorCode::kNotPython: return "NotPythonError";
+    case ErrorCode::kUnsupportedVersion: return "UnsupportedPythonError";
+    case ErrorCode::kReadFailed: return "TargetReadError";
+    case ErrorCode::kInternal: break;
+  }
+  return "RecorderError";
+}
+
+nb::dict infoDict(const TargetInfo& i) {
+  nb::dict d;
+  d["pid"] = i.pid;
+  d["executable"] = i.executable;
+  d["binary"] = i.binary;
+  d["shared_libpython"] = i.shared_libpython;
+  d["version"] = i.version;
+  d["version_hex"] = i.version_hex;
+  d["version_source"] = i.version_source;
+  d["layout_source"] = i.layout_source;
+  return d;
+}
+
+nb::dict statsDict(const SamplerStats& s) {
+  nb::dict d;
+  d["passes"] = s.passes;
+  d["samples"] = s.samples;
+  d["sample_errors"] = s.sample_errors;
+  d["pass_errors"] = s.pass_errors;
+  d["missed_deadlines"] = s.missed_deadlines;
+  d["late_passes"] = s.late_passes;
+  d["lateness_ns_total"] = s.lateness_ns_total;
+  d["lateness_ns_max"] = s.lateness_ns_max;
+  d["sampling_ns_total"] = s.sampling_ns_total;
+  d["sampling_cpu_ns"] = s.sampling_cpu_ns;
+  d["live_threads"] = s.live_threads;
+  d["threads_seen"] = s.threads_seen;
+  d["processes"] = s.processes;
+  d["chunks"] = s.chunks;
+  d["truncated_stacks"] = s.truncated_stacks;
+  d["code_objects"] = s.code_objects;
+  d["syscalls"] = s.syscalls;
+  d["elapsed_ns"] = s.elapsed_ns;
+  d["finished"] = s.finished;
+  d["target_exited"] = s.target_exited;
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_recorder, m) {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const RecorderError& e) {
+      nb::object errors = nb::module_::import_("psrec.recorder.errors");
+      nb::object cls = errors.attr(errorClassName(e.code()));
+      PyErr_SetObject(cls.ptr(), nb::str(e.what()).ptr());
+    }
+  });
+
+  m.def("dump", [](int pid, bool blocking) {
+    ProcessDump d;
+    {
+      nb::gil_scoped_release release;
+      d = dumpProcess(pid, blocking);
+    }
+    nb::list threads;
+    for (const auto& t : d.threads) {
+      nb::dict td;
+      td["python_tid"] = t.python_tid;
+      td["native_tid"] = t.native_tid;
+      td["name"] = t.name;
+      td["gil_known"] = t.gil_known;
+      td["gil_held"] = t.gil_held;
+      td["cpu_known"] = t.cpu_known;
+      td["on_cpu"] = t.on_cpu;
+      td["truncated"] = t.truncated;
+      td["error"] = t.error;
+      nb::list frames;
+      for (const auto& f : t.frames) frames.append(nb::make_tuple(f.filename, f.name, f.line));
+      td["frames"] = frames;
+      threads.append(td);
+    }
+    nb::dict out;
+    out["info"] = infoDict(d.info);
+    out["threads"] = threads;
+    return out;
+  }, nb::arg("pid"), nb::arg("blocking") = false);
+
+  m.def("inspect", [](int pid) {
+    std::unique_ptr<PythonProcess> p;
+    {
+      nb::gil_scoped_release release;
+      p = PythonProcess::attach(pid);
+    }
+    nb::dict d = infoDict(p->info());
+    d["initialized"] = p->mainInterpreter() != 0;
+    return d;
+  }, nb::arg("pid"));
+
+  m.def("command_line", [](int pid) { return processCommandLine(pid); });
+
+  nb::class_<Sampler>(m, "Sampler")
+      .def("__init__",
+           [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
+              bool blocking, bool subprocesses) {
+             SamplerConfig c;
+             c.pid = pid;
+             c.interval_ns = interval_ns;
+             c.created_mono_ns = created_mono_ns;
+             c.blocking = blocking;
+             c.subprocesses = subprocesses;
+             nb::gil_scoped_release release;
+             new (self) Sampler(c);
+           },
+           nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
+           nb::arg("blocking") = false, nb::arg("subprocesses") = false)
+      .def("target_info", [](Sampler& s) { return infoDict(s.targetInfo()); })
+      .def("start", &Sampler::start)
+      .def("wait", &Sampler::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>())
+      .def("stop", &Sampler::stop, nb::call_guard<nb::gil_scoped_release>())
+      .def("finish", &Sampler::finish, nb::arg("exit_code") = nb::none(),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("stats", [](Sampler& s) { return statsDict(s.stats()); })
+      .def("pop_chunk",
+           [](Sampler& s, int timeout_ms) -> nb::object {
+             std::optional<psrec::format::SealedChunk> c;
+             {
+               nb::gil_scoped_release release;
+               c = s.popChunk(timeout_ms);
+             }
+             if (!c) return nb::none();
+             return nb::make_tuple(nb::bytes(c->defs.data(), c->defs.size()),
+                                   nb::bytes(c->data.data(), c->data.size()), c->first_ts,
+                                   c->last_ts, c->passes, c->samples);
+           },
+           nb::arg("timeout_ms"))
+      .def("chunks_done", &Sampler::chunksDone);
+}

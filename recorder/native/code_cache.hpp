@@ -1,0 +1,85 @@
+// Code objects of one target process, resolved once: file, (qualified) name, first line and the
+// line table, plus the encoder ids handed out for them. Entries are keyed by address but
+// checked against more than the address (type, name/file/line-table pointers, first line),
+// because the garbage collector reuses addresses for new code objects.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "recorder/native/python_process.hpp"
+
+namespace psrec::recorder {
+
+struct CodeKey {
+  uint64_t type = 0;
+  uint64_t filename = 0;
+  uint64_t name = 0;
+  uint64_t linetable = 0;
+  int32_t firstlineno = 0;
+  int64_t size = 0;  // ob_size: code units in 3.11+
+  bool operator==(const CodeKey& o) const {
+    return type == o.type && filename == o.filename && name == o.name &&
+           linetable == o.linetable && firstlineno == o.firstlineno && size == o.size;
+  }
+};
+
+struct CodeInfo {
+  uint64_t addr = 0;
+  CodeKey key;
+  std::string filename;
+  std::string name;  // co_qualname where the version has it, else co_name
+  std::string linetable;
+  int firstlineno = 0;
+  uint64_t validated_pass = 0;
+  // Ids in the recording's encoder; 0 until first used.
+  uint32_t function_id = 0;
+  std::unordered_map<int32_t, uint32_t> frame_ids;  // instruction byte offset -> frame id
+
+  int lineAt(cpython::LineTable kind, int byte_offset) const;
+};
+
+class CodeCache {
+ public:
+  explicit CodeCache(PythonProcess& proc) : proc_(proc) {}
+  CodeCache(const CodeCache&) = delete;
+  CodeCache& operator=(const CodeCache&) = delete;
+
+  // Validates (one batched read) every address not yet validated in this pass and resolves
+  // new or changed code objects. Returns false if any address is not a readable code object.
+  bool prepare(const uint64_t* codes, size_t n, uint64_t pass);
+  // The entry for addr if it was validated in the given pass.
+  CodeInfo* get(uint64_t addr, uint64_t pass);
+  // Validates and resolves a single code object now (for one-off dumps).
+  CodeInfo* lookup(uint64_t addr, uint64_t pass) {
+    return prepare(&addr, 1, pass) ? get(addr, pass) : nullptr;
+  }
+
+  // Byte offset of the current instruction from the frame's raw instruction field.
+  int byteOffset(uint64_t code_addr, uint64_t raw_instr) const;
+
+  size_t size() const { return entries_.size(); }
+  uint64_t resolutions() const { return resolutions_; }
+  uint64_t invalidations() const { return invalidations_; }
+
+  // Strings and bytes of the target (bounded); false when unreadable or not compact.
+  bool readUnicode(uint64_t addr, std::string& out);
+  bool readBytes(uint64_t addr, std::string& out, size_t max_len);
+
+ private:
+  bool resolve(CodeInfo& info);
+  CodeKey keyFrom(const uint8_t* header) const;
+
+  PythonProcess& proc_;
+  std::unordered_map<uint64_t, std::unique_ptr<CodeInfo>> entries_;
+  std::vector<uint64_t> pending_;
+  std::vector<uint8_t> headers_;
+  std::vector<ReadRequest> reqs_;
+  uint64_t resolutions_ = 0;
+  uint64_t invalidations_ = 0;
+};
+
+}  // namespace psrec::recorder

@@ -1,0 +1,97 @@
+// The fields of CPython's structures that psrec reads, as byte offsets. One instance per
+// supported version (cpython/v3_X.hpp); 3.13+ fills one from the target's _Py_DebugOffsets.
+// kAbsent marks a field the version does not have. spec/cpython-layouts.md lists the source of
+// every value; tests/native/layout_probe.c recomputes them from each version's headers.
+#pragma once
+
+#include <cstdint>
+
+namespace psrec::cpython {
+
+constexpr int32_t kAbsent = -1;
+
+enum class FrameModel : uint8_t {
+  kFrameObject,       // 3.8-3.10: tstate->frame, a chain of PyFrameObject via f_back
+  kInterpreterFrame,  // 3.11+: _PyInterpreterFrame chain via previous, in data-stack chunks
+};
+
+enum class LineTable : uint8_t {
+  kLnotab,     // 3.8-3.9 co_lnotab: (byte offset delta, signed line delta) pairs
+  kLinetable,  // 3.10 co_linetable: (byte offset delta, signed line delta or -128) pairs
+  kLocations,  // 3.11+ co_linetable: the location table (PEP 626 / 657 format)
+};
+
+struct Layout {
+  uint32_t version_hex = 0;  // PY_VERSION_HEX of the table (micro may be 0)
+  FrameModel frame_model = FrameModel::kFrameObject;
+  LineTable line_table = LineTable::kLnotab;
+  bool has_cstack_owner = false;  // 3.12+: owner FRAME_OWNED_BY_CSTACK marks shim frames
+
+  // _PyRuntimeState
+  int32_t runtime_interpreters_head = kAbsent;
+  int32_t runtime_gil_locked = kAbsent;       // 3.8-3.11: _PyRuntime.ceval.gil.locked (int)
+  int32_t runtime_gil_last_holder = kAbsent;  // 3.8-3.11: _PyRuntime.ceval.gil.last_holder
+
+  // PyInterpreterState
+  int32_t interp_next = kAbsent;
+  int32_t interp_threads_head = kAbsent;
+  int32_t interp_modules = kAbsent;
+  int32_t interp_ceval_gil = kAbsent;  // 3.12+: struct _gil_runtime_state *ceval.gil
+  int32_t gil_locked = kAbsent;        // 3.12+: within struct _gil_runtime_state
+  int32_t gil_last_holder = kAbsent;
+
+  // PyThreadState
+  int32_t tstate_next = kAbsent;
+  int32_t tstate_interp = kAbsent;
+  int32_t tstate_thread_id = kAbsent;
+  int32_t tstate_native_thread_id = kAbsent;  // 3.11+
+  int32_t tstate_frame = kAbsent;             // 3.8-3.10: PyFrameObject *frame
+  int32_t tstate_cframe = kAbsent;            // 3.11-3.12: _PyCFrame *cframe
+  int32_t cframe_current_frame = kAbsent;     // 3.11-3.12: within _PyCFrame
+  int32_t tstate_current_frame = kAbsent;     // 3.13+: _PyInterpreterFrame *current_frame
+  int32_t tstate_datastack_chunk = kAbsent;   // 3.11+
+  int32_t tstate_datastack_top = kAbsent;
+  int32_t tstate_size = 0;                    // bytes to copy to cover the fields above
+
+  // _PyStackChunk (3.11+)
+  int32_t chunk_previous = kAbsent;
+  int32_t chunk_size = kAbsent;
+  int32_t chunk_top = kAbsent;
+  int32_t chunk_data = kAbsent;
+
+  // PyFrameObject (3.8-3.10)
+  int32_t frame_back = kAbsent;
+  int32_t frame_code = kAbsent;
+  int32_t frame_lasti = kAbsent;  // int; bytes in 3.8-3.9, code units in 3.10
+  int32_t frame_size = 0;
+
+  // _PyInterpreterFrame (3.11+)
+  int32_t iframe_code = kAbsent;      // f_code (3.11-3.12) / f_executable (3.13)
+  int32_t iframe_previous = kAbsent;
+  int32_t iframe_instr = kAbsent;     // prev_instr (3.11-3.12) / instr_ptr (3.13)
+  int32_t iframe_owner = kAbsent;     // char
+  int32_t iframe_size = 0;            // offset of localsplus: the header we copy
+
+  // PyCodeObject
+  int32_t code_filename = kAbsent;
+  int32_t code_name = kAbsent;
+  int32_t code_qualname = kAbsent;     // 3.11+
+  int32_t code_firstlineno = kAbsent;  // int
+  int32_t code_linetable = kAbsent;    // co_lnotab (3.8-3.9) / co_linetable (3.10+), bytes
+  int32_t code_adaptive = kAbsent;     // 3.11+: first code unit, inside the object
+  int32_t code_size = 0;               // bytes to copy to cover the fields above
+
+  // Objects
+  int32_t object_type = 8;
+  int32_t var_size = 16;  // PyVarObject.ob_size
+  int32_t bytes_sval = kAbsent;
+  int32_t unicode_length = kAbsent;
+  int32_t unicode_state = kAbsent;
+  int32_t unicode_ascii_size = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
+  int32_t unicode_compact_size = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
+};
+
+// Computes the copy sizes (tstate_size, frame_size, code_size) from the offsets.
+void finishLayout(Layout& l);
+
+}  // namespace psrec::cpython

@@ -1,0 +1,29 @@
+// Chooses the field table for a target: built-in tables for 3.8-3.12, and for 3.13+ the
+// offsets the target itself publishes in _Py_DebugOffsets (at the start of _PyRuntime).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "recorder/native/cpython/layout.hpp"
+
+namespace psrec::recorder {
+
+// Size of the 3.13 _Py_DebugOffsets struct we parse: 73 uint64 fields.
+constexpr size_t kDebugOffsetsSize = 73 * 8;
+constexpr char kDebugCookie[8] = {'x', 'd', 'e', 'b', 'u', 'g', 'p', 'y'};
+
+// Built-in table for a minor version (micro ignored); nullopt when we have none.
+std::optional<cpython::Layout> builtinLayout(uint32_t version_hex);
+
+// Parses a _Py_DebugOffsets copied from the target. Returns nullopt (and why) when the cookie
+// is wrong, the build is free-threaded, or the struct's shape is one we do not know.
+std::optional<cpython::Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size,
+                                                      std::string* why);
+
+// The version a _Py_DebugOffsets block states (0 if the cookie does not match).
+uint32_t debugOffsetsVersion(const uint8_t* data, size_t size);
+
+}  // namespace psrec::recorder

@@ -1,0 +1,65 @@
+// The target's memory map (/proc/PID/maps) and the ELF files behind it: symbol and section
+// lookup with the load bias applied, for libpython and for statically linked interpreters.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace psrec::recorder {
+
+struct MapEntry {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t offset = 0;
+  std::string perms;
+  std::string path;
+};
+
+std::vector<MapEntry> readMaps(pid_t pid);
+
+// A read-only view of an ELF64 file on disk. Owns the mapping.
+class ElfFile {
+ public:
+  // Opens path as the target sees it (through /proc/PID/root when pid > 0).
+  static std::optional<ElfFile> open(const std::string& path, pid_t pid = 0);
+  ~ElfFile();
+  ElfFile(ElfFile&& other) noexcept;
+  ElfFile& operator=(ElfFile&&) = delete;
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
+
+  // Unbiased (link-time) address of a symbol in .dynsym or .symtab.
+  std::optional<uint64_t> symbol(const char* name) const;
+  // Link-time address and size of a section.
+  std::optional<std::pair<uint64_t, uint64_t>> section(const char* name) const;
+  // Link-time vaddr of the PT_LOAD segment that starts at file offset 0 (page-aligned).
+  uint64_t firstLoadVaddr() const { return first_load_vaddr_; }
+  // Reads bytes at a link-time address from the file (initialised data only).
+  bool readAt(uint64_t vaddr, void* dst, size_t len) const;
+  // Scans read-only data for a version string like "3.10.13"; returns PY_VERSION_HEX-like or 0.
+  uint32_t scanVersionString() const;
+
+ private:
+  ElfFile() = default;
+  bool parse();
+
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  uint64_t first_load_vaddr_ = 0;
+};
+
+// A binary mapped into the target: its path, where it is loaded and its ELF file.
+struct LoadedBinary {
+  std::string path;
+  uint64_t load_bias = 0;  // runtime address = link-time address + load_bias
+};
+
+// Computes the load bias of a binary from the target's maps.
+std::optional<uint64_t> loadBias(const std::vector<MapEntry>& maps, const std::string& path,
+                                 const ElfFile& elf);
+
+}  // namespace psrec::recorder

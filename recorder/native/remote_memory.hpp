@@ -1,0 +1,100 @@
+// Reads another process's memory: process_vm_readv, with /proc/PID/mem as the fallback where
+// the former is unavailable (seccomp, old kernels). Nothing here throws on a failed read: the
+// sampling loop must treat every read as fallible.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace psrec::recorder {
+
+enum class ReadStatus : uint8_t {
+  kOk,
+  kPartial,       // only part of the range was mapped
+  kUnmapped,      // EFAULT/EIO: nothing there (freed, torn pointer)
+  kNoProcess,     // ESRCH: the process is gone
+  kPermission,    // EPERM/EACCES
+  kOther,
+};
+
+struct ReadRequest {
+  uint64_t addr;
+  void* dst;
+  size_t len;
+};
+
+class RemoteMemory {
+ public:
+  explicit RemoteMemory(pid_t pid);
+  ~RemoteMemory();
+  RemoteMemory(const RemoteMemory&) = delete;
+  RemoteMemory& operator=(const RemoteMemory&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Reads exactly len bytes or fails.
+  ReadStatus read(uint64_t addr, void* dst, size_t len);
+  // Reads up to len bytes; returns how many were read (0 on failure, status in *status).
+  size_t readSome(uint64_t addr, void* dst, size_t len, ReadStatus* status);
+  // Several independent reads in one system call (at most 1024). kOk when all succeeded whole.
+  ReadStatus readMany(const ReadRequest* reqs, size_t n);
+
+  template <typename T>
+  bool readValue(uint64_t addr, T& out) {
+    return read(addr, &out, sizeof(T)) == ReadStatus::kOk;
+  }
+
+  uint64_t syscalls() const { return syscalls_; }
+
+  // Probes whether the process can be read at all (classifies ESRCH / EPERM up front).
+  ReadStatus probe(uint64_t addr);
+
+ private:
+  ReadStatus readProcMem(uint64_t addr, void* dst, size_t len, size_t* got);
+
+  pid_t pid_;
+  bool use_vm_readv_ = true;
+  int mem_fd_ = -1;
+  uint64_t syscalls_ = 0;
+};
+
+// A struct copied out of the target once; fields are read by offset with bounds checks, so a
+// layout table that is wrong for a version yields zeros instead of reading out of the copy.
+class StructView {
+ public:
+  StructView() = default;
+  StructView(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+
+  template <typename T>
+  T get(int32_t offset) const {
+    T out{};
+    if (offset < 0 || static_cast<size_t>(offset) + sizeof(T) > size_) return out;
+    std::memcpy(&out, data_ + offset, sizeof(T));
+    return out;
+  }
+  uint64_t ptr(int32_t offset) const { return get<uint64_t>(offset); }
+  bool has(int32_t offset, size_t n) const {
+    return offset >= 0 && static_cast<size_t>(offset) + n <= size_;
+  }
+  size_t size() const { return size_; }
+  const uint8_t* data() const { return data_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A fixed-capacity buffer a remote struct is copied into.
+template <size_t N>
+struct StructBuf {
+  uint8_t bytes[N];
+  size_t len = 0;
+  StructView view() const { return StructView(bytes, len); }
+};
+
+}  // namespace psrec::recorder

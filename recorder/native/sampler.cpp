@@ -1,0 +1,471 @@
+#include "recorder/native/sampler.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "format/native/constants.hpp"
+#include "recorder/native/errors.hpp"
+#include "recorder/native/process_pause.hpp"
+
+namespace psrec::recorder {
+
+namespace fmt = psrec::format;
+
+uint64_t monotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+uint64_t threadCpuNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void atomicMax(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+// Children of a process, from /proc/PID/task/TID/children of each of its threads.
+std::vector<pid_t> childrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string path = dir + "/" + e->d_name + "/children";
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    char* p = buf;
+    while (*p) {
+      char* end;
+      long v = std::strtol(p, &end, 10);
+      if (end == p) break;
+      out.push_back(static_cast<pid_t>(v));
+      p = end;
+      while (*p == ' ' || *p == '\n') ++p;
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplerConfig& config)
+    : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks) {
+  if (config_.interval_ns < 1000) config_.interval_ns = 1000;
+  auto t = std::make_unique<Target>();
+  t->pid = config.pid;
+  t->root = true;
+  t->proc = PythonProcess::attach(config.pid);
+  if (config.blocking) {
+    ProcessPause probe(config.pid);
+    int e = probe.stop();
+    if (e == EPERM)
+      throw RecorderError(ErrorCode::kPermissionDenied,
+                          "permission denied pausing process " + std::to_string(config.pid) +
+                              " (--blocking uses ptrace)");
+  }
+  targets_.push_back(std::move(t));
+  st_.processes = 1;
+}
+
+Sampler::~Sampler() {
+  stop();
+}
+
+const TargetInfo& Sampler::targetInfo() const { return targets_.front()->proc->info(); }
+
+uint64_t Sampler::ticks(uint64_t mono_ns) const {
+  return mono_ns > config_.created_mono_ns ? (mono_ns - config_.created_mono_ns) / 1000 : 0;
+}
+
+void Sampler::start() {
+  if (thread_.joinable() || done_) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+bool Sampler::wait(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return done_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return done_; });
+}
+
+void Sampler::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Sampler::run() {
+  // Wake-ups to the microsecond: the default 50 us timer slack would make 10 kHz drift late.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  const uint64_t interval = config_.interval_ns;
+  start_ns_ = monotonicNs();
+  for (auto& t : targets_) {
+    if (t->root && !t->unwinder) {
+      t->unwinder = std::make_unique<Unwinder>(*t->proc);
+      t->codes = std::make_unique<CodeCache>(*t->proc);
+      encoder_.processStart(ticks(start_ns_), static_cast<uint64_t>(t->pid), 0,
+                            processCommandLine(t->pid));
+    }
+  }
+  uint64_t deadline = start_ns_;
+  const uint64_t cpu0 = threadCpuNs();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(deadline / 1000000000ull);
+    ts.tv_nsec = static_cast<long>(deadline % 1000000000ull);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+    }
+    if (stop_.load(std::memory_order_relaxed)) break;
+    const uint64_t t0 = monotonicNs();
+    const uint64_t late = t0 > deadline ? t0 - deadline : 0;
+    st_.lateness_ns_total.fetch_add(late, std::memory_order_relaxed);
+    atomicMax(st_.lateness_ns_max, late);
+    if (late > interval / 4) st_.late_passes.fetch_add(1, std::memory_order_relaxed);
+
+    uint64_t errors = 0;
+    const uint64_t now_ticks = ticks(t0);
+    samplePass(now_ticks, &errors);
+
+    const uint64_t t1 = monotonicNs();
+    st_.sampling_ns_total.fetch_add(t1 - t0, std::memory_order_relaxed);
+    // Absolute deadlines: the schedule never drifts. Deadlines that already passed are
+    // missed (counted), except the one just due, which runs at once.
+    deadline += interval;
+    uint64_t missed = 0;
+    if (t1 > deadline + interval) {
+      missed = (t1 - deadline) / interval;
+      deadline += missed * interval;
+    }
+    if (errors || missed) encoder_.passErrors(now_ticks, errors, missed);
+    st_.missed_deadlines.fetch_add(missed, std::memory_order_relaxed);
+    if (encoder_.chunkDue(ticks(t1))) {
+      queue_.push(encoder_.seal());
+      st_.chunks.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (config_.subprocesses && t1 - last_scan_ns_ > 100000000ull) {
+      last_scan_ns_ = t1;
+      scanChildren(ticks(t1));
+    }
+    st_.elapsed_ns.store(t1 - start_ns_, std::memory_order_relaxed);
+    st_.sampling_cpu_ns.store(threadCpuNs() - cpu0, std::memory_order_relaxed);
+    if (!targets_.front()->alive) {
+      st_.target_exited = true;
+      break;
+    }
+  }
+  st_.sampling_cpu_ns.store(threadCpuNs() - cpu0, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  done_cv_.notify_all();
+}
+
+void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
+  ++pass_;
+  encoder_.beginPass(ts);
+  uint64_t live = 0, syscalls = 0, codes = 0;
+  for (auto& t : targets_) {
+    if (!t->alive) continue;
+    sampleTarget(*t, ts, errors);
+    live += t->threads.size();
+    syscalls += t->proc->mem().syscalls();
+    codes += t->codes->size();
+  }
+  encoder_.endPass();
+  const auto& es = encoder_.stats();
+  st_.passes.store(es.passes, std::memory_order_relaxed);
+  st_.samples.store(es.samples, std::memory_order_relaxed);
+  st_.sample_errors.store(es.sample_errors, std::memory_order_relaxed);
+  st_.truncated_stacks.store(es.truncated_stacks, std::memory_order_relaxed);
+  st_.live_threads.store(live, std::memory_order_relaxed);
+  st_.syscalls.store(syscalls, std::memory_order_relaxed);
+  st_.code_objects.store(codes, std::memory_order_relaxed);
+}
+
+void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
+  for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
+  t.threads.clear();
+  if (t.alive) encoder_.processExit(ts, static_cast<uint64_t>(t.pid), exit_code);
+  t.alive = false;
+}
+
+Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts) {
+  auto it = t.threads.find(head.tstate);
+  if (it != t.threads.end()) {
+    Thread& th = it->second;
+    if (th.thread_id == head.thread_id && th.native_tid == head.native_tid) return th;
+    // The address now holds another thread's state: the old thread is gone.
+    encoder_.threadExit(th.ref, ts);
+    t.threads.erase(it);
+  }
+  Thread th;
+  th.tstate = head.tstate;
+  th.thread_id = head.thread_id;
+  th.native_tid = head.native_tid;
+  std::string name;
+  if (head.native_tid) {
+    pid_t tid = static_cast<pid_t>(head.native_tid);
+    th.files = ThreadStatFiles(t.pid, tid);
+    name = threadComm(t.pid, tid);
+  }
+  th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid, name,
+                              ts);
+  st_.threads_seen.fetch_add(1, std::memory_order_relaxed);
+  return t.threads.emplace(head.tstate, std::move(th)).first->second;
+}
+
+void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
+  std::optional<ProcessPause> pause;
+  if (config_.blocking) {
+    pause.emplace(t.pid);
+    int e = pause->stop();
+    if (e == ESRCH) {
+      char state = processState(t.pid);
+      if (state == 0 || state == 'Z' || state == 'X') {
+        endTarget(t, ts, -1);
+        return;
+      }
+    }
+  }
+  PassHead head;
+  ReadStatus st = t.unwinder->readPassHead(head);
+  if (st != ReadStatus::kOk) {
+    char state = processState(t.pid);
+    if (st == ReadStatus::kNoProcess || state == 0 || state == 'Z' || state == 'X') {
+      endTarget(t, ts, -1);
+      return;
+    }
+    for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
+    *errors += t.threads.size();
+    st_.pass_errors.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  bool list_ok = true;
+  uint64_t tstate = head.threads_head;
+  for (int n = 0; tstate; ++n) {
+    ThreadHead th_head;
+    if (n >= 4096 || t.unwinder->readThread(tstate, th_head) != ReadStatus::kOk) {
+      list_ok = false;
+      break;
+    }
+    Thread& th = track(t, th_head, ts);
+    if (th.seen_pass == pass_) {  // a cycle in the list: a torn read
+      list_ok = false;
+      break;
+    }
+    th.seen_pass = pass_;
+    if (!sampleThread(t, th, th_head, head, ts)) {
+      encoder_.sampleError(th.ref);
+      ++*errors;
+    }
+    tstate = th_head.next;
+  }
+  for (auto it = t.threads.begin(); it != t.threads.end();) {
+    if (it->second.seen_pass == pass_) {
+      ++it;
+    } else if (list_ok) {
+      encoder_.threadExit(it->second.ref, ts);
+      it = t.threads.erase(it);
+    } else {
+      encoder_.sampleError(it->second.ref);
+      ++*errors;
+      ++it;
+    }
+  }
+}
+
+bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
+                           uint64_t ts) {
+  (void)ts;
+  // Deeper than kMaxDepth: give the encoder one frame more than it keeps, so it cuts and
+  // marks the stack instead of us cutting it silently.
+  const size_t cap = fmt::kMaxDepth + 1;
+  WalkResult r = t.unwinder->walk(head, walk_, cap);
+  if (r == WalkResult::kError) return false;
+  if (r == WalkResult::kTruncated) {
+    // A cycle (torn read) also fills the cap: real frames have distinct addresses.
+    code_addrs_.clear();
+    for (const auto& f : walk_) code_addrs_.push_back(f.addr);
+    std::sort(code_addrs_.begin(), code_addrs_.end());
+    if (std::adjacent_find(code_addrs_.begin(), code_addrs_.end()) != code_addrs_.end())
+      return false;
+  }
+  std::reverse(walk_.begin(), walk_.end());  // root first
+  // Frames identical (address, code, instruction) to the previous sample from the root keep
+  // their ids; only the rest is resolved again.
+  size_t same = 0;
+  const size_t n = walk_.size();
+  while (same < n && same < th.raw.size() && walk_[same] == th.raw[same]) ++same;
+  code_addrs_.clear();
+  for (size_t i = same; i < n; ++i) code_addrs_.push_back(walk_[i].code);
+  CodeCache& codes = *t.codes;
+  if (!code_addrs_.empty() && !codes.prepare(code_addrs_.data(), code_addrs_.size(), pass_))
+    return false;
+  th.ids.resize(same);
+  const auto kind = t.proc->layout().line_table;
+  for (size_t i = same; i < n; ++i) {
+    const RawFrame& f = walk_[i];
+    CodeInfo* info = codes.get(f.code, pass_);
+    if (!info) return false;
+    int off = codes.byteOffset(f.code, f.instr);
+    if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
+    auto it = info->frame_ids.find(off);
+    uint32_t id;
+    if (it != info->frame_ids.end()) {
+      id = it->second;
+    } else {
+      if (!info->function_id) {
+        info->function_id = encoder_.internFunction(encoder_.internString(info->filename),
+                                                    encoder_.internString(info->name),
+                                                    static_cast<uint32_t>(info->firstlineno));
+      }
+      id = encoder_.internFrame(info->function_id, info->lineAt(kind, off));
+      info->frame_ids.emplace(off, id);
+    }
+    th.ids.push_back(id);
+  }
+  th.raw.assign(walk_.begin(), walk_.end());
+
+  uint8_t status = 0;
+  if (ph.gil_known) {
+    if (ph.gil_locked && ph.gil_holder == head.tstate) status |= fmt::kStatusGilHeld;
+  } else {
+    status |= fmt::kStatusGilUnknown;
+  }
+  bool has_cpu = false;
+  uint64_t cpu_ticks = 0;
+  ThreadCpu cpu = th.files.read();
+  if (cpu.ok) {
+    if (cpu.running) status |= fmt::kStatusOnCpu;
+    if (cpu.cpu_known) {
+      if (th.has_cpu && cpu.cpu_ns > th.cpu_reported_ns) {
+        cpu_ticks = (cpu.cpu_ns - th.cpu_reported_ns) / 1000;
+        th.cpu_reported_ns += cpu_ticks * 1000;  // keep the remainder for the next sample
+        has_cpu = cpu_ticks > 0;
+      } else if (!th.has_cpu) {
+        th.cpu_reported_ns = cpu.cpu_ns;
+        th.has_cpu = true;
+      }
+    }
+  } else {
+    status |= fmt::kStatusCpuUnknown;
+  }
+  encoder_.sample(th.ref, th.ids.data(), th.ids.size(), status, has_cpu, cpu_ticks);
+  return true;
+}
+
+void Sampler::scanChildren(uint64_t ts) {
+  std::vector<pid_t> parents;
+  for (auto& t : targets_)
+    if (t->alive) parents.push_back(t->pid);
+  for (const auto& [pid, left] : pending_children_) parents.push_back(pid);
+  for (pid_t parent : parents) {
+    for (pid_t child : childrenOf(parent)) {
+      bool known = std::any_of(targets_.begin(), targets_.end(),
+                               [&](const auto& t) { return t->pid == child && t->alive; });
+      if (known || std::find(ignored_children_.begin(), ignored_children_.end(), child) !=
+                       ignored_children_.end())
+        continue;
+      addChild(child, parent, ts);
+    }
+  }
+}
+
+void Sampler::addChild(pid_t pid, pid_t ppid, uint64_t ts) {
+  try {
+    auto t = std::make_unique<Target>();
+    t->pid = pid;
+    t->ppid = ppid;
+    t->proc = PythonProcess::attach(pid);
+    if (!t->proc->mainInterpreter()) throw RecorderError(ErrorCode::kNotPython, "not initialised");
+    t->unwinder = std::make_unique<Unwinder>(*t->proc);
+    t->codes = std::make_unique<CodeCache>(*t->proc);
+    encoder_.processStart(ts, static_cast<uint64_t>(pid), static_cast<uint64_t>(ppid),
+                          processCommandLine(pid));
+    pending_children_.erase(pid);
+    targets_.push_back(std::move(t));
+    st_.processes.fetch_add(1, std::memory_order_relaxed);
+  } catch (const RecorderError&) {
+    // Between fork and exec, or a non-Python helper: look again for a while (its own
+    // children are looked for meanwhile), then give up on it.
+    auto it = pending_children_.find(pid);
+    if (it == pending_children_.end()) {
+      pending_children_[pid] = 30;
+    } else if (--it->second <= 0) {
+      pending_children_.erase(it);
+      ignored_children_.push_back(pid);
+    }
+  }
+}
+
+void Sampler::finish(std::optional<int64_t> exit_code) {
+  stop();
+  if (finished_) return;
+  finished_ = true;
+  const uint64_t ts = ticks(monotonicNs());
+  for (auto& t : targets_) {
+    if (t->root) {
+      if (t->alive) {
+        if (exit_code) endTarget(*t, ts, *exit_code);
+      } else if (exit_code) {
+        // Already recorded as exited (code unknown then); record the code now.
+        encoder_.processExit(ts, static_cast<uint64_t>(t->pid), *exit_code);
+      }
+    }
+  }
+  if (!encoder_.empty()) {
+    queue_.push(encoder_.seal());
+    st_.chunks.fetch_add(1, std::memory_order_relaxed);
+  }
+  queue_.close();
+}
+
+SamplerStats Sampler::stats() const {
+  SamplerStats s;
+  s.passes = st_.passes.load();
+  s.samples = st_.samples.load();
+  s.sample_errors = st_.sample_errors.load();
+  s.pass_errors = st_.pass_errors.load();
+  s.missed_deadlines = st_.missed_deadlines.load();
+  s.late_passes = st_.late_passes.load();
+  s.lateness_ns_total = st_.lateness_ns_total.load();
+  s.lateness_ns_max = st_.lateness_ns_max.load();
+  s.sampling_ns_total = st_.sampling_ns_total.load();
+  s.sampling_cpu_ns = st_.sampling_cpu_ns.load();
+  s.live_threads = st_.live_threads.load();
+  s.threads_seen = st_.threads_seen.load();
+  s.processes = st_.processes.load();
+  s.chunks = st_.chunks.load();
+  s.truncated_stacks = st_.truncated_stacks.load();
+  s.code_objects = st_.code_objects.load();
+  s.syscalls = st_.syscalls.load();
+  s.elapsed_ns = st_.elapsed_ns.load();
+  s.target_exited = st_.target_exited.load();
+  s.finished = finished_;
+  return s;
+}
+
+}  // namespace psrec::recorder

@@ -1,0 +1,149 @@
+// The sampling loop: a native thread (no GIL) that wakes on absolute deadlines, reads every
+// thread of the target (and of its Python children with --subprocesses), feeds the encoder
+// and hands sealed chunks to a queue that a writer thread drains. Nothing in the loop is fatal
+// and nothing in it compresses or writes files.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "format/native/chunk_queue.hpp"
+#include "format/native/encoder.hpp"
+#include "recorder/native/code_cache.hpp"
+#include "recorder/native/python_process.hpp"
+#include "recorder/native/thread_stats.hpp"
+#include "recorder/native/unwinder.hpp"
+
+namespace psrec::recorder {
+
+struct SamplerConfig {
+  pid_t pid = 0;
+  uint64_t interval_ns = 1000000;
+  uint64_t created_mono_ns = 0;  // CLOCK_MONOTONIC reading that timestamps count from
+  bool blocking = false;
+  bool subprocesses = false;
+  size_t chunk_bytes = 1 << 20;
+  uint64_t max_span_ticks = 1000000;
+};
+
+struct SamplerStats {
+  uint64_t passes = 0;
+  uint64_t samples = 0;
+  uint64_t sample_errors = 0;
+  uint64_t pass_errors = 0;  // passes where a whole process could not be read
+  uint64_t missed_deadlines = 0;
+  uint64_t late_passes = 0;
+  uint64_t lateness_ns_total = 0;
+  uint64_t lateness_ns_max = 0;
+  uint64_t sampling_ns_total = 0;  // wall time spent inside passes
+  uint64_t sampling_cpu_ns = 0;    // CPU time of the sampling thread
+  uint64_t live_threads = 0;
+  uint64_t threads_seen = 0;
+  uint64_t processes = 0;
+  uint64_t chunks = 0;
+  uint64_t truncated_stacks = 0;
+  uint64_t code_objects = 0;
+  uint64_t syscalls = 0;
+  uint64_t elapsed_ns = 0;
+  bool finished = false;
+  bool target_exited = false;
+};
+
+class Sampler {
+ public:
+  // Attaches to the target (throws RecorderError); does not start sampling.
+  explicit Sampler(const SamplerConfig& config);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+
+  const TargetInfo& targetInfo() const;
+  void start();
+  // Waits up to timeout_s for the loop to end (target exited); true when it has.
+  bool wait(double timeout_s);
+  // Asks the loop to end and joins it.
+  void stop();
+  // After stop: records the target's exit, seals the last chunk and closes the queue.
+  void finish(std::optional<int64_t> exit_code);
+  SamplerStats stats() const;
+
+  std::optional<format::SealedChunk> popChunk(int timeout_ms) { return queue_.pop(timeout_ms); }
+  bool chunksDone() { return queue_.closedAndDrained(); }
+
+ private:
+  struct Thread {
+    uint64_t tstate = 0;
+    uint64_t thread_id = 0;
+    uint64_t native_tid = 0;
+    uint32_t ref = 0;
+    ThreadStatFiles files;
+    bool has_cpu = false;
+    uint64_t cpu_reported_ns = 0;
+    uint64_t seen_pass = 0;
+    std::vector<RawFrame> raw;  // root first, as last sampled
+    std::vector<uint32_t> ids;  // frame ids, root first
+  };
+  struct Target {
+    pid_t pid = 0;
+    pid_t ppid = 0;
+    bool root = false;
+    bool alive = true;
+    std::unique_ptr<PythonProcess> proc;
+    std::unique_ptr<Unwinder> unwinder;
+    std::unique_ptr<CodeCache> codes;
+    std::unordered_map<uint64_t, Thread> threads;  // by tstate address
+  };
+
+  void run();
+  uint64_t ticks(uint64_t mono_ns) const;
+  void samplePass(uint64_t ts, uint64_t* errors);
+  void sampleTarget(Target& t, uint64_t ts, uint64_t* errors);
+  bool sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
+                    uint64_t ts);
+  Thread& track(Target& t, const ThreadHead& head, uint64_t ts);
+  void endTarget(Target& t, uint64_t ts, int64_t exit_code);
+  void scanChildren(uint64_t ts);
+  void addChild(pid_t pid, pid_t ppid, uint64_t ts);
+
+  SamplerConfig config_;
+  format::Encoder encoder_;
+  format::ChunkQueue queue_;
+  std::vector<std::unique_ptr<Target>> targets_;
+  // Children seen but not (yet) Python, e.g. between fork and exec: pid -> attempts left.
+  std::unordered_map<pid_t, int> pending_children_;
+  std::vector<pid_t> ignored_children_;
+  uint64_t pass_ = 0;
+  uint64_t last_scan_ns_ = 0;
+  std::vector<RawFrame> walk_;
+  std::vector<uint64_t> code_addrs_;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  bool finished_ = false;
+
+  struct AtomicStats {
+    std::atomic<uint64_t> passes{0}, samples{0}, sample_errors{0}, pass_errors{0},
+        missed_deadlines{0}, late_passes{0}, lateness_ns_total{0}, lateness_ns_max{0},
+        sampling_ns_total{0}, sampling_cpu_ns{0}, live_threads{0}, threads_seen{0},
+        processes{0}, chunks{0}, truncated_stacks{0}, code_objects{0}, syscalls{0},
+        elapsed_ns{0};
+    std::atomic<bool> target_exited{false};
+  } st_;
+  uint64_t start_ns_ = 0;
+};
+
+uint64_t monotonicNs();
+
+}  // namespace psrec::recorder

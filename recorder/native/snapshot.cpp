@@ -1,0 +1,82 @@
+#include "recorder/native/snapshot.hpp"
+
+#include "format/native/constants.hpp"
+#include "recorder/native/code_cache.hpp"
+#include "recorder/native/errors.hpp"
+#include "recorder/native/process_pause.hpp"
+#include "recorder/native/thread_stats.hpp"
+#include "recorder/native/unwinder.hpp"
+
+namespace psrec::recorder {
+
+std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
+  Unwinder unwinder(proc);
+  CodeCache codes(proc);
+  std::vector<ThreadDump> out;
+  PassHead head;
+  // A non-blocking read can be torn; retry a few times before giving up.
+  ReadStatus st = ReadStatus::kOther;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    st = unwinder.readPassHead(head);
+    if (st == ReadStatus::kOk || st == ReadStatus::kNoProcess) break;
+  }
+  if (st == ReadStatus::kNoProcess)
+    throw RecorderError(ErrorCode::kNoSuchProcess,
+                        "process " + std::to_string(proc.pid()) + " exited");
+  if (st != ReadStatus::kOk)
+    throw RecorderError(ErrorCode::kReadFailed, "cannot read the interpreter state of process " +
+                                                    std::to_string(proc.pid()));
+  uint64_t tstate = head.threads_head;
+  std::vector<RawFrame> raw;
+  uint64_t pass = 1;
+  for (int n = 0; tstate && n < 4096; ++n) {
+    ThreadHead t;
+    if (unwinder.readThread(tstate, t) != ReadStatus::kOk) break;
+    ThreadDump d;
+    d.python_tid = t.thread_id;
+    d.native_tid = t.native_tid;
+    d.gil_known = head.gil_known;
+    d.gil_held = head.gil_known && head.gil_locked && head.gil_holder == tstate;
+    if (t.native_tid) {
+      d.name = threadComm(proc.pid(), static_cast<pid_t>(t.native_tid));
+      ThreadStatFiles files(proc.pid(), static_cast<pid_t>(t.native_tid));
+      ThreadCpu cpu = files.read();
+      d.cpu_known = cpu.ok;
+      d.on_cpu = cpu.running;
+    }
+    WalkResult r = unwinder.walk(t, raw, format::kMaxDepth);
+    d.truncated = r == WalkResult::kTruncated;
+    if (r == WalkResult::kError) d.error = "stack changed while being read";
+    for (const RawFrame& f : raw) {
+      CodeInfo* info = codes.lookup(f.code, pass);
+      FrameDump fd;
+      if (!info) {
+        d.error = "stack changed while being read";
+        break;
+      }
+      fd.filename = info->filename;
+      fd.name = info->name;
+      fd.line = info->lineAt(proc.layout().line_table, codes.byteOffset(f.code, f.instr));
+      d.frames.push_back(std::move(fd));
+    }
+    out.push_back(std::move(d));
+    tstate = t.next;
+  }
+  return out;
+}
+
+ProcessDump dumpProcess(pid_t pid, bool blocking) {
+  ProcessDump d;
+  auto proc = PythonProcess::attach(pid);
+  d.info = proc->info();
+  if (blocking) {
+    ProcessPause pause(pid);
+    pause.stop();
+    d.threads = dumpThreads(*proc);
+  } else {
+    d.threads = dumpThreads(*proc);
+  }
+  return d;
+}
+
+}  // namespace psrec::recorder

@@ -1,0 +1,253 @@
+#include "recorder/native/unwinder.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+namespace psrec::recorder {
+
+using cpython::FrameModel;
+using cpython::kAbsent;
+
+namespace {
+
+constexpr size_t kChunkProbe = 16 * 1024;  // DATA_STACK_CHUNK_SIZE: the smallest chunk
+constexpr uint64_t kMaxChunkBytes = 16u << 20;
+constexpr uint8_t kOwnedByCStack = 3;  // FRAME_OWNED_BY_CSTACK (Include/internal/pycore_frame.h)
+
+std::set<int32_t> taskIds(pid_t pid) {
+  std::set<int32_t> out;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.insert(std::atoi(e->d_name));
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
+  const uint64_t runtime = proc.info().runtime_addr;
+  if (l_.runtime_gil_locked != kAbsent) {
+    // 3.8-3.11: one GIL in _PyRuntime.ceval.gil.
+    gil_addr_ = runtime;
+    gil_lo_ = std::min(l_.runtime_gil_locked, l_.runtime_gil_last_holder);
+    gil_hi_ = std::max(l_.runtime_gil_locked, l_.runtime_gil_last_holder) + 8;
+  } else if (l_.interp_ceval_gil != kAbsent) {
+    // 3.12+: interp->ceval.gil points at the GIL this interpreter uses; it does not change.
+    uint64_t interp = proc.mainInterpreter();
+    uint64_t gil = 0;
+    if (interp &&
+        proc.mem().readValue(interp + static_cast<uint64_t>(l_.interp_ceval_gil), gil) && gil) {
+      gil_addr_ = gil;
+      gil_lo_ = std::min(l_.gil_locked, l_.gil_last_holder);
+      gil_hi_ = std::max(l_.gil_locked, l_.gil_last_holder) + 8;
+    }
+  }
+  chunk_buf_.reserve(64 * 1024);
+}
+
+ReadStatus Unwinder::readPassHead(PassHead& out) {
+  uint64_t interp = proc_.mainInterpreter();
+  if (!interp) return ReadStatus::kUnmapped;
+  uint8_t gil[64];
+  ReadRequest reqs[2];
+  size_t n = 0;
+  reqs[n++] = {interp + static_cast<uint64_t>(l_.interp_threads_head), &out.threads_head, 8};
+  size_t gil_len = static_cast<size_t>(gil_hi_ - gil_lo_);
+  bool with_gil = gil_addr_ && gil_len <= sizeof gil;
+  if (with_gil) reqs[n++] = {gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len};
+  ReadStatus st = proc_.mem().readMany(reqs, n);
+  if (st != ReadStatus::kOk) return st;
+  out.gil_known = with_gil;
+  if (with_gil) {
+    int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
+    int32_t holder_off =
+        (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_last_holder : l_.gil_last_holder);
+    StructView v(gil, gil_len);
+    out.gil_locked = v.get<int32_t>(locked_off - gil_lo_) != 0;
+    out.gil_holder = v.ptr(holder_off - gil_lo_);
+  }
+  return ReadStatus::kOk;
+}
+
+bool Unwinder::calibratePthreadTid(uint64_t thread_id) {
+  // glibc keeps the kernel thread id in struct pthread (pthread_t points at it); its offset
+  // depends on the glibc build. Find the int32 equal to one of the process's task ids,
+  // preferring the offset current x86-64 glibc uses.
+  pthread_calibrated_ = true;
+  std::set<int32_t> tids = taskIds(proc_.pid());
+  uint8_t buf[2048];
+  if (proc_.mem().read(thread_id, buf, sizeof buf) != ReadStatus::kOk) return false;
+  std::vector<int32_t> hits;
+  for (size_t off = 0; off + 4 <= sizeof buf; off += 4) {
+    int32_t v;
+    std::memcpy(&v, buf + off, 4);
+    if (v > 0 && tids.count(v)) hits.push_back(static_cast<int32_t>(off));
+  }
+  if (hits.empty()) return false;
+  pthread_tid_offset_ = std::find(hits.begin(), hits.end(), 0x2d0) != hits.end() ? 0x2d0 : hits[0];
+  return true;
+}
+
+ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out) {
+  uint8_t buf[1024];
+  size_t len = static_cast<size_t>(l_.tstate_size);
+  if (len > sizeof buf) return ReadStatus::kOther;
+  ReadStatus st = proc_.mem().read(tstate, buf, len);
+  if (st != ReadStatus::kOk) return st;
+  StructView v(buf, len);
+  out.tstate = tstate;
+  out.next = v.ptr(l_.tstate_next);
+  out.thread_id = v.ptr(l_.tstate_thread_id);
+  out.native_tid = l_.tstate_native_thread_id != kAbsent ? v.ptr(l_.tstate_native_thread_id) : 0;
+  if (l_.tstate_frame != kAbsent) out.frame = v.ptr(l_.tstate_frame);
+  else if (l_.tstate_cframe != kAbsent) out.frame = v.ptr(l_.tstate_cframe);
+  else out.frame = v.ptr(l_.tstate_current_frame);
+  out.datastack_chunk = l_.tstate_datastack_chunk != kAbsent ? v.ptr(l_.tstate_datastack_chunk) : 0;
+  out.datastack_top = l_.tstate_datastack_top != kAbsent ? v.ptr(l_.tstate_datastack_top) : 0;
+  if (l_.tstate_native_thread_id == kAbsent && out.thread_id) {
+    if (!pthread_calibrated_) calibratePthreadTid(out.thread_id);
+    if (pthread_tid_offset_ >= 0) {
+      int32_t tid = 0;
+      if (proc_.mem().readValue(out.thread_id + static_cast<uint64_t>(pthread_tid_offset_), tid) &&
+          tid > 0)
+        out.native_tid = static_cast<uint64_t>(tid);
+    }
+  }
+  return ReadStatus::kOk;
+}
+
+bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
+  size_t at = chunk_buf_.size();
+  ++chunk_loads_;
+  ++stats_.chunk_reads;
+  if (used_end) {
+    // The current chunk: its used part ends at tstate->datastack_top.
+    if (used_end <= addr || used_end - addr > kMaxChunkBytes) return false;
+    size_t len = static_cast<size_t>(used_end - addr);
+    chunk_buf_.resize(at + len);
+    if (proc_.mem().read(addr, chunk_buf_.data() + at, len) != ReadStatus::kOk) {
+      chunk_buf_.resize(at);
+      return false;
+    }
+  } else {
+    // An older chunk: read the smallest chunk size in one go; its header says how much of it
+    // (chunk->top, saved when the next chunk was pushed) is in use.
+    chunk_buf_.resize(at + kChunkProbe);
+    ReadStatus st;
+    size_t got = proc_.mem().readSome(addr, chunk_buf_.data() + at, kChunkProbe, &st);
+    if (got < static_cast<size_t>(l_.chunk_data)) {
+      chunk_buf_.resize(at);
+      return false;
+    }
+    StructView h(chunk_buf_.data() + at, got);
+    uint64_t size = h.ptr(l_.chunk_size);
+    uint64_t top = h.ptr(l_.chunk_top);
+    uint64_t used = static_cast<uint64_t>(l_.chunk_data) + top * 8;
+    if (used > size || size > kMaxChunkBytes) {
+      chunk_buf_.resize(at);
+      return false;
+    }
+    if (used > got) {
+      chunk_buf_.resize(at + used);
+      if (proc_.mem().read(addr + got, chunk_buf_.data() + at + got, used - got) !=
+          ReadStatus::kOk) {
+        chunk_buf_.resize(at);
+        return false;
+      }
+    } else {
+      chunk_buf_.resize(at + used);
+    }
+    used_end = addr + used;
+  }
+  StructView h(chunk_buf_.data() + at, chunk_buf_.size() - at);
+  next_chunk_ = h.ptr(l_.chunk_previous);
+  chunks_.push_back({addr, used_end, at});
+  return true;
+}
+
+const uint8_t* Unwinder::frameBytes(uint64_t addr) {
+  const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
+  for (;;) {
+    for (const auto& c : chunks_) {
+      if (addr >= c.start && addr + size <= c.end) return chunk_buf_.data() + c.offset + (addr - c.start);
+    }
+    // Not in what we have: older chunks hold outer frames; frames outside every chunk
+    // (generators, C-stack entry frames) are read on their own.
+    if (!next_chunk_ || chunk_loads_ >= 256 || !loadChunk(next_chunk_, 0)) break;
+  }
+  ++stats_.frame_reads;
+  if (size > sizeof scratch_ || proc_.mem().read(addr, scratch_, size) != ReadStatus::kOk)
+    return nullptr;
+  return scratch_;
+}
+
+WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth) {
+  out.clear();
+  if (l_.frame_model == FrameModel::kFrameObject) {
+    uint8_t buf[256];
+    size_t len = static_cast<size_t>(l_.frame_size);
+    uint64_t addr = t.frame;
+    while (addr) {
+      if (out.size() >= max_depth) return WalkResult::kTruncated;
+      ++stats_.frame_reads;
+      if (proc_.mem().read(addr, buf, len) != ReadStatus::kOk) return WalkResult::kError;
+      StructView v(buf, len);
+      RawFrame f;
+      f.addr = addr;
+      f.code = v.ptr(l_.frame_code);
+      f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+      if (!f.code) return WalkResult::kError;
+      out.push_back(f);
+      addr = v.ptr(l_.frame_back);
+    }
+    return WalkResult::kOk;
+  }
+
+  uint64_t addr = t.frame;
+  if (l_.tstate_cframe != kAbsent) {
+    // 3.11-3.12: tstate->cframe->current_frame.
+    if (!addr) return WalkResult::kOk;
+    if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame), addr))
+      return WalkResult::kError;
+  }
+  chunk_buf_.clear();
+  chunks_.clear();
+  next_chunk_ = 0;
+  chunk_loads_ = 0;
+  if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
+    // One bulk read of the current chunk's used part instead of one read per frame.
+    loadChunk(t.datastack_chunk, t.datastack_top);
+  }
+  while (addr) {
+    if (out.size() >= max_depth) return WalkResult::kTruncated;
+    const uint8_t* p = frameBytes(addr);
+    if (!p) return WalkResult::kError;
+    StructView v(p, static_cast<size_t>(l_.iframe_size));
+    uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
+    uint64_t prev = v.ptr(l_.iframe_previous);
+    if (owner > kOwnedByCStack || (owner == kOwnedByCStack && !l_.has_cstack_owner))
+      return WalkResult::kError;  // not a frame: a torn read
+    if (owner != kOwnedByCStack) {
+      // Shim frames owned by the C stack (3.12+) run no Python code: never report them.
+      RawFrame f;
+      f.addr = addr;
+      f.code = v.ptr(l_.iframe_code);
+      f.instr = v.ptr(l_.iframe_instr);
+      if (!f.code) return WalkResult::kError;
+      out.push_back(f);
+    }
+    if (prev == addr) return WalkResult::kError;
+    addr = prev;
+  }
+  return WalkResult::kOk;
+}
+
+}  // namespace psrec::recorder

@@ -1,0 +1,89 @@
+// Walks a target's main interpreter: its thread states, the GIL, and each thread's frames.
+// Every read may fail or be torn (the target keeps running): failures are reported to the
+// caller, never thrown, and a walk never follows more than max_depth frames.
+#pragma once
+
+#include <cstdint>
+#include <unordered_set>
+#include <vector>
+
+#include "recorder/native/python_process.hpp"
+#include "recorder/native/remote_memory.hpp"
+
+namespace psrec::recorder {
+
+struct RawFrame {
+  uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
+  uint64_t code = 0;   // its code object
+  uint64_t instr = 0;  // f_lasti (3.8-3.10) or the instruction pointer (3.11+)
+  bool operator==(const RawFrame& o) const {
+    return addr == o.addr && code == o.code && instr == o.instr;
+  }
+};
+
+struct ThreadHead {
+  uint64_t tstate = 0;
+  uint64_t next = 0;
+  uint64_t thread_id = 0;   // threading.get_ident(): the pthread_t
+  uint64_t native_tid = 0;  // OS thread id (0 unknown)
+  uint64_t frame = 0;       // PyFrameObject* (3.8-3.10), _PyCFrame* (3.11-3.12), frame (3.13+)
+  uint64_t datastack_chunk = 0;
+  uint64_t datastack_top = 0;
+};
+
+struct PassHead {
+  uint64_t threads_head = 0;
+  bool gil_known = false;
+  bool gil_locked = false;
+  uint64_t gil_holder = 0;
+};
+
+enum class WalkResult { kOk, kTruncated, kError };
+
+struct UnwinderStats {
+  uint64_t chunk_reads = 0;
+  uint64_t frame_reads = 0;  // frames read one by one (not from a bulk chunk read)
+};
+
+class Unwinder {
+ public:
+  explicit Unwinder(PythonProcess& proc);
+  Unwinder(const Unwinder&) = delete;
+  Unwinder& operator=(const Unwinder&) = delete;
+
+  // The head of the thread list and the GIL state, in one read. Status kOk or why not.
+  ReadStatus readPassHead(PassHead& out);
+  // One thread state. On 3.8-3.10 also reads the OS thread id from the pthread structure.
+  ReadStatus readThread(uint64_t tstate, ThreadHead& out);
+  // Frames innermost first. kTruncated when max_depth frames were read and more follow.
+  WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
+
+  const UnwinderStats& stats() const { return stats_; }
+
+ private:
+  struct LoadedChunk {
+    uint64_t start;
+    uint64_t end;
+    size_t offset;  // into chunk_buf_
+  };
+  const uint8_t* frameBytes(uint64_t addr);
+  bool loadChunk(uint64_t addr, uint64_t used_end);
+  bool calibratePthreadTid(uint64_t thread_id);
+
+  PythonProcess& proc_;
+  const cpython::Layout& l_;
+  uint64_t gil_addr_ = 0;  // struct _gil_runtime_state in the target
+  int32_t gil_lo_ = 0, gil_hi_ = 0;
+  // 3.8-3.10: offset of the kernel tid inside glibc's struct pthread (found at run time).
+  int32_t pthread_tid_offset_ = -1;
+  bool pthread_calibrated_ = false;
+  // Data-stack chunks of the thread being walked (3.11+).
+  std::vector<uint8_t> chunk_buf_;
+  std::vector<LoadedChunk> chunks_;
+  uint64_t next_chunk_ = 0;
+  int chunk_loads_ = 0;
+  uint8_t scratch_[256];
+  UnwinderStats stats_;
+};
+
+}  // namespace psrec::recorder

@@ -20,14 +20,14 @@ from psrec.format.reader import Definitions
 
 __all__ = [
     "MODES",
-    "WEIGHTS",
-    "View",
-    "Cell",
-    "Runs",
-    "Profile",
-    "FrameKey",
     "NO_STACK",
+    "WEIGHTS",
+    "Cell",
+    "FrameKey",
+    "Profile",
+    "Runs",
     "SelectionError",
+    "View",
     "ViewUsageError",
     "parse_duration",
     "parse_time",
@@ -76,7 +76,7 @@ class Cell(NamedTuple):
     slice: int
     thread: int
     node: int
-    count: int
+    samples: int
     weight: int  # ticks
     cpu: int  # CPU ticks
     gil: int  # samples holding the GIL
@@ -140,7 +140,7 @@ def parse_time(text: str, created_wall_ns: int) -> float:
         parts = t.split(":")
         sec = float(parts[2]) if len(parts) > 2 else 0.0
         when = start.replace(hour=int(parts[0]), minute=int(parts[1]), second=int(sec),
-                             microsecond=int(round((sec - int(sec)) * 1e6)))
+                             microsecond=round((sec - int(sec)) * 1e6))
     else:
         try:
             when = _dt.datetime.fromisoformat(t)
@@ -235,7 +235,7 @@ class Profile:
 
         mask, value = MODES[view.mode]
         stream = rec.stream(from_ts, to_ts, native=native)
-        query: dict[str, Any] = dict(status_mask=mask, status_value=value, threads=refs)
+        query: dict[str, Any] = {"status_mask": mask, "status_value": value, "threads": refs}
         if from_ts is not None:
             query["from_ts"] = from_ts
         if to_ts is not None:
@@ -333,14 +333,14 @@ class Profile:
         return weight
 
     def cell_value(self, c: Cell) -> int:
-        return self.value(c.count, c.weight, c.cpu)
+        return self.value(c.samples, c.weight, c.cpu)
 
     def seconds(self, ticks: float) -> float:
         return ticks * self.tick_ns / 1e9
 
     @property
     def total_value(self) -> int:
-        return sum(self.value(c.count, c.weight, c.cpu) for c in self.cells)
+        return sum(self.value(c.samples, c.weight, c.cpu) for c in self.cells)
 
     @property
     def unit_label(self) -> str:
@@ -426,7 +426,7 @@ def _to_ticks(text: str, rec: Recording, option: str) -> int:
         seconds = parse_time(text, rec.header.created_wall_ns)
     except ValueError as exc:
         raise ViewUsageError(f"{option}: {exc}", help="see psrec report --help") from None
-    return round(seconds * 1e9 / rec.tick_ns)
+    return round(seconds * 1e9 / float(rec.tick_ns))
 
 
 def _match_threads(specs: tuple[str, ...], defs: Definitions, path: str) -> list[int]:
@@ -440,9 +440,7 @@ def _match_threads(specs: tuple[str, ...], defs: Definitions, path: str) -> list
         except ValueError:
             pass
         for t in defs.threads.values():
-            if number is not None and number in (t.os_tid, t.python_tid):
-                found.append(t.ref)
-            elif t.name == s:
+            if number is not None and number in (t.os_tid, t.python_tid) or t.name == s:
                 found.append(t.ref)
         if not found:
             names = sorted({f"{t.name or '?'} (tid {t.os_tid or t.python_tid})"
@@ -519,7 +517,7 @@ class _PyTimeline:
 
 class _NativeTimeline:
     def __init__(self, query: dict[str, Any]) -> None:
-        from psrec.format import _format  # type: ignore[attr-defined]
+        from psrec.format import _format
 
         self._t = _format.Timeline(**query)
 
@@ -543,7 +541,7 @@ class _NativeTimeline:
 def _make_timeline(native: bool, query: dict[str, Any]) -> Any:
     if native:
         try:
-            from psrec.format import _format  # type: ignore[attr-defined]
+            from psrec.format import _format
 
             if hasattr(_format, "Timeline"):
                 return _NativeTimeline(query)

@@ -17,7 +17,7 @@ from psrec.format.writer import open_output
 
 from .profile import Profile
 
-__all__ = ["Reporter", "register", "get", "names", "default_output", "write_output"]
+__all__ = ["Reporter", "default_output", "get", "names", "register", "write_output"]
 
 
 class Reporter:
@@ -69,7 +69,7 @@ def _load_builtins() -> None:
 
 def default_output(recording: str, suffix: str) -> str:
     """run.psr -> run<suffix>, next to the input."""
-    base = recording[:-4] if recording.endswith(".psr") else recording
+    base = recording.removesuffix(".psr")
     return base + suffix
 
 

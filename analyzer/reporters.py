@@ -11,13 +11,13 @@ from .profile import Cell, FrameKey, Profile
 from .registry import Reporter, register
 
 __all__ = [
-    "TableReporter",
-    "PstatsReporter",
     "CollapsedReporter",
+    "PstatsReporter",
     "SlicesReporter",
-    "function_totals",
-    "format_seconds",
+    "TableReporter",
     "collapsed_frame",
+    "format_seconds",
+    "function_totals",
 ]
 
 SORT_KEYS = ("own", "total", "own-samples", "total-samples", "name", "file")
@@ -40,7 +40,7 @@ def location(k: FrameKey) -> str:
 class Totals:
     """Per report key: own and total (cumulative) sample counts and estimated ticks."""
 
-    __slots__ = ("own_count", "own", "total_count", "total")
+    __slots__ = ("own", "own_count", "total", "total_count")
 
     def __init__(self) -> None:
         self.own_count = self.own = self.total_count = self.total = 0
@@ -51,7 +51,7 @@ def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, T
     by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     for c in cells:
         acc = by_node[c.node]
-        acc[0] += c.count
+        acc[0] += c.samples
         acc[1] += profile.cell_value(c)
     out: dict[FrameKey, Totals] = defaultdict(Totals)
     for node, (count, value) in by_node.items():
@@ -103,7 +103,7 @@ class TableReporter(Reporter):
             groups = [(None, profile.cells)]
         for title, cells in groups:
             total_value = sum(profile.cell_value(c) for c in cells) or 1
-            samples = sum(c.count for c in cells)
+            samples = sum(c.samples for c in cells)
             if title is not None:
                 w(f"\n== thread {title}: {samples:,} samples, "
                   f"{format_seconds(profile.seconds(total_value))} estimated\n")
@@ -138,7 +138,7 @@ class PstatsReporter(Reporter):
         by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
         for c in profile.cells:
             acc = by_node[c.node]
-            acc[0] += c.count
+            acc[0] += c.samples
             acc[1] += profile.cell_value(c)
         sec = profile.tick_ns / 1e9
         # func -> [calls, own ticks, cumulative ticks, {caller: [calls, own, cumulative]}]
@@ -212,15 +212,15 @@ class CollapsedReporter(Reporter):
                     parts.append(n)
                 text = lines[tkey] = ";".join(parts)
             if as_count:
-                counts[text] += c.count
+                counts[text] += c.samples
             else:
                 counts[text] += profile.cell_value(c)
         if not as_count:  # integer microseconds
             scale = profile.tick_ns / 1000
             counts = defaultdict(int, {k: round(v * scale) for k, v in counts.items()})
-        for text, n in sorted(counts.items()):
-            if n > 0:
-                out.write(f"{text} {n}\n")
+        for text, total in sorted(counts.items()):
+            if total > 0:
+                out.write(f"{text} {total}\n")
         unit = "samples" if as_count else "microseconds"
         return f"{len(counts):,} stacks, {sum(counts.values()):,} {unit}"
 
@@ -259,13 +259,13 @@ class SlicesReporter(Reporter):
         nodes: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         for c in profile.cells:
             a = per[c.slice][c.thread]
-            a[0] += c.count
+            a[0] += c.samples
             a[1] += c.gil
             a[2] += c.on_cpu
             nodes[c.slice][c.node] += profile.cell_value(c)
         first = min(per)
         last = max(per)
-        threads = profile.thread_refs()
+        thread_refs = profile.thread_refs()
         w(f"psrec report --slices: {profile.describe()}\n")
         w(f"One row per {format_seconds(slice_s)} slice; times from the start of the recording. "
           "Active threads: threads on a CPU or holding the GIL in some sample of the slice.\n\n")
@@ -296,18 +296,18 @@ class SlicesReporter(Reporter):
         cols = -(-nslices // group)
         w(f"\nActivity, one column per {format_seconds(slice_s * group)} from "
           f"{first * slice_s:.3f} s:  {STRIP_LEGEND}\n")
-        labels = {r: profile.thread_label(r) for r in threads}
+        labels = {r: profile.thread_label(r) for r in thread_refs}
         lw = min(40, max(len(x) for x in labels.values()))
-        for r in threads:
+        for r in thread_refs:
             chars = []
             for col in range(cols):
                 cnt = gil = on = 0
                 for s in range(first + col * group, min(first + (col + 1) * group, last + 1)):
-                    a = per.get(s, {}).get(r)
-                    if a:
-                        cnt += a[0]
-                        gil += a[1]
-                        on += a[2]
+                    sums = per.get(s, {}).get(r)
+                    if sums:
+                        cnt += sums[0]
+                        gil += sums[1]
+                        on += sums[2]
                 chars.append(strip_char(cnt, gil, on))
             w(f"{labels[r][:lw]:<{lw}} |{''.join(chars)}|\n")
         return None

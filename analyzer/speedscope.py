@@ -14,7 +14,7 @@ from psrec import __version__
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
 
-__all__ = ["SpeedscopeExporter", "SCHEMA_URL", "check_consistency"]
+__all__ = ["SCHEMA_URL", "SpeedscopeExporter", "check_consistency"]
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
@@ -91,13 +91,13 @@ class SpeedscopeExporter(Reporter):
             })
             profiles.append(f'{head[:-1]}, "samples": [{samples}], "weights": [{weights}]}}')
 
-        head = {
+        top = {
             "$schema": SCHEMA_URL,
             "name": f"{profile.path} (mode {profile.view.mode})",
             "activeProfileIndex": 0,
             "exporter": f"psrec {__version__}",
         }
-        out.write(json.dumps(head)[:-1])
+        out.write(json.dumps(top)[:-1])
         out.write(', "shared": {"frames": ')
         out.write(json.dumps(frames))
         out.write('}, "profiles": [')

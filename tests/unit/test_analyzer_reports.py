@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 from analyzer_synth import BUSY, F_A, F_B, MAIN, Synth, expected, two_thread_recording
+from click.testing import CliRunner
 from psrec.analyzer.cli import main
 from psrec.analyzer.profile import Profile, View
 from psrec.analyzer.reporters import PstatsReporter, function_totals
@@ -105,7 +104,7 @@ def test_pstats_loads_and_totals_equal_selection(rec: Synth, tmp_path: Path) -> 
     for key, (cc, nc, tt, ct, callers) in raw.items():
         assert isinstance(key, tuple) and len(key) == 3
         assert ct >= tt - 1e-12
-        for ckey, value in callers.items():
+        for value in callers.values():
             assert len(value) == 4  # (cc, nc, tt, ct) as gprof2dot and snakeviz expect
         if callers:
             assert sum(v[1] for v in callers.values()) == nc
@@ -115,14 +114,14 @@ def test_pstats_loads_and_totals_equal_selection(rec: Synth, tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(shutil.which("gprof2dot") is None and
-                    subprocess.run([sys.executable, "-c", "import gprof2dot"],
+                    subprocess.run([sys.executable, "-c", "import gprof2dot"], check=False,
                                    capture_output=True).returncode != 0,
                     reason="gprof2dot is not installed (pip install gprof2dot)")
 def test_pstats_opens_in_gprof2dot(rec: Synth, tmp_path: Path) -> None:
     out = tmp_path / "g.pstats"
     assert run("report", rec.path, "--pstats", "-o", str(out))[0] == 0
     r = subprocess.run([sys.executable, "-m", "gprof2dot", "-f", "pstats", str(out)],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stderr
     assert "compute" in r.stdout and "parse2" in r.stdout
 
@@ -189,7 +188,7 @@ def test_modes_on_status(tmp_path: Path) -> None:
             "sleeper": ((MAIN, ("t.py", "sleep", 40)), 0, 0),
         })
     s.close()
-    names = lambda p: set(own_by_name(p))  # noqa: E731
+    names = lambda p: set(own_by_name(p))
     assert names(Profile.load(s.path)) == {"compute", "parse2", "sleep"}
     cpu = Profile.load(s.path, View(mode="cpu"))
     assert names(cpu) == {"compute", "parse2"}
@@ -277,7 +276,7 @@ def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
     for view in (View(), View(mode="cpu"), View(by="line", start="0.1", end="0.3")):
         a = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=True)
         b = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=False)
-        key = lambda p: sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)  # noqa: E731
+        key = lambda p: sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
         assert key(a) == key(b)
         assert PstatsReporter.build(a) == PstatsReporter.build(b)
         assert a.timelines is not None and b.timelines is not None
@@ -300,12 +299,12 @@ def test_cli_without_traceback_on_bad_input(tmp_path: Path) -> None:
     junk = tmp_path / "junk.psr"
     junk.write_bytes(b"this is not a recording at all" * 10)
     r = subprocess.run([sys.executable, "-m", "psrec", "report", str(junk)],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 1 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.stderr
     assert str(junk) in r.stderr
     r = subprocess.run([sys.executable, "-m", "psrec", "report", str(tmp_path / "none.psr")],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 1 and "no such file" in r.stderr
 
 
@@ -349,4 +348,3 @@ def test_default_output_does_not_clobber_the_input(tmp_path: Path, rec: Synth) -
     assert os.path.getsize(odd) == os.path.getsize(rec.path)
 
 
-F_UNUSED = (F_A, F_B)

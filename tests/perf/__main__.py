@@ -1,0 +1,169 @@
+"""psrec's benchmark against py-spy and Austin: `python -m tests.perf [--quick] [--only ...]`.
+
+Prints a Markdown table on stdout (progress goes to stderr) and writes every raw run to
+bench-results/latest.json. See tests/perf/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from typing import Any
+
+from . import _proc
+from ._figures import Ctx, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
+from ._report import render_table
+from ._synth import fig_analyzer, fig_format
+from ._tools import ensure_tools
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format")
+LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory"}
+
+
+def _log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def _loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.perf", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="a smoke run: fewer and shorter runs")
+    ap.add_argument("--only", default="", help=f"comma-separated figures: {','.join(FIGURES)}")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench-results", "latest.json"),
+                    help="where the JSON with every raw run goes")
+    ap.add_argument("--venv", default=os.path.join(ROOT, "build", "bench-venv"),
+                    help="the environment that holds py-spy and Austin (created when missing)")
+    ap.add_argument("--cache", default=os.path.join(ROOT, "build", "bench-data"),
+                    help="where synthetic recordings are kept between runs")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = ap.parse_args(argv)
+    only = [f.strip() for f in args.only.split(",") if f.strip()] or list(FIGURES)
+    unknown = [f for f in only if f not in FIGURES]
+    if unknown:
+        ap.error(f"unknown figure(s) {', '.join(unknown)}; choose from {', '.join(FIGURES)}")
+
+    _proc.install_signal_handlers()
+    started = time.monotonic()
+    load_start = _loadavg()
+    tc = ensure_tools(args.venv, _log)
+    _log(f"target python {tc.target_version} ({tc.target_python}); py-spy {tc.py_spy_version}; "
+         f"austin {tc.austin_version}; psrec {tc.psrec_version} "
+         f"(record: {'yes' if tc.psrec_record else 'not available yet'})")
+    workdir = tempfile.mkdtemp(prefix="psrec-bench-")
+    ctx = Ctx(tc, workdir, args.quick, _log)
+    if not tc.psrec_record:
+        ctx.unavailable["psrec"] = "not available yet"
+    if tc.py_spy is None:
+        ctx.unavailable["py-spy"] = "not installed"
+    if tc.austin is None:
+        ctx.unavailable["austin"] = "not installed"
+    timings: dict[str, float] = {}
+    failures: dict[str, str] = {}
+    status = 0
+    try:
+        for fig in FIGURES:
+            if fig not in only:
+                continue
+            if fig == "attribution" and "slowdown" in only:
+                continue  # measured in the same runs as the slowdown
+            t0 = time.monotonic()
+            try:
+                if fig == "rate":
+                    fig_rate(ctx)
+                elif fig == "fidelity":
+                    fig_fidelity(ctx)
+                elif fig == "slowdown":
+                    fig_fixed(ctx, True, "attribution" in only)
+                elif fig == "attribution":
+                    fig_fixed(ctx, False, True)
+                elif fig == "size":
+                    fig_size(ctx)
+                elif fig == "analyzer":
+                    fig_analyzer(ctx, args.cache)
+                elif fig == "memory":
+                    fig_memory(ctx)
+                elif fig == "format":
+                    fig_format(ctx, args.cache)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest
+                import traceback
+
+                failures[fig] = f"{type(exc).__name__}: {exc}"
+                _log(f"figure {fig} failed: {failures[fig]}")
+                traceback.print_exc(file=sys.stderr)
+                status = 1
+            finally:
+                _proc.cleanup_all()
+            timings[fig] = round(time.monotonic() - t0, 1)
+            _log(f"{fig}: {timings[fig]:.0f} s")
+    except KeyboardInterrupt:
+        _log("interrupted: stopping every process started")
+        _proc.cleanup_all()
+        status = 130
+    finally:
+        _proc.cleanup_all()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    meta: dict[str, Any] = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "machine": f"{platform.system()} {platform.release()} {platform.machine()}, "
+                   f"{os.cpu_count()} CPUs",
+        "loadavg_start": load_start,
+        "loadavg_end": _loadavg(),
+        "command": "python -m tests.perf" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""),
+        "quick": args.quick,
+        "figures": only,
+        "seconds": round(time.monotonic() - started, 1),
+        "seconds_per_figure": timings,
+        "failures": failures,
+        "tools": tc.as_dict(),
+    }
+    unavailable = dict(ctx.unavailable)
+    table = render_table(ctx.rows, unavailable)
+    header = (
+        f"psrec benchmark, {meta['date']} on {meta['host']} ({meta['machine']}); "
+        f"load average {load_start} at start, {meta['loadavg_end']} at end; "
+        f"{meta['seconds']:.0f} s{' (--quick)' if args.quick else ''}.\n"
+        f"Targets: CPython {tc.target_version}. Tools: psrec {tc.psrec_version}"
+        f"{'' if tc.psrec_record else ' (record: not available yet)'}, "
+        f"py-spy {tc.py_spy_version}, Austin {tc.austin_version}.\n"
+        "Each cell: median [min–max] over the runs; psrec ÷ best peer compares medians.\n"
+    )
+    notes = [f"- {n}" for n in tc.notes]
+    notes += [f"- figure {k} failed: {v}" for k, v in failures.items()]
+    notes += [f"- {t}: {why}" for t, why in unavailable.items()]
+    print(header)
+    print(table)
+    if notes:
+        print("\n" + "\n".join(notes))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    doc = {"meta": meta, "rows": [r.as_dict() for r in ctx.rows], "raw": ctx.raw}
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    md = os.path.splitext(args.out)[0] + ".md"
+    with open(md, "w") as f:
+        f.write(header + "\n" + table + ("\n\n" + "\n".join(notes) if notes else "") + "\n")
+    _log(f"wrote {args.out} and {md} ({meta['seconds']:.0f} s)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,499 @@
+"""The figures of the benchmark: each runs the tools, keeps every raw run, and adds table rows.
+
+Figure numbers follow the benchmark issue: 1 rate and cost, 2 rate fidelity, 3 slowdown,
+4 output size, 5 attribution, 6 analyzer throughput, 7 recorder memory; F are the format's own
+figures (size per thread-sample, decode speed, writer throughput).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _proc
+from ._proc import BenchTimeout, Proc
+from ._report import Row, Summary, summarize
+from ._tools import MAX_RATE_HZ, TOOLS, Toolchain, ToolResult, read_output, record_argv
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.join(HERE, "workloads")
+RUNNER = os.path.join(HERE, "_runner.py")
+
+EXT = {"psr": "psr", "raw": "txt", "speedscope": "json", "text": "austin.txt", "mojo": "mojo"}
+DEFAULT_FMT = {"psrec": "psr", "py-spy": "raw", "austin": "text"}
+
+
+@dataclass
+class Ctx:
+    tc: Toolchain
+    workdir: str
+    quick: bool
+    log: Callable[[str], None]
+    rows: list[Row] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    _n: int = 0
+
+    def path(self, stem: str, ext: str) -> str:
+        self._n += 1
+        return os.path.join(self.workdir, f"{self._n:04d}-{stem}.{ext}")
+
+    def tools(self) -> list[str]:
+        return [t for t in TOOLS if t not in self.unavailable]
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row.finish())
+
+
+# -- running things -------------------------------------------------------------------------
+
+
+def start_workload(ctx: Ctx, name: str, *args: str) -> Proc:
+    import subprocess
+
+    argv = [ctx.tc.target_python, os.path.join(WORKLOADS, f"{name}.py"), *args]
+    p = _proc.start(argv, f"workload {name}", stdout=subprocess.PIPE)
+    p.read_line_until("ready", timeout=60)
+    return p
+
+
+@dataclass
+class Recorded:
+    tool: str
+    fmt: str
+    rate_hz: int
+    window_s: float
+    cpu_s: float
+    maxrss_kb: int
+    hwm_kb: int
+    rss_series: list[tuple[float, int]]
+    result: ToolResult | None
+    error: str | None = None
+
+    @property
+    def duration_s(self) -> float:
+        r = self.result
+        return r.duration_s if r is not None and r.duration_s else self.window_s
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["result"] = self.result.as_dict() if self.result else None
+        d["rss_series"] = self.rss_series[:: max(1, len(self.rss_series) // 60)]
+        return d
+
+
+def record_attach(
+    ctx: Ctx,
+    tool: str,
+    pid: int,
+    *,
+    rate_hz: int,
+    window_s: float,
+    fmt: str | None = None,
+    poll_memory: float = 0.0,
+    attribution: bool = False,
+) -> Recorded:
+    """Records pid for window_s seconds (ended with SIGINT) and reads what the tool wrote."""
+    fmt = fmt or DEFAULT_FMT[tool]
+    out = ctx.path(f"{tool}-{rate_hz}", EXT[fmt])
+    errpath = out + ".stderr"
+    argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid)
+    with open(errpath, "wb") as errf:
+        p = _proc.start(argv, f"{tool} -> {pid}", stderr=errf)
+    error = None
+    try:
+        end = p.started + window_s
+        next_mem = 0.0
+        while time.monotonic() < end:
+            if not p.running():
+                break
+            now = time.monotonic()
+            if poll_memory and now >= next_mem:
+                p.poll_memory()
+                next_mem = now + poll_memory
+            time.sleep(min(0.02, max(0.0, end - now)))
+        window = time.monotonic() - p.started
+        if p.exited is not None:
+            error = f"{tool} exited early with status {p.exited.returncode}"
+        ex = p.stop(grace=120.0)
+    finally:
+        if p.exited is None:
+            p.kill()
+    with open(errpath, "rb") as f:
+        stderr = f.read()
+    result = None
+    try:
+        result = read_output(tool, fmt, out, stderr, target_pid=pid, attribution=attribution)
+    except Exception as exc:  # noqa: BLE001 - kept in the results, reported as a failed run
+        error = (error + "; " if error else "") + f"{type(exc).__name__}: {exc}"
+    if error:
+        ctx.log(f"  {tool}: {error} :: {_tail(stderr)}")
+    return Recorded(tool, fmt, rate_hz, window, ex.cpu_s, ex.maxrss_kb, p.hwm_kb,
+                    p.rss_series, result, error)
+
+
+def _tail(b: bytes) -> str:
+    from ._tools import _tail as t
+
+    return t(b, 300)
+
+
+def _remove(path: str) -> None:
+    for p in (path, path + ".stderr"):
+        try:
+            os.remove(p)
+        except FileNotFoundError:
+            pass
+
+
+def _ok(runs: list[Recorded]) -> list[Recorded]:
+    return [r for r in runs if r.result is not None and r.error is None]
+
+
+def _vals(runs: list[Recorded], f: Callable[[Recorded], float | None]) -> Summary | None:
+    return summarize([f(r) for r in _ok(runs)])
+
+
+# -- figure 1: highest rate and cost per sample -----------------------------------------------
+
+
+def fig_rate(ctx: Ctx) -> None:
+    window = 2.0 if ctx.quick else 4.0
+    reps = 1 if ctx.quick else 3
+    raw: dict[str, Any] = {}
+    for wl in ("basic", "deep", "threads"):
+        ctx.log(f"[1] highest rate on {wl}.py ({reps} x {window:.0f} s per tool)")
+        target = start_workload(ctx, wl)
+        runs: dict[str, list[Recorded]] = {t: [] for t in ctx.tools()}
+        try:
+            for _ in range(reps):
+                for tool in ctx.tools():
+                    r = record_attach(ctx, tool, target.pid, rate_hz=MAX_RATE_HZ[tool],
+                                      window_s=window)
+                    runs[tool].append(r)
+                    _remove_outputs(ctx)
+        finally:
+            target.stop()
+        raw[wl] = {t: [r.as_dict() for r in rs] for t, rs in runs.items()}
+        rate = {t: _vals(rs, lambda r: r.result.thread_samples / r.duration_s)
+                for t, rs in runs.items()}
+        cost = {t: _vals(rs, lambda r: 1e6 * r.cpu_s / max(1, r.result.thread_samples))
+                for t, rs in runs.items()}
+        err = {t: _vals(rs, lambda r: 100.0 * r.result.error_share) for t, rs in runs.items()}
+        unit = "thread-samples/s" if wl == "threads" else "samples/s"
+        cost_target = 50.0 if wl == "deep" else 3.0
+        ctx.add(Row("1", f"highest rate, {wl}.py", unit, "higher", rate,
+                    "≥ 2× best peer", lambda p, b: b is not None and p.median >= 2 * b.median))
+        ctx.add(Row("1", f"CPU per thread-sample, {wl}.py", "µs", "lower", cost,
+                    f"≤ {cost_target:g} µs", lambda p, b, c=cost_target: p.median <= c))
+        tgt = "< 0.5 %" if wl == "threads" else ""
+        ctx.add(Row("1", f"failed/torn samples, {wl}.py", "%", "lower", err, tgt,
+                    (lambda p, b: p.median < 0.5) if tgt else None))
+        if wl == "threads":
+            passes = {t: _vals(rs, lambda r: r.result.passes / r.duration_s)
+                      for t, rs in runs.items()}
+            ctx.add(Row("1", "passes over all threads, threads.py", "passes/s", "higher",
+                        passes))
+    ctx.raw["rate"] = raw
+
+
+def _remove_outputs(ctx: Ctx) -> None:
+    """Recording outputs of the rate and fidelity figures are large and not needed after."""
+    for name in os.listdir(ctx.workdir):
+        if name.split(".")[-1] in ("psr", "txt", "json", "mojo") and not name.startswith("synth"):
+            os.remove(os.path.join(ctx.workdir, name))
+
+
+# -- figure 2: rate fidelity -----------------------------------------------------------------
+
+RATES = (100, 1000, 10000)
+
+
+def fig_fidelity(ctx: Ctx) -> None:
+    window = 2.0 if ctx.quick else 3.0
+    reps = 1 if ctx.quick else 3
+    ctx.log(f"[2] rate fidelity on basic.py at {RATES} Hz ({reps} x {window:.0f} s)")
+    target = start_workload(ctx, "basic")
+    runs: dict[tuple[str, int], list[Recorded]] = {}
+    try:
+        for _ in range(reps):
+            for rate in RATES:
+                for tool in ctx.tools():
+                    r = record_attach(ctx, tool, target.pid, rate_hz=rate, window_s=window)
+                    runs.setdefault((tool, rate), []).append(r)
+                    _remove_outputs(ctx)
+    finally:
+        target.stop()
+    ctx.raw["fidelity"] = {f"{t}@{rate}": [r.as_dict() for r in rs]
+                           for (t, rate), rs in runs.items()}
+    for rate in RATES:
+        vals = {}
+        for tool in ctx.tools():
+            rs = runs.get((tool, rate), [])
+            vals[tool] = _vals(rs, lambda r, q=rate: 100.0 * _achieved(r) / q)
+        tgt = "within 1 %" if rate >= 1000 else ""
+        ctx.add(Row("2", f"achieved ÷ requested at {rate} Hz, basic.py", "%", "closer0", vals,
+                    tgt, (lambda p, b: abs(p.median - 100.0) <= 1.0) if tgt else None))
+        # "closest to 100 %" is the best peer: shift the values for the comparison.
+        row = ctx.rows[-1]
+        row.better = "none"
+        peers = {k: v for k, v in vals.items() if k != "psrec" and v is not None}
+        if peers:
+            row.best_peer = min(peers, key=lambda k: abs(peers[k].median - 100.0))
+            ps = vals.get("psrec")
+            if ps is not None:
+                row.ratio = ps.median / peers[row.best_peer].median
+
+
+def _achieved(r: Recorded) -> float:
+    """Passes per second while sampling: psrec from the file's own pass timestamps, Austin from
+    its own sampling duration, py-spy from the benchmark's clock (start to SIGINT)."""
+    assert r.result is not None
+    if r.tool == "psrec" and r.result.extra.get("achieved_rate_hz"):
+        return float(r.result.extra["achieved_rate_hz"])
+    return r.result.passes / r.duration_s
+
+
+# -- figures 3 and 5: slowdown and attribution on fixed_work.py ---------------------------------
+
+
+@dataclass
+class FixedRun:
+    config: str
+    round: int
+    target: dict[str, float] | None
+    rec: dict[str, Any] | None
+    result: ToolResult | None
+    error: str | None
+
+
+def _fixed_configs(ctx: Ctx) -> list[tuple[str, str | None, int, bool]]:
+    """(label, tool, rate, blocking); the first is the unprofiled baseline."""
+    cfgs: list[tuple[str, str | None, int, bool]] = [("baseline", None, 0, False)]
+    for rate in RATES:
+        for tool in ctx.tools():
+            cfgs.append((f"{tool}@{rate}", tool, rate, False))
+        if "py-spy" in ctx.tools():
+            cfgs.append((f"py-spy-blocking@{rate}", "py-spy", rate, True))
+    return cfgs
+
+
+FIXED_ARGS = ("30", "3")
+FIXED_ARGS_QUICK = ("27", "2")
+
+
+def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
+    import json
+    import subprocess
+
+    rounds = 1 if ctx.quick else 4
+    args = FIXED_ARGS_QUICK if ctx.quick else FIXED_ARGS
+    cfgs = _fixed_configs(ctx)
+    ctx.log(f"[3,5] fixed_work.py {' '.join(args)}: {len(cfgs)} configurations x {rounds} "
+            "rounds, interleaved")
+    script = os.path.join(WORKLOADS, "fixed_work.py")
+    runs: list[FixedRun] = []
+    for rnd in range(rounds):
+        order = cfgs if rnd % 2 == 0 else [cfgs[0], *reversed(cfgs[1:])]
+        for label, tool, rate, blocking in order:
+            res_json = ctx.path(f"runner-{label}", "json")
+            command = [ctx.tc.target_python, RUNNER, res_json, script, *args]
+            fmt = {"psrec": "psr", "py-spy": "speedscope", "austin": "text"}.get(tool or "", "")
+            out = ctx.path(f"fixed-{label}", EXT.get(fmt, "out"))
+            if tool is None:
+                argv = command
+            else:
+                argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate,
+                                   command=command, blocking=blocking)
+            errpath = out + ".stderr"
+            with open(errpath, "wb") as errf:
+                p = _proc.start(argv, label, stderr=errf, stdout=subprocess.DEVNULL)
+            error = None
+            target = rec = None
+            result = None
+            try:
+                ex = p.wait(timeout=300)
+                rec = {"cpu_s": ex.cpu_s, "wall_s": ex.wall_s, "returncode": ex.returncode}
+                with open(res_json) as f:
+                    target = json.load(f)
+                if tool is not None:
+                    with open(errpath, "rb") as f:
+                        stderr = f.read()
+                    result = read_output(tool, fmt, out, stderr, target_pid=None,
+                                         attribution=True)
+            except (BenchTimeout, OSError, ValueError, RuntimeError, KeyError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                ctx.log(f"  {label}: {error}")
+            finally:
+                if p.exited is None:
+                    p.kill()
+            runs.append(FixedRun(label, rnd, target, rec, result, error))
+            _remove(out)
+            _remove(res_json)
+    ctx.raw["fixed_work"] = {"args": list(args), "runs": [
+        {**r.__dict__, "result": r.result.as_dict() if r.result else None} for r in runs]}
+    base = {r.round: r.target for r in runs if r.config == "baseline" and r.target}
+
+    def paired(label: str, key: str) -> Summary | None:
+        vals = []
+        for r in runs:
+            b = base.get(r.round)
+            if r.config == label and r.target and b and r.error is None:
+                vals.append(100.0 * (r.target[key] / b[key] - 1.0))
+        return summarize(vals)
+
+    if do_slowdown:
+        bw = summarize([b["elapsed"] for b in base.values()])
+        bc = summarize([b["cpu_s"] for b in base.values()])
+        ctx.add(Row("3", "unprofiled fixed_work.py: wall (its own clock)", "s", "none",
+                    {"psrec": bw}))
+        ctx.add(Row("3", "unprofiled fixed_work.py: target CPU", "s", "none", {"psrec": bc}))
+        for rate in RATES:
+            tgt = {1000: 1.0, 10000: 3.0}.get(rate)
+            for key, what in (("elapsed", "wall"), ("cpu_s", "target CPU")):
+                vals = {t: paired(f"{t}@{rate}", key) for t in ctx.tools()}
+                ctx.add(Row("3", f"slowdown at {rate} Hz, {what}", "%", "lower", vals,
+                            f"≤ {tgt:g} %" if tgt and key == "elapsed" else "",
+                            (lambda p, b, t=tgt: p.median <= t) if tgt and key == "elapsed"
+                            else None))
+            if "py-spy" in ctx.tools():
+                vals = {"py-spy": paired(f"py-spy-blocking@{rate}", "elapsed")}
+                ctx.add(Row("3", f"slowdown at {rate} Hz, wall, py-spy blocking mode", "%",
+                            "none", vals))
+    if do_attribution:
+        for rate in RATES:
+            for weighted in (True, False):
+                vals: dict[str, Summary | None] = {}
+                se_vals: dict[str, Summary | None] = {}
+                within: list[bool] = []
+                for t in ctx.tools():
+                    errs, ses = [], []
+                    for r in runs:
+                        if r.config != f"{t}@{rate}" or not r.result or not r.target:
+                            continue
+                        res = r.result
+                        n, w = res.main_n, res.main_w
+                        if n == 0 or (weighted and w <= 0):
+                            continue
+                        share = res.fib_w / w if weighted else res.fib_n / n
+                        truth = r.target["fib_share"]
+                        se = math.sqrt(max(share * (1 - share), 1e-12) / n)
+                        errs.append(100.0 * (share - truth))
+                        ses.append(100.0 * se)
+                        if t == "psrec":
+                            within.append(abs(share - truth) <= 2 * se)
+                    vals[t] = summarize(errs)
+                    se_vals[t] = summarize(ses)
+                how = "time-weighted" if weighted else "by sample count"
+                if rate >= 1000 and weighted:
+                    tgt, chk = "within ±1 pp", (lambda p, b: max(abs(p.lo), abs(p.hi)) <= 1.0)
+                elif weighted:
+                    tgt = "within 2 SE"
+                    chk = (lambda p, b, w=tuple(within): bool(w) and all(w))
+                else:
+                    tgt, chk = "", None
+                ctx.add(Row("5", f"fibonacci share error at {rate} Hz, {how}", "pp", "closer0",
+                            vals, tgt, chk))
+                if weighted:
+                    ctx.add(Row("5", f"standard error sqrt(p(1-p)/n) at {rate} Hz", "pp",
+                                "none", se_vals))
+        truth = summarize([b["fib_share"] * 100 for b in base.values()])
+        ctx.add(Row("5", "fibonacci share the program measures (unprofiled)", "%", "none",
+                    {"psrec": truth}))
+        for rate in RATES:
+            vals = {}
+            for t in ctx.tools():
+                v = []
+                for r in runs:
+                    if r.config == f"{t}@{rate}" and r.result and r.target and r.result.passes:
+                        v.append(100.0 * r.result.main_n / (rate * r.target["elapsed"]))
+                vals[t] = summarize(v)
+            ctx.add(Row("2", f"samples in main() ÷ rate × elapsed at {rate} Hz, fixed_work.py",
+                        "%", "none", vals))
+
+
+# -- figure 4: output size -------------------------------------------------------------------
+
+SIZE_FORMATS = (("psrec", "psr"), ("py-spy", "speedscope"), ("py-spy", "raw"),
+                ("austin", "text"), ("austin", "mojo"))
+
+
+def fig_size(ctx: Ctx) -> None:
+    window = 2.0 if ctx.quick else 3.0
+    reps = 1 if ctx.quick else 2
+    for wl in ("basic", "threads"):
+        ctx.log(f"[4] output size on {wl}.py at 1 kHz ({reps} x {window:.0f} s per format)")
+        target = start_workload(ctx, wl)
+        runs: dict[tuple[str, str], list[Recorded]] = {}
+        try:
+            for _ in range(reps):
+                for tool, fmt in SIZE_FORMATS:
+                    if tool not in ctx.tools():
+                        continue
+                    r = record_attach(ctx, tool, target.pid, rate_hz=1000, window_s=window,
+                                      fmt=fmt)
+                    runs.setdefault((tool, fmt), []).append(r)
+                    _remove_outputs(ctx)
+        finally:
+            target.stop()
+        ctx.raw.setdefault("size", {})[wl] = {
+            f"{t}/{f}": [r.as_dict() for r in rs] for (t, f), rs in runs.items()}
+
+        def bps(r: Recorded) -> float | None:
+            res = r.result
+            return res.out_bytes / res.thread_samples if res and res.thread_samples else None
+
+        for fmt_pair in (("speedscope", "text"), ("raw", "mojo")):
+            vals = {"psrec": _vals(runs.get(("psrec", "psr"), []), bps),
+                    "py-spy": _vals(runs.get(("py-spy", fmt_pair[0]), []), bps),
+                    "austin": _vals(runs.get(("austin", fmt_pair[1]), []), bps)}
+            ctx.add(Row("4", f"bytes per thread-sample, {wl}.py: .psr vs py-spy {fmt_pair[0]}, "
+                        f"Austin {fmt_pair[1]}", "B", "lower", vals,
+                        note="py-spy raw is aggregated: shrinks with longer runs"
+                        if fmt_pair[0] == "raw" else ""))
+
+
+# -- figure 7: recorder memory ----------------------------------------------------------------
+
+
+def fig_memory(ctx: Ctx) -> None:
+    window = 10.0 if ctx.quick else 60.0
+    ctx.log(f"[7] recorder memory: threads.py at 10 kHz for {window:.0f} s per tool")
+    target = start_workload(ctx, "threads")
+    runs: dict[str, Recorded] = {}
+    try:
+        for tool in ctx.tools():
+            runs[tool] = record_attach(ctx, tool, target.pid, rate_hz=10000, window_s=window,
+                                       poll_memory=0.5)
+            _remove_outputs(ctx)
+    finally:
+        target.stop()
+    ctx.raw["memory"] = {t: r.as_dict() for t, r in runs.items()}
+
+    def peak(r: Recorded) -> float:
+        return max(r.hwm_kb, r.maxrss_kb) / 1024.0
+
+    def growth(r: Recorded) -> float | None:
+        s = [(t, v) for t, v in r.rss_series if v]
+        if len(s) < 4:
+            return None
+        t_end = s[-1][0]
+        early = [v for t, v in s if t >= t_end * 0.25]
+        return 100.0 * (s[-1][1] / early[0] - 1.0) if early and early[0] else None
+
+    ok = {t: r for t, r in runs.items() if r.error is None}
+    ctx.add(Row("7", f"peak RSS (VmHWM), threads.py, 10 kHz, {window:.0f} s", "MiB", "lower",
+                {t: summarize([peak(r)]) for t, r in ok.items()}))
+    ctx.add(Row("7", "RSS growth from 25 % of the recording to its end", "%", "lower",
+                {t: summarize([growth(r)]) for t, r in ok.items()}, "flat (≤ 10 %)",
+                lambda p, b: p.median <= 10.0))
+    ctx.add(Row("7", "achieved thread-samples/s in that recording", "thread-samples/s",
+                "higher", {t: summarize([r.result.thread_samples / r.duration_s])
+                           for t, r in ok.items() if r.result}))
+    ctx.add(Row("7", "failed/torn samples in that recording", "%", "lower",
+                {t: summarize([100 * r.result.error_share]) for t, r in ok.items()
+                 if r.result}, "< 0.5 %", lambda p, b: p.median < 0.5))

@@ -25,6 +25,7 @@ __all__ = [
     "proc_cpu_s",
     "proc_status_kb",
     "start",
+    "tree_cpu_s",
 ]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -40,7 +41,7 @@ class Exited:
     cpu_s: float  # user + system CPU of the process and its reaped children
     user_s: float
     sys_s: float
-    maxrss_kb: int
+    maxrss_kb: int  # not used for peaks: Linux carries the forking parent's high-water mark
     wall_s: float
 
 
@@ -127,7 +128,11 @@ class Proc:
                 break
             self.signal(sig)
             deadline = time.monotonic() + wait
-            while self._reap(os.WNOHANG) and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                if self.rss_series:  # memory is being watched: keep watching while it writes
+                    self.poll_memory()
+                if not self._reap(os.WNOHANG):
+                    break
                 time.sleep(0.01)
         if self.exited is None:
             self._reap(0)
@@ -218,6 +223,26 @@ def proc_cpu_s(pid: int) -> float | None:
         return None
     fields = raw[raw.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def tree_cpu_s(pid: int) -> float | None:
+    """CPU time of a process and its living descendants (a recorder may use helpers)."""
+    total = proc_cpu_s(pid)
+    if total is None:
+        return None
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return total
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            total += tree_cpu_s(kid) or 0.0
+    return total
 
 
 def proc_status_kb(pid: int) -> dict[str, int]:

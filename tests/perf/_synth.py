@@ -159,7 +159,7 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                     os.remove(out)
                 p = _proc.start(make(ctx.tc.python, path, out), f"psrec {name}")
                 try:
-                    ex = p.wait(timeout=300)
+                    ex = p.wait(timeout=300, poll_memory_every=0.02)
                 except BenchTimeout as exc:
                     ctx.log(f"  {exc}")
                     break
@@ -170,7 +170,7 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                     ctx.log(f"  psrec {name} on {n:,} samples: exit status {ex.returncode}")
                     break
                 times.append(ex.wall_s)
-                rss.append(ex.maxrss_kb / 1024)
+                rss.append(p.hwm_kb / 1024)
                 if os.path.exists(out):
                     os.remove(out)
             raw[f"{name} {n}"] = {"wall_s": times, "maxrss_mib": rss}

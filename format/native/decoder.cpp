@@ -23,17 +23,25 @@ StackTrie::StackTrie() {
   parent_.push_back(0);
   frame_.push_back(0);
   depth_.push_back(0);
+  hint_.push_back(0);
 }
 
 uint32_t StackTrie::child(uint32_t parent, uint32_t frame) {
+  const uint32_t h = hint_[parent];
+  if (h != 0 && frame_[h] == frame) return h;
   uint64_t key = (static_cast<uint64_t>(parent) << 32) | frame;
   auto it = index_.find(key);
-  if (it != index_.end()) return it->second;
+  if (it != index_.end()) {
+    hint_[parent] = it->second;
+    return it->second;
+  }
   uint32_t id = static_cast<uint32_t>(parent_.size());
   parent_.push_back(parent);
   frame_.push_back(frame);
   depth_.push_back(depth_[parent] + 1);
+  hint_.push_back(0);
   index_.emplace(key, id);
+  hint_[parent] = id;
   return id;
 }
 

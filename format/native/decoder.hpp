@@ -90,6 +90,9 @@ class StackTrie {
 
  private:
   std::vector<uint32_t> parent_, frame_, depth_;
+  // hint_[n]: the child of n that child() returned last (0: none). Threads mostly come back to
+  // the same child, so this check spares most hash lookups when stacks change.
+  std::vector<uint32_t> hint_;
   std::unordered_map<uint64_t, uint32_t> index_;
 };
 

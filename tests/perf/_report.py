@@ -59,8 +59,12 @@ class Row:
                 best = min(peers.items(), key=lambda kv: abs(kv[1].median))
         if best is not None:
             self.best_peer = best[0]
-            if ps is not None and best[1].median != 0:
-                self.ratio = ps.median / best[1].median
+            b = best[1].median
+            if ps is not None and b != 0:
+                if self.better == "closer0":
+                    self.ratio = abs(ps.median) / abs(b)
+                elif self.better == "higher" or (b > 0 and ps.median >= 0):
+                    self.ratio = ps.median / b
         if self.check is not None:
             self.met = None if ps is None else bool(self.check(ps, best[1] if best else None))
         return self
@@ -107,7 +111,7 @@ def fmt_summary(s: Summary | None, missing: str = "—") -> str:
 
 def render_table(rows: list[Row], unavailable: dict[str, str]) -> str:
     head = ("| # | measure | unit | psrec | py-spy | Austin | psrec ÷ best peer | target (psrec) "
-            "| met |")
+            "| met |")  # closer0 rows compare absolute values
     out = [head, "|" + "---|" * 9]
     for r in rows:
         cells = []

@@ -42,4 +42,27 @@ const TimelineRuns& Timeline::runs(uint32_t ref) const {
   return ref < runs_.size() ? runs_[ref] : kEmpty;
 }
 
+TimelineRuns mergeRuns(const TimelineRuns& r, const std::vector<uint32_t>& canon) {
+  TimelineRuns out;
+  uint32_t prev = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const uint32_t node = r.node[i];
+    const uint32_t c = node < canon.size() ? canon[node] : node;
+    if (out.size() != 0 && c == prev &&
+        static_cast<uint64_t>(out.count.back()) + r.count[i] <= UINT32_MAX) {
+      out.count.back() += r.count[i];
+      out.weight.back() += r.weight[i];
+      out.cpu.back() += r.cpu[i];
+      continue;
+    }
+    out.node.push_back(node);
+    out.count.push_back(r.count[i]);
+    out.weight.push_back(r.weight[i]);
+    out.cpu.push_back(r.cpu[i]);
+    out.first_ts.push_back(r.first_ts[i]);
+    prev = c;
+  }
+  return out;
+}
+
 }  // namespace psrec::format

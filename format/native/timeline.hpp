@@ -22,6 +22,11 @@ struct TimelineRuns {
   size_t size() const { return node.size(); }
 };
 
+// Merges consecutive runs whose nodes map to the same value of canon (indexed by node; nodes
+// past its end map to themselves), e.g. stacks that render alike when grouped by function.
+// A merged run keeps its first node and first_ts and sums count, weight and cpu.
+TimelineRuns mergeRuns(const TimelineRuns& runs, const std::vector<uint32_t>& canon);
+
 class Timeline {
  public:
   // The query selects samples exactly as Accumulator does; slicing fields are ignored.

@@ -7,11 +7,12 @@ one sample whose weight is their summed time, which speedscope draws identically
 from __future__ import annotations
 
 import json
+from array import array
 from typing import IO, Any
 
 from psrec import __version__
 
-from .profile import FrameKey, Profile
+from .profile import FrameKey, Profile, Runs
 from .registry import Reporter, register
 
 __all__ = ["SCHEMA_URL", "SpeedscopeExporter", "check_consistency"]
@@ -53,12 +54,27 @@ class SpeedscopeExporter(Reporter):
                 s = stack_json[node] = "[" + ",".join(map(str, idx)) + "]"
             return s
 
-        profiles: list[str] = []
-        total_samples = 0
+        top = {
+            "$schema": SCHEMA_URL,
+            "name": f"{profile.path} (mode {profile.view.mode})",
+            "activeProfileIndex": 0,
+            "exporter": f"psrec {__version__}",
+        }
+        # Written as it is computed, profiles first and the frame table last (JSON key order
+        # is free), so that memory holds one thread's timeline, not the whole document.
+        out.write(json.dumps(top)[:-1] + ', "profiles": [')
+        nprofiles = total_samples = 0
         refs = sorted(profile.timelines, key=lambda r: (profile.threads[r].start_ts
                                                         if r in profile.threads else 0, r))
         for ref in refs:
             runs = profile.timelines[ref]
+            distinct = dict.fromkeys(runs.node)  # frames numbered in order of first use
+            canon_of: dict[str, int] = {}
+            canon = {n: canon_of.setdefault(node_json(n), n) for n in distinct}
+            if len(canon_of) != len(distinct):
+                # Some stacks render alike (lines of one function, grouped by function):
+                # merge consecutive runs of those.
+                runs = _merge(runs, canon)
             if profile.view.weights == "count":
                 iv = profile.interval_ticks
                 values = [c * iv for c in runs.count]
@@ -66,22 +82,21 @@ class SpeedscopeExporter(Reporter):
                 values = list(runs.cpu)
             else:
                 values = list(runs.weight)
-            keep = [i for i, v in enumerate(values) if v > 0]
-            if len(keep) != len(values):
-                nodes = [runs.node[i] for i in keep]
+            nodes: Any = runs.node
+            if 0 in values:  # runs that stand for no time (no CPU used) are left out
+                keep = [i for i, v in enumerate(values) if v > 0]
+                nodes = [nodes[i] for i in keep]
                 values = [values[i] for i in keep]
-            else:
-                nodes = list(runs.node)
-            if not nodes:
+            stacks = list(map(stack_json.__getitem__, nodes))
+            weights = values
+            if not stacks:
                 continue
             if scale != 1:
-                values = [v * scale for v in values]
-            total = sum(values)
+                weights = [v * scale for v in weights]
+            total = sum(weights)
             # The profile spans the time its samples stand for, ending at its last sample.
             start = max(0, (runs.first_ts[0] - runs.weight[0]) * scale)
             total_samples += sum(runs.count)
-            samples = ",".join(node_json(n) for n in nodes)
-            weights = ",".join(map(str, values))
             head = json.dumps({
                 "type": "sampled",
                 "name": profile.thread_label(ref),
@@ -89,22 +104,60 @@ class SpeedscopeExporter(Reporter):
                 "startValue": start,
                 "endValue": start + total,
             })
-            profiles.append(f'{head[:-1]}, "samples": [{samples}], "weights": [{weights}]}}')
-
-        top = {
-            "$schema": SCHEMA_URL,
-            "name": f"{profile.path} (mode {profile.view.mode})",
-            "activeProfileIndex": 0,
-            "exporter": f"psrec {__version__}",
-        }
-        out.write(json.dumps(top)[:-1])
-        out.write(', "shared": {"frames": ')
+            out.write((",\n" if nprofiles else "") + head[:-1] + ', "samples": [')
+            _write_joined(out, stacks)
+            out.write('], "weights": [')
+            _write_joined(out, list(map(str, weights)))
+            out.write("]}")
+            nprofiles += 1
+        out.write('], "shared": {"frames": ')
         out.write(json.dumps(frames))
-        out.write('}, "profiles": [')
-        out.write(",\n".join(profiles))
-        out.write("]}\n")
-        return (f"{len(profiles)} thread profiles, {len(frames):,} frames, "
+        out.write("}}\n")
+        return (f"{nprofiles} thread profiles, {len(frames):,} frames, "
                 f"{total_samples:,} samples")
+
+
+def _merge(runs: Runs, canon: dict[int, int]) -> Runs:
+    """Runs with consecutive runs of the same canonical node merged into one."""
+    size = max(canon) + 1
+    table = array("I", range(size))
+    for n, c in canon.items():
+        table[n] = c
+    try:
+        from psrec.format import _format
+    except ImportError:
+        _format = None
+    if _format is not None and hasattr(_format, "merge_runs"):
+        parts = _format.merge_runs(runs.node.tobytes(), runs.count.tobytes(),
+                                   runs.weight.tobytes(), runs.cpu.tobytes(),
+                                   runs.first_ts.tobytes(), table.tobytes())
+        out = Runs(array("I"), array("I"), array("Q"), array("Q"), array("q"))
+        for col, data in zip((out.node, out.count, out.weight, out.cpu, out.first_ts), parts):
+            col.frombytes(data)
+        return out
+    out = Runs(array("I"), array("I"), array("Q"), array("Q"), array("q"))
+    prev = -1
+    for i, n in enumerate(runs.node):
+        c = table[n]
+        if c == prev:
+            out.count[-1] += runs.count[i]
+            out.weight[-1] += runs.weight[i]
+            out.cpu[-1] += runs.cpu[i]
+            continue
+        out.node.append(n)
+        out.count.append(runs.count[i])
+        out.weight.append(runs.weight[i])
+        out.cpu.append(runs.cpu[i])
+        out.first_ts.append(runs.first_ts[i])
+        prev = c
+    return out
+
+
+def _write_joined(out: IO[Any], items: list[str], block: int = 1 << 16) -> None:
+    for i in range(0, len(items), block):
+        if i:
+            out.write(",")
+        out.write(",".join(items[i:i + block]))
 
 
 def check_consistency(doc: dict[str, Any]) -> list[str]:

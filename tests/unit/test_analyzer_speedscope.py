@@ -154,3 +154,34 @@ def test_pure_python_path_exports_the_same(tmp_path: Path) -> None:
     validate(docs[1])
 
 
+
+
+def expected_function_runs(rec: Synth, thread: str) -> tuple[list[tuple[str, ...]], list[int]]:
+    stacks: list[tuple[str, ...]] = []
+    weights: list[int] = []
+    for x in rec.samples:
+        if x.thread != thread:
+            continue
+        names = tuple(f[1] for f in x.stack)
+        if stacks and stacks[-1] == names:
+            weights[-1] += x.weight
+        else:
+            stacks.append(names)
+            weights.append(x.weight)
+    return stacks, weights
+
+
+@pytest.mark.parametrize("native_merge", [True, False], ids=["native", "python"])
+def test_by_function_merges_runs_of_the_same_function(
+    rec: Synth, native_merge: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not native_merge:
+        from psrec.format import _format
+
+        monkeypatch.delattr(_format, "merge_runs")
+    doc = export(rec.path, "--thread", "MainThread")
+    validate(doc)
+    want_stacks, want_weights = expected_function_runs(rec, "MainThread")
+    profile = doc["profiles"][0]
+    assert expand(doc, profile) == want_stacks  # compute's two lines are one stack
+    assert profile["weights"] == want_weights

@@ -51,6 +51,14 @@ class CodeCache {
   // Validates (one batched read) every address not yet validated in this pass and resolves
   // new or changed code objects. Returns false if any address is not a readable code object.
   bool prepare(const uint64_t* codes, size_t n, uint64_t pass);
+  // Marks addr validated in this pass if it was validated in the previous one (the caller
+  // knows the object stayed alive in between). False if that is not the case.
+  bool carryOver(uint64_t addr, uint64_t pass) {
+    auto it = entries_.find(addr);
+    if (it == entries_.end() || it->second->validated_pass + 1 < pass) return false;
+    it->second->validated_pass = pass;
+    return true;
+  }
   // The entry for addr if it was validated in the given pass.
   CodeInfo* get(uint64_t addr, uint64_t pass);
   // Validates and resolves a single code object now (for one-off dumps).

@@ -267,11 +267,14 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   uint64_t tstate = head.threads_head;
   for (int n = 0; tstate; ++n) {
     ThreadHead th_head;
-    if (n >= 4096 || t.unwinder->readThread(tstate, th_head) != ReadStatus::kOk) {
+    auto known = t.threads.find(tstate);
+    const StackHint* hint = known != t.threads.end() ? &known->second.hint : nullptr;
+    if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk) {
       list_ok = false;
       break;
     }
     Thread& th = track(t, th_head, ts);
+    Unwinder::updateHint(th_head, th.hint);
     if (th.seen_pass == pass_) {  // a cycle in the list: a torn read
       list_ok = false;
       break;
@@ -319,9 +322,17 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   size_t same = 0;
   const size_t n = walk_.size();
   while (same < n && same < th.raw.size() && walk_[same] == th.raw[same]) ++same;
-  code_addrs_.clear();
-  for (size_t i = same; i < n; ++i) code_addrs_.push_back(walk_[i].code);
   CodeCache& codes = *t.codes;
+  code_addrs_.clear();
+  for (size_t i = same; i < n; ++i) {
+    // The same frame (address and code) as in the previous sample keeps its code object alive
+    // (a frame owns a reference to its code), so a code checked then is still the same one:
+    // only the instruction moved. Anything else is checked against the target again.
+    if (i < th.raw.size() && walk_[i].addr == th.raw[i].addr && walk_[i].code == th.raw[i].code &&
+        codes.carryOver(walk_[i].code, pass_))
+      continue;
+    code_addrs_.push_back(walk_[i].code);
+  }
   if (!code_addrs_.empty() && !codes.prepare(code_addrs_.data(), code_addrs_.size(), pass_))
     return false;
   th.ids.resize(same);
@@ -357,7 +368,8 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   }
   bool has_cpu = false;
   uint64_t cpu_ticks = 0;
-  ThreadCpu cpu = th.files.read();
+  ThreadCpu cpu = th.files.readSince(th.cpu_seen_ns, th.has_cpu);
+  if (cpu.cpu_known) th.cpu_seen_ns = cpu.cpu_ns;
   if (cpu.ok) {
     if (cpu.running) status |= fmt::kStatusOnCpu;
     if (cpu.cpu_known) {

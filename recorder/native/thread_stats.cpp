@@ -83,6 +83,28 @@ ThreadCpu ThreadStatFiles::read() {
   return out;
 }
 
+ThreadCpu ThreadStatFiles::readSince(uint64_t last_cpu_ns, bool have_last) {
+  if (schedstat_fd_ < 0 || !have_last) return read();
+  ThreadCpu out;
+  char buf[128];
+  ssize_t m = pread(schedstat_fd_, buf, sizeof buf - 1, 0);
+  if (m <= 0) return out;  // the thread exited
+  buf[m] = '\0';
+  char* end = nullptr;
+  unsigned long long ns = std::strtoull(buf, &end, 10);
+  if (end == buf) return read();
+  if (ns <= last_cpu_ns) {
+    out.ok = true;
+    out.running = false;
+    out.cpu_known = true;
+    out.cpu_ns = ns;
+    return out;
+  }
+  out = read();
+  if (out.cpu_known && out.cpu_ns < ns) out.cpu_ns = ns;
+  return out;
+}
+
 std::string threadComm(pid_t pid, pid_t tid) {
   int fd = openProc(pid, tid, "comm");
   if (fd < 0) return {};

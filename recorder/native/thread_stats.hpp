@@ -27,7 +27,12 @@ class ThreadStatFiles {
   ThreadStatFiles& operator=(const ThreadStatFiles&) = delete;
 
   bool open() const { return stat_fd_ >= 0; }
+  // Reads both files.
   ThreadCpu read();
+  // Cheaper: reads schedstat, and stat (for the state) only when the CPU time moved past
+  // last_cpu_ns. A thread that consumed no CPU since then is not running: it has not been on a
+  // CPU since the previous look (at worst it became runnable this instant).
+  ThreadCpu readSince(uint64_t last_cpu_ns, bool have_last);
 
  private:
   void closeAll();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <utility>
 
 namespace psrec::recorder {
 
@@ -96,11 +97,37 @@ bool Unwinder::calibratePthreadTid(uint64_t thread_id) {
   return true;
 }
 
-ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out) {
+void Unwinder::updateHint(const ThreadHead& t, StackHint& hint) {
+  hint.cframe = t.frame;
+  hint.chunk = t.datastack_chunk;
+  hint.used = t.datastack_top > t.datastack_chunk ? t.datastack_top - t.datastack_chunk : 0;
+}
+
+ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
   uint8_t buf[1024];
   size_t len = static_cast<size_t>(l_.tstate_size);
   if (len > sizeof buf) return ReadStatus::kOther;
-  ReadStatus st = proc_.mem().read(tstate, buf, len);
+  spec_cframe_ = spec_chunk_ = 0;
+  ReadStatus st = ReadStatus::kOther;
+  if (hint && l_.frame_model == FrameModel::kInterpreterFrame && hint->chunk &&
+      hint->used < kChunkProbe) {
+    ReadRequest reqs[3];
+    size_t n = 0;
+    reqs[n++] = {tstate, buf, len};
+    // Room for a few more frames than last time, within the smallest chunk size.
+    size_t chunk_len = std::min<size_t>(kChunkProbe, static_cast<size_t>(hint->used) + 2048);
+    spec_buf_.resize(chunk_len);
+    reqs[n++] = {hint->chunk, spec_buf_.data(), chunk_len};
+    if (l_.tstate_cframe != kAbsent && hint->cframe)
+      reqs[n++] = {hint->cframe + static_cast<uint64_t>(l_.cframe_current_frame), &spec_frame_, 8};
+    if (proc_.mem().readMany(reqs, n) == ReadStatus::kOk) {
+      st = ReadStatus::kOk;
+      spec_chunk_ = hint->chunk;
+      spec_len_ = chunk_len;
+      if (n == 3) spec_cframe_ = hint->cframe;
+    }
+  }
+  if (st != ReadStatus::kOk) st = proc_.mem().read(tstate, buf, len);
   if (st != ReadStatus::kOk) return st;
   StructView v(buf, len);
   out.tstate = tstate;
@@ -212,19 +239,34 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
   }
 
   uint64_t addr = t.frame;
+  const uint64_t spec_cframe = std::exchange(spec_cframe_, 0);
+  const uint64_t spec_chunk = std::exchange(spec_chunk_, 0);
   if (l_.tstate_cframe != kAbsent) {
     // 3.11-3.12: tstate->cframe->current_frame.
     if (!addr) return WalkResult::kOk;
-    if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame), addr))
+    if (spec_cframe && spec_cframe == addr) {
+      addr = spec_frame_;
+    } else if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame),
+                                      addr)) {
       return WalkResult::kError;
+    }
   }
   chunk_buf_.clear();
   chunks_.clear();
   next_chunk_ = 0;
   chunk_loads_ = 0;
   if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
-    // One bulk read of the current chunk's used part instead of one read per frame.
-    loadChunk(t.datastack_chunk, t.datastack_top);
+    const uint64_t used = t.datastack_top - t.datastack_chunk;
+    if (spec_chunk == t.datastack_chunk && used <= spec_len_ &&
+        used >= static_cast<uint64_t>(l_.chunk_data)) {
+      // Read ahead with the thread state: no further system call.
+      chunk_buf_.assign(spec_buf_.begin(), spec_buf_.begin() + static_cast<ptrdiff_t>(used));
+      next_chunk_ = StructView(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
+      chunks_.push_back({t.datastack_chunk, t.datastack_top, 0});
+    } else {
+      // One bulk read of the current chunk's used part instead of one read per frame.
+      loadChunk(t.datastack_chunk, t.datastack_top);
+    }
   }
   while (addr) {
     if (out.size() >= max_depth) return WalkResult::kTruncated;

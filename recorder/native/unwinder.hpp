@@ -40,6 +40,15 @@ struct PassHead {
 
 enum class WalkResult { kOk, kTruncated, kError };
 
+// Where a thread's stack was at its previous sample (3.11+). Reading a thread state with a
+// hint also reads, in the same system call, the _PyCFrame and the used part of the data-stack
+// chunk it pointed at then; the walk uses them when the thread state confirms they are current.
+struct StackHint {
+  uint64_t cframe = 0;
+  uint64_t chunk = 0;
+  uint64_t used = 0;
+};
+
 struct UnwinderStats {
   uint64_t chunk_reads = 0;
   uint64_t frame_reads = 0;  // frames read one by one (not from a bulk chunk read)
@@ -54,7 +63,8 @@ class Unwinder {
   // The head of the thread list and the GIL state, in one read. Status kOk or why not.
   ReadStatus readPassHead(PassHead& out);
   // One thread state. On 3.8-3.10 also reads the OS thread id from the pthread structure.
-  ReadStatus readThread(uint64_t tstate, ThreadHead& out);
+  ReadStatus readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint = nullptr);
+  static void updateHint(const ThreadHead& t, StackHint& hint);
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
 
@@ -83,6 +93,12 @@ class Unwinder {
   uint64_t next_chunk_ = 0;
   int chunk_loads_ = 0;
   uint8_t scratch_[256];
+  // Read ahead by readThread from a hint, for the walk that follows.
+  uint64_t spec_cframe_ = 0;
+  uint64_t spec_frame_ = 0;
+  uint64_t spec_chunk_ = 0;
+  size_t spec_len_ = 0;
+  std::vector<uint8_t> spec_buf_;
   UnwinderStats stats_;
 };
 

@@ -1,0 +1,35 @@
+"""psrec.recorder: attach to a running CPython (3.8-3.13) and record it into a .psr file.
+
+The native part (``psrec.recorder._recorder``) is imported lazily, so that reading recordings
+works where it is absent.
+"""
+
+from __future__ import annotations
+
+from ._api import RecordOptions, RecordResult, dump_process, parse_rate, record
+from .errors import (
+    CommandNotFoundError,
+    NativeRecorderMissingError,
+    NoSuchProcessError,
+    NotPythonError,
+    RecorderError,
+    RecorderPermissionError,
+    TargetReadError,
+    UnsupportedPythonError,
+)
+
+__all__ = [
+    "RecordOptions",
+    "RecordResult",
+    "record",
+    "dump_process",
+    "parse_rate",
+    "RecorderError",
+    "NoSuchProcessError",
+    "RecorderPermissionError",
+    "NotPythonError",
+    "UnsupportedPythonError",
+    "TargetReadError",
+    "CommandNotFoundError",
+    "NativeRecorderMissingError",
+]

@@ -182,6 +182,7 @@ class Profile:
     warnings: list[str] = field(default_factory=list)
     _stacks: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
     _keys: dict[int, FrameKey] = field(default_factory=dict, repr=False)
+    _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
 
     # -- building ------------------------------------------------------------------------
     @classmethod
@@ -379,12 +380,18 @@ class Profile:
             self._keys[frame_id] = k
         return k
 
+    def leaf(self, node: int) -> FrameKey:
+        """The report key of a stack's innermost frame (NO_STACK for the empty stack)."""
+        return self.key(self.frames[node]) if node else NO_STACK
+
     def keys(self, node: int) -> tuple[FrameKey, ...]:
         """Report keys of a stack, root first; the empty stack is NO_STACK."""
-        s = self.stack(node)
-        if not s:
-            return (NO_STACK,)
-        return tuple(self.key(f) for f in s)
+        ks = self._node_keys.get(node)
+        if ks is None:
+            s = self.stack(node)
+            ks = tuple(self.key(f) for f in s) if s else (NO_STACK,)
+            self._node_keys[node] = ks
+        return ks
 
     def thread_label(self, ref: int) -> str:
         t = self.threads.get(ref)

@@ -284,7 +284,7 @@ class SlicesReporter(Reporter):
             active = sum(1 for a in th.values() if a[1] or a[2])
             own: dict[FrameKey, int] = defaultdict(int)
             for node, v in nodes[s].items():
-                own[profile.keys(node)[-1]] += v
+                own[profile.leaf(node)] += v
             tot = sum(own.values()) or 1
             tops = sorted(own.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
             top = ", ".join(f"{k.name} {100 * v / tot:.0f}%" for k, v in tops)

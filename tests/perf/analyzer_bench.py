@@ -1,13 +1,17 @@
 """Analyzer throughput: report, --collapsed and export --speedscope on a synthetic recording.
 
-Usage: python tests/perf/analyzer_bench.py [--samples 10000000] [--keep DIR]
+Usage: python tests/perf/analyzer_bench.py [--samples 10000000] [--model walk|jumps] [--keep DIR]
 
-The recording is written with the format's own encoder: 4 threads at 10 kHz, 400 distinct
-stacks 8 to 40 frames deep, each thread changing stack on about one sample in five, with
-statuses and CPU times. Each command runs as a real `psrec` process; the table shows its wall
-time, decode-plus-aggregation rate and peak RSS. A recording with a tenth of the samples and
-the same stacks is measured too, so that memory growing with samples would show.
-Not part of the test suite.
+The recording is written with the format's own encoder: 4 threads at 10 kHz, with statuses
+and CPU times. Two models of how stacks change:
+  walk  (default) each thread walks a fixed call tree of 3000 functions 6 to 40 deep: on each
+        sample the leaf moves to another line with probability 0.4, calls a child with 0.1,
+        returns with 0.1 -- what busy Python code looks like at 10 kHz;
+  jumps a harsh case: on one sample in five a thread jumps to one of 400 unrelated stacks
+        8 to 40 frames deep.
+Each command runs as a real `psrec` process; the table shows its wall time, decode-plus-
+aggregation rate and peak RSS. A recording with a tenth of the samples is measured too, so
+that memory growing with samples would show. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from psrec.format import PsrWriter
 from psrec.format import _format as F
@@ -27,21 +32,9 @@ THREADS = 4
 INTERVAL_US = 100
 
 
-def make(path: str, samples: int, seed: int = 1) -> float:
-    rng = random.Random(seed)
-    w = PsrWriter(path, metadata={"interval_ns": INTERVAL_US * 1000, "rate_hz": 1e6 / INTERVAL_US,
-                                  "pid": 1, "command": ["python", "bench.py"]},
-                  created_wall_ns=time.time_ns(), created_mono_ns=time.monotonic_ns(),
-                  force=True)
-    e = F.Encoder()
-    files = [e.intern_string(f"/srv/app/module_{i}.py") for i in range(20)]
-    funcs = [e.intern_function(files[i % 20], e.intern_string(f"handler_{i}_step"), 10 * i)
-             for i in range(300)]
-    frames = [e.intern_frame(funcs[i % 300], 10 * (i % 300) + i // 300 + 1) for i in range(900)]
+def _script_jumps(rng: random.Random, frames: list[int]) -> list[list[tuple[Any, int, Any]]]:
     base = [rng.sample(frames, 6) for _ in range(8)]
     stacks = [base[i % 8] + rng.sample(frames, rng.randint(2, 34)) for i in range(400)]
-    refs = [e.add_thread(1, 0x1000 + t, 100 + t, f"worker-{t}", 0) for t in range(THREADS)]
-    # A fixed pseudo-random script per thread, cycled: (stack index, status, cpu) per sample.
     script = []
     for _t in range(THREADS):
         seq = []
@@ -52,13 +45,68 @@ def make(path: str, samples: int, seed: int = 1) -> float:
             status = rng.choice((3, 3, 3, 2, 0))
             seq.append((stacks[cur], status, rng.randint(60, 100) if status & 2 else None))
         script.append(seq)
+    return script
+
+
+def _script_walk(rng: random.Random, e: Any, files: list[int]) -> list[list[tuple[Any, int, Any]]]:
+    # A fixed call tree: function i has 3 children; each function has 5 lines.
+    nfunc = 3000
+    funcs = [e.intern_function(files[i % 20], e.intern_string(f"step_{i}_work"), 10 * i)
+             for i in range(nfunc)]
+    lines = [[e.intern_frame(funcs[i], 10 * i + k + 1) for k in range(5)] for i in range(nfunc)]
+    children = [[(3 * i + k) % nfunc for k in (1, 2, 3)] for i in range(nfunc)]
+    script = []
+    for t in range(THREADS):
+        path = [t]  # function ids, root first
+        at = [0]  # line index per frame
+        for _ in range(5):
+            path.append(children[path[-1]][0])
+            at.append(0)
+        seq = []
+        status = 3
+        for _ in range(20011):
+            r = rng.random()
+            if r < 0.4:
+                at[-1] = rng.randrange(5)
+            elif r < 0.5 and len(path) < 40:
+                path.append(rng.choice(children[path[-1]]))
+                at.append(0)
+            elif r < 0.6 and len(path) > 6:
+                path.pop()
+                at.pop()
+            if rng.random() < 0.02:
+                status = rng.choice((3, 3, 2, 0))
+            stack = [lines[f][k] for f, k in zip(path, at)]
+            seq.append((stack, status, rng.randint(60, 100) if status & 2 else None))
+        script.append(seq)
+    return script
+
+
+def make(path: str, samples: int, model: str = "walk", seed: int = 1) -> float:
+    rng = random.Random(seed)
+    w = PsrWriter(path, metadata={"interval_ns": INTERVAL_US * 1000, "rate_hz": 1e6 / INTERVAL_US,
+                                  "pid": 1, "command": ["python", "bench.py"]},
+                  created_wall_ns=time.time_ns(), created_mono_ns=time.monotonic_ns(),
+                  force=True)
+    e = F.Encoder()
+    files = [e.intern_string(f"/srv/app/module_{i}.py") for i in range(20)]
+    if model == "jumps":
+        funcs = [e.intern_function(files[i % 20], e.intern_string(f"handler_{i}_step"), 10 * i)
+                 for i in range(300)]
+        frames = [e.intern_frame(funcs[i % 300], 10 * (i % 300) + i // 300 + 1)
+                  for i in range(900)]
+        script = _script_jumps(rng, frames)
+    else:
+        script = _script_walk(rng, e, files)
+    refs = [e.add_thread(1, 0x1000 + t, 100 + t, f"worker-{t}", 0) for t in range(THREADS)]
+    period = len(script[0])
     passes = samples // THREADS
     t0 = time.perf_counter()
     ts = 0
     for i in range(passes):
         ts += INTERVAL_US
         e.begin_pass(ts)
-        k = i % 10007
+        k = i % period
         for t in range(THREADS):
             stack, status, cpu = script[t][k]
             e.sample(refs[t], stack, status, cpu)
@@ -93,6 +141,7 @@ def measure(cmd: list[str]) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=10_000_000)
+    ap.add_argument("--model", choices=("walk", "jumps"), default="walk")
     ap.add_argument("--keep", help="folder to keep (and reuse) the recordings in")
     args = ap.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="psrec-bench-")
@@ -100,12 +149,12 @@ def main() -> None:
     psrec = [sys.executable, "-m", "psrec"]
     rows = []
     for n in (args.samples // 10, args.samples):
-        path = os.path.join(folder, f"bench-{n}.psr")
+        path = os.path.join(folder, f"bench-{args.model}-{n}.psr")
         if not os.path.exists(path):
             print(f"writing {path} ({n:,} samples)...", file=sys.stderr)
-            print(f"  written in {make(path, n):.1f} s", file=sys.stderr)
+            print(f"  written in {make(path, n, args.model):.1f} s", file=sys.stderr)
         size = os.path.getsize(path)
-        out = os.path.join(folder, f"bench-{n}.speedscope.json")
+        out = os.path.join(folder, f"bench-{args.model}-{n}.speedscope.json")
         cmds = {
             "report": psrec + ["report", path],
             "report --collapsed": psrec + ["report", path, "--collapsed", "-o", "-"],

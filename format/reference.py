@@ -18,6 +18,10 @@ class RefDecodeError(ValueError):
     pass
 
 
+_U32_MAX = (1 << 32) - 1
+_I64_MAX = (1 << 63) - 1
+
+
 class _Reader:
     __slots__ = ("buf", "pos", "end")
 
@@ -43,6 +47,20 @@ class _Reader:
             if shift > 63:
                 raise RefDecodeError(f"bad {what}")
         raise RefDecodeError(f"bad {what}")
+
+    # Values that must fit the decoded form: wider ones only come from a damaged payload and
+    # are errors, as in the native decoder.
+    def u32(self, what: str = "varint") -> int:
+        v = self.varint(what)
+        if v > _U32_MAX:
+            raise RefDecodeError(what)
+        return v
+
+    def i64(self, what: str = "varint") -> int:
+        v = self.varint(what)
+        if v > _I64_MAX:
+            raise RefDecodeError(what)
+        return v
 
     def byte(self, what: str = "byte") -> int:
         if self.pos >= self.end:
@@ -85,15 +103,17 @@ def decode_defs(payload: bytes) -> tuple[list[Any], list[Any], list[Any], list[A
     unknown = 0
     for rtype, b in _Reader(payload).records():
         if rtype == C.REC_STRING:
-            sid = b.varint()
+            sid = b.u32("bad string id")
             n = b.varint()
             strings.append((sid, b.take(n, "string").decode("utf-8", "replace")))
         elif rtype == C.REC_FUNCTION:
-            functions.append((b.varint(), b.varint(), b.varint(), b.varint()))
+            functions.append(tuple(b.u32("bad function record") for _ in range(4)))
         elif rtype == C.REC_FRAME:
-            frames.append((b.varint(), b.varint(), unzigzag(b.varint())))
+            frames.append((b.u32("bad frame record"), b.u32("bad frame record"),
+                           unzigzag(b.varint())))
         elif rtype == C.REC_THREAD:
-            threads.append(tuple(b.varint() for _ in range(6)))
+            ref, pid, ptid, otid = b.u32("bad thread record"), b.varint(), b.varint(), b.varint()
+            threads.append((ref, pid, ptid, otid, b.u32("bad thread record"), b.varint()))
         else:
             unknown += 1
     return strings, functions, frames, threads, unknown
@@ -183,14 +203,16 @@ class RefDecoder:
         for rtype, b in _Reader(payload).records():
             if rtype == C.REC_BEGIN:
                 summary["seq"] = b.varint()
-                base = b.varint()
-                prev = b.varint()
+                base = b.i64("bad BEGIN record")
+                prev = b.i64("bad BEGIN record")
                 last_pass = prev - 1 if prev else -1
                 begun = True
             elif rtype == C.REC_PASS:
                 if not begun:
                     raise RefDecodeError("PASS before BEGIN")
-                ts = (base if pass_no == 0 else last_pass) + b.varint()
+                ts = (base if pass_no == 0 else last_pass) + b.i64("bad PASS timestamp")
+                if ts > _I64_MAX:
+                    raise RefDecodeError("PASS timestamp out of range")
                 pass_no += 1
                 while not b.at_end():
                     head = b.varint()
@@ -213,11 +235,12 @@ class RefDecoder:
                         for _ in range(pop):
                             node = self.parents[node]
                         for _ in range(push):
-                            node = self._child(node, b.varint())
+                            node = self._child(node, b.u32("bad frame id"))
                         t.node = node
                     if flags & C.ENTRY_STATUS:
                         t.status = b.byte("status byte")
-                    t.cpu = b.varint() if flags & C.ENTRY_CPU else 0
+                    # CPU time beyond the column's range saturates, as in the native decoder.
+                    t.cpu = min(b.varint(), _U32_MAX) if flags & C.ENTRY_CPU else 0
                 if last_pass < 0:
                     w = self.first_weight
                 else:
@@ -239,7 +262,7 @@ class RefDecoder:
                 last_pass = ts
                 summary["passes"] += 1
             elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
-                ref = b.varint()
+                ref = b.i64()
                 ts = b.varint()
                 t = thread(ref)
                 if rtype == C.REC_THREAD_EXIT and t.live:
@@ -247,19 +270,19 @@ class RefDecoder:
                     live.remove(ref)
                 events.append((rtype, ts, ref, 0, 0))
             elif rtype == C.REC_THREAD_RENAME:
-                ref, ts, name = b.varint(), b.varint(), b.varint()
+                ref, ts, name = b.i64(), b.varint(), b.i64()
                 events.append((rtype, ts, ref, name, 0))
             elif rtype == C.REC_PROCESS_START:
-                ts, pid, ppid, cmd = b.varint(), b.varint(), b.varint(), b.varint()
+                ts, pid, ppid, cmd = b.varint(), b.i64(), b.i64(), b.i64()
                 events.append((rtype, ts, pid, ppid, cmd))
             elif rtype == C.REC_PROCESS_EXIT:
-                ts, pid, code = b.varint(), b.varint(), unzigzag(b.varint())
+                ts, pid, code = b.varint(), b.i64(), unzigzag(b.varint())
                 events.append((rtype, ts, pid, code, 0))
             elif rtype == C.REC_PASS_ERRORS:
-                ts, errors, missed = b.varint(), b.varint(), b.varint()
+                ts, errors, missed = b.varint(), b.i64(), b.i64()
                 events.append((rtype, ts, errors, missed, 0))
             elif rtype == C.REC_MARKER:
-                ts, label = b.varint(), b.varint()
+                ts, label = b.varint(), b.i64()
                 events.append((rtype, ts, label, 0, 0))
             else:
                 summary["unknown_records"] += 1

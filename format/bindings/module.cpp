@@ -104,7 +104,11 @@ NB_MODULE(_format, m) {
     }
     nb::list strings, functions, frames, threads;
     for (auto& s : d.strings)
-      strings.append(nb::make_tuple(s.id, nb::str(s.value.data(), s.value.size())));
+      // Strings come from the target's memory and may not be valid UTF-8: replace bad bytes
+      // (as the reference decoder does) rather than fail the whole chunk.
+      strings.append(nb::make_tuple(
+          s.id, nb::steal<nb::str>(PyUnicode_DecodeUTF8(
+                    s.value.data(), static_cast<Py_ssize_t>(s.value.size()), "replace"))));
     for (auto& f : d.functions)
       functions.append(nb::make_tuple(f.id, f.filename, f.name, f.first_line));
     for (auto& f : d.frames) frames.append(nb::make_tuple(f.id, f.function, f.line));

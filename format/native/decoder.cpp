@@ -17,6 +17,20 @@ inline uint64_t need(ByteReader& r, const char* what) {
   return v;
 }
 
+// Values that must fit the decoded form: anything wider can only come from a damaged payload,
+// and is an error rather than a silently wrapped value (the reference decoder does the same).
+inline uint32_t need32(ByteReader& r, const char* what) {
+  uint64_t v = need(r, what);
+  if (v > UINT32_MAX) fail(what);
+  return static_cast<uint32_t>(v);
+}
+
+inline int64_t needI64(ByteReader& r, const char* what) {
+  uint64_t v = need(r, what);
+  if (v > static_cast<uint64_t>(INT64_MAX)) fail(what);
+  return static_cast<int64_t>(v);
+}
+
 }  // namespace
 
 StackTrie::StackTrie() {
@@ -57,7 +71,7 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
     ByteReader b(body, len);
     switch (type) {
       case kRecString: {
-        uint32_t id = static_cast<uint32_t>(need(b, "bad string id"));
+        uint32_t id = need32(b, "bad string id");
         uint64_t n = need(b, "bad string length");
         const uint8_t* s;
         if (!b.bytes(n, s)) fail("string runs past its record");
@@ -66,28 +80,28 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
       }
       case kRecFunction: {
         DefFunction f;
-        f.id = static_cast<uint32_t>(need(b, "bad function record"));
-        f.filename = static_cast<uint32_t>(need(b, "bad function record"));
-        f.name = static_cast<uint32_t>(need(b, "bad function record"));
-        f.first_line = static_cast<uint32_t>(need(b, "bad function record"));
+        f.id = need32(b, "bad function record");
+        f.filename = need32(b, "bad function record");
+        f.name = need32(b, "bad function record");
+        f.first_line = need32(b, "bad function record");
         d.functions.push_back(f);
         break;
       }
       case kRecFrame: {
         DefFrame f;
-        f.id = static_cast<uint32_t>(need(b, "bad frame record"));
-        f.function = static_cast<uint32_t>(need(b, "bad frame record"));
+        f.id = need32(b, "bad frame record");
+        f.function = need32(b, "bad frame record");
         f.line = unzigzag(need(b, "bad frame record"));
         d.frames.push_back(f);
         break;
       }
       case kRecThread: {
         DefThread t;
-        t.ref = static_cast<uint32_t>(need(b, "bad thread record"));
+        t.ref = need32(b, "bad thread record");
         t.pid = need(b, "bad thread record");
         t.python_tid = need(b, "bad thread record");
         t.os_tid = need(b, "bad thread record");
-        t.name = static_cast<uint32_t>(need(b, "bad thread record"));
+        t.name = need32(b, "bad thread record");
         t.start_ts = need(b, "bad thread record");
         d.threads.push_back(t);
         break;
@@ -132,16 +146,18 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
     switch (type) {
       case kRecBegin: {
         sum.seq = need(b, "bad BEGIN record");
-        base = static_cast<int64_t>(need(b, "bad BEGIN record"));
-        uint64_t prev = need(b, "bad BEGIN record");
-        last_pass = prev ? static_cast<int64_t>(prev - 1) : -1;
+        base = needI64(b, "bad BEGIN record");
+        const int64_t prev = needI64(b, "bad BEGIN record");
+        last_pass = prev ? prev - 1 : -1;
         begun = true;
         break;
       }
       case kRecPass: {
         if (!begun) fail("PASS before BEGIN");
-        const int64_t delta = static_cast<int64_t>(need(b, "bad PASS timestamp"));
-        const int64_t ts = (pass_no == 0 ? base : last_pass) + delta;
+        const int64_t delta = needI64(b, "bad PASS timestamp");
+        const int64_t from = pass_no == 0 ? base : last_pass;
+        if (from > INT64_MAX - delta) fail("PASS timestamp out of range");
+        const int64_t ts = from + delta;
         ++pass_no;
         while (!b.atEnd()) {
           const uint64_t head = need(b, "bad PASS entry");
@@ -162,14 +178,16 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
             uint32_t node = t.node;
             for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
             for (uint64_t i = 0; i < push; ++i)
-              node = trie_.child(node, static_cast<uint32_t>(need(b, "bad frame id")));
+              node = trie_.child(node, need32(b, "bad frame id"));
             t.node = node;
           }
           if (flags & kEntryStatus) {
             if (!b.byte(t.status)) fail("bad status byte");
           }
           t.cpu = 0;
-          if (flags & kEntryCpu) t.cpu = static_cast<uint32_t>(need(b, "bad cpu time"));
+          // CPU time beyond the column's range (over an hour in 1 µs ticks) saturates.
+          if (flags & kEntryCpu)
+            t.cpu = static_cast<uint32_t>(std::min<uint64_t>(need(b, "bad cpu time"), UINT32_MAX));
         }
         uint32_t w;
         if (last_pass < 0) {
@@ -198,14 +216,14 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         break;
       }
       case kRecThreadStart: {
-        uint64_t ref = need(b, "bad THREAD_START");
+        int64_t ref = needI64(b, "bad THREAD_START");
         uint64_t ts = need(b, "bad THREAD_START");
         thread(ref);
-        events.push_back({type, ts, static_cast<int64_t>(ref), 0, 0});
+        events.push_back({type, ts, ref, 0, 0});
         break;
       }
       case kRecThreadExit: {
-        uint64_t ref = need(b, "bad THREAD_EXIT");
+        int64_t ref = needI64(b, "bad THREAD_EXIT");
         uint64_t ts = need(b, "bad THREAD_EXIT");
         Thread& t = thread(ref);
         if (t.live) {
@@ -213,43 +231,43 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
           live_.erase(std::remove(live_.begin(), live_.end(), static_cast<uint32_t>(ref)),
                       live_.end());
         }
-        events.push_back({type, ts, static_cast<int64_t>(ref), 0, 0});
+        events.push_back({type, ts, ref, 0, 0});
         break;
       }
       case kRecThreadRename: {
-        uint64_t ref = need(b, "bad THREAD_RENAME");
+        int64_t ref = needI64(b, "bad THREAD_RENAME");
         uint64_t ts = need(b, "bad THREAD_RENAME");
-        uint64_t name = need(b, "bad THREAD_RENAME");
-        events.push_back({type, ts, static_cast<int64_t>(ref), static_cast<int64_t>(name), 0});
+        int64_t name = needI64(b, "bad THREAD_RENAME");
+        events.push_back({type, ts, ref, name, 0});
         break;
       }
       case kRecProcessStart: {
         uint64_t ts = need(b, "bad PROCESS_START");
-        uint64_t pid = need(b, "bad PROCESS_START");
-        uint64_t ppid = need(b, "bad PROCESS_START");
-        uint64_t cmd = need(b, "bad PROCESS_START");
-        events.push_back({type, ts, static_cast<int64_t>(pid), static_cast<int64_t>(ppid),
-                          static_cast<int64_t>(cmd)});
+        int64_t pid = needI64(b, "bad PROCESS_START");
+        int64_t ppid = needI64(b, "bad PROCESS_START");
+        int64_t cmd = needI64(b, "bad PROCESS_START");
+        events.push_back({type, ts, pid, ppid,
+                          cmd});
         break;
       }
       case kRecProcessExit: {
         uint64_t ts = need(b, "bad PROCESS_EXIT");
-        uint64_t pid = need(b, "bad PROCESS_EXIT");
+        int64_t pid = needI64(b, "bad PROCESS_EXIT");
         int64_t code = unzigzag(need(b, "bad PROCESS_EXIT"));
-        events.push_back({type, ts, static_cast<int64_t>(pid), code, 0});
+        events.push_back({type, ts, pid, code, 0});
         break;
       }
       case kRecPassErrors: {
         uint64_t ts = need(b, "bad PASS_ERRORS");
-        uint64_t errors = need(b, "bad PASS_ERRORS");
-        uint64_t missed = need(b, "bad PASS_ERRORS");
-        events.push_back({type, ts, static_cast<int64_t>(errors), static_cast<int64_t>(missed), 0});
+        int64_t errors = needI64(b, "bad PASS_ERRORS");
+        int64_t missed = needI64(b, "bad PASS_ERRORS");
+        events.push_back({type, ts, errors, missed, 0});
         break;
       }
       case kRecMarker: {
         uint64_t ts = need(b, "bad MARKER");
-        uint64_t label = need(b, "bad MARKER");
-        events.push_back({type, ts, static_cast<int64_t>(label), 0, 0});
+        int64_t label = needI64(b, "bad MARKER");
+        events.push_back({type, ts, label, 0, 0});
         break;
       }
       default:

@@ -151,7 +151,10 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
     p->layout_ = *layout;
     return p;
   }
-  if (named_version)
+  const uint32_t named_minor = (named_version >> 16) & 0xFF;
+  // A supported version by name but no runtime found: not (yet) an initialised interpreter,
+  // e.g. a process caught between exec and loading libpython.
+  if (named_version && ((named_version >> 24) != 3 || named_minor < 8 || named_minor > 13))
     throw RecorderError(ErrorCode::kUnsupportedVersion,
                         "process " + std::to_string(pid) + " runs Python " +
                             versionString(named_version, false) +

@@ -83,8 +83,8 @@ ThreadCpu ThreadStatFiles::read() {
   return out;
 }
 
-ThreadCpu ThreadStatFiles::readSince(uint64_t last_cpu_ns, bool have_last) {
-  if (schedstat_fd_ < 0 || !have_last) return read();
+ThreadCpu ThreadStatFiles::readSince(uint64_t last_cpu_ns, bool have_last, bool was_running) {
+  if (schedstat_fd_ < 0 || !have_last || was_running) return read();
   ThreadCpu out;
   char buf[128];
   ssize_t m = pread(schedstat_fd_, buf, sizeof buf - 1, 0);

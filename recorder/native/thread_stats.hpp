@@ -29,10 +29,10 @@ class ThreadStatFiles {
   bool open() const { return stat_fd_ >= 0; }
   // Reads both files.
   ThreadCpu read();
-  // Cheaper: reads schedstat, and stat (for the state) only when the CPU time moved past
-  // last_cpu_ns. A thread that consumed no CPU since then is not running: it has not been on a
-  // CPU since the previous look (at worst it became runnable this instant).
-  ThreadCpu readSince(uint64_t last_cpu_ns, bool have_last);
+  // Cheaper for idle threads: reads schedstat, and stat (for the state) only when the thread
+  // was runnable at the previous look or consumed CPU since then. A sleeping thread that has
+  // not run since is still not running (at worst it was woken this instant).
+  ThreadCpu readSince(uint64_t last_cpu_ns, bool have_last, bool was_running);
 
  private:
   void closeAll();

@@ -200,6 +200,42 @@ bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
   return true;
 }
 
+void Unwinder::noteSolo(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf) {
+  size_t at = solo_buf_.size();
+  solo_buf_.insert(solo_buf_.end(), bytes, bytes + len);
+  solo_.push_back({addr, at, leaf});
+}
+
+bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width) {
+  // A frame read on its own is not part of one bulk copy: re-read all of them at once and
+  // require them unchanged (links, code, and the caller's instruction: a caller that moved on
+  // means the callee we read belongs to another call). The leaf's own instruction may move.
+  if (solo_.empty()) return true;
+  verify_buf_.resize(solo_buf_.size());
+  std::vector<ReadRequest> reqs;
+  reqs.reserve(std::min<size_t>(solo_.size(), 1024));
+  for (size_t at = 0; at < solo_.size(); at += 1024) {
+    reqs.clear();
+    size_t end = std::min(solo_.size(), at + 1024);
+    for (size_t i = at; i < end; ++i)
+      reqs.push_back({solo_[i].addr, verify_buf_.data() + solo_[i].offset, len});
+    if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
+  }
+  for (const SoloFrame& f : solo_) {
+    const uint8_t* a = solo_buf_.data() + f.offset;
+    const uint8_t* b = verify_buf_.data() + f.offset;
+    if (f.leaf) {
+      size_t io = static_cast<size_t>(instr_offset);
+      if (std::memcmp(a, b, io) != 0 ||
+          std::memcmp(a + io + instr_width, b + io + instr_width, len - io - instr_width) != 0)
+        return false;
+    } else if (std::memcmp(a, b, len) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 const uint8_t* Unwinder::frameBytes(uint64_t addr) {
   const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
   for (;;) {
@@ -213,6 +249,7 @@ const uint8_t* Unwinder::frameBytes(uint64_t addr) {
   ++stats_.frame_reads;
   if (size > sizeof scratch_ || proc_.mem().read(addr, scratch_, size) != ReadStatus::kOk)
     return nullptr;
+  noteSolo(addr, scratch_, size, false);
   return scratch_;
 }
 
@@ -222,10 +259,13 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     uint8_t buf[256];
     size_t len = static_cast<size_t>(l_.frame_size);
     uint64_t addr = t.frame;
+    solo_.clear();
+    solo_buf_.clear();
     while (addr) {
       if (out.size() >= max_depth) return WalkResult::kTruncated;
       ++stats_.frame_reads;
       if (proc_.mem().read(addr, buf, len) != ReadStatus::kOk) return WalkResult::kError;
+      noteSolo(addr, buf, len, out.empty());
       StructView v(buf, len);
       RawFrame f;
       f.addr = addr;
@@ -235,6 +275,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       out.push_back(f);
       addr = v.ptr(l_.frame_back);
     }
+    if (!verifySolo(len, l_.frame_lasti, 4)) return WalkResult::kError;
     return WalkResult::kOk;
   }
 
@@ -253,6 +294,8 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
   }
   chunk_buf_.clear();
   chunks_.clear();
+  solo_.clear();
+  solo_buf_.clear();
   next_chunk_ = 0;
   chunk_loads_ = 0;
   if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
@@ -288,6 +331,12 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     }
     if (prev == addr) return WalkResult::kError;
     addr = prev;
+  }
+  if (!solo_.empty()) {
+    // The innermost frame's instruction pointer may move; mark it so if it was read alone.
+    if (!out.empty() && solo_.front().addr == out.front().addr) solo_.front().leaf = true;
+    if (!verifySolo(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8))
+      return WalkResult::kError;
   }
   return WalkResult::kOk;
 }

@@ -99,6 +99,18 @@ class Unwinder {
   uint64_t spec_chunk_ = 0;
   size_t spec_len_ = 0;
   std::vector<uint8_t> spec_buf_;
+  // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
+  // frames on 3.11+), kept to check after the walk that they did not change under us.
+  struct SoloFrame {
+    uint64_t addr;
+    size_t offset;
+    bool leaf;
+  };
+  std::vector<SoloFrame> solo_;
+  std::vector<uint8_t> solo_buf_;
+  std::vector<uint8_t> verify_buf_;
+  void noteSolo(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf);
+  bool verifySolo(size_t len, int32_t instr_offset, size_t instr_width);
   UnwinderStats stats_;
 };
 

@@ -1,0 +1,252 @@
+"""The recorder against live targets, for every interpreter found (see rec_live.discover)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from psrec.format import constants as C
+from rec_live import (
+    collapsed,
+    line_of,
+    load,
+    missing_note,
+    psrec,
+    python_params,
+    record,
+    target,
+)
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
+PYTHONS = python_params()
+
+
+def share(samples, pred) -> float:
+    return sum(1 for s in samples if pred(s)) / max(1, len(samples))
+
+
+def by_thread(samples, name):
+    return [s for s in samples if s.thread == name]
+
+
+def test_interpreters_found() -> None:
+    """Says which interpreters the live tests cover (skipped ones are named)."""
+    if missing_note():
+        pytest.skip("live tests run without some interpreters" + missing_note())
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_known_functions_threads_names_cpu(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "run.psr"
+    with target(python, "rec_threads.py") as t:
+        record(out, t.pid)
+    samples = load(out)
+    names = {s.thread for s in samples}
+    assert {"busy-worker", "sleepy-worker"} <= names, f"threads: {names}\n{collapsed(samples)}"
+    assert len(names) >= 3, names  # and the main thread
+
+    busy = by_thread(samples, "busy-worker")
+    sleepy = by_thread(samples, "sleepy-worker")
+    main = [s for s in samples if s.os_tid == t.pid]
+    busy_line = line_of("rec_threads.py", "busy_inner")
+    sleepy_line = line_of("rec_threads.py", "sleepy_inner")
+    main_line = line_of("rec_threads.py", "main_sleep")
+    # The loop's back jump may carry the `while` line (it does on some 3.11 builds).
+    busy_lines = {busy_line - 1, busy_line}
+    assert share(busy, lambda s: s.stack[-1][1] == "busy_inner" and s.stack[-1][2] in busy_lines) \
+        > 0.9, collapsed(busy)
+    assert share(busy, lambda s: s.functions[-2:] == ("busy_worker", "busy_inner")) > 0.9
+    assert share(sleepy, lambda s: s.stack[-1][1:] == ("sleepy_inner", sleepy_line)) > 0.9, \
+        collapsed(sleepy)
+    assert share(main, lambda s: s.stack[-1][1:] == ("main_sleep", main_line)) > 0.9, \
+        collapsed(main)
+    assert share(main, lambda s: s.functions[0] == "<module>") > 0.9, collapsed(main)
+
+    # The CPU flag tells the busy thread from the sleeping ones.
+    on_cpu = lambda s: bool(s.status & C.STATUS_ON_CPU)  # noqa: E731
+    assert share(busy, on_cpu) > 0.5, f"busy on CPU {share(busy, on_cpu):.2f}"
+    assert share(sleepy, on_cpu) < 0.1, f"sleepy on CPU {share(sleepy, on_cpu):.2f}"
+    assert share(main, on_cpu) < 0.1
+    # CPU time is attributed to the busy thread.
+    assert sum(s.cpu for s in busy) > 10 * (sum(s.cpu for s in sleepy) + 1)
+    assert not any(s.status & (C.STATUS_CPU_UNKNOWN | C.STATUS_GIL_UNKNOWN) for s in samples)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_gil_holder_and_waiter(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "gil.psr"
+    with target(python, "rec_gil.py") as t:
+        record(out, t.pid, duration=2.0)
+    samples = load(out)
+    holder = by_thread(samples, "gil-holder")
+    waiter = by_thread(samples, "gil-waiter")
+    held = lambda s: bool(s.status & C.STATUS_GIL_HELD)  # noqa: E731
+    assert holder and waiter, collapsed(samples)
+    assert share(holder, held) > 0.8, f"holder {share(holder, held):.2f}\n{collapsed(holder)}"
+    assert share(waiter, held) < 0.2, f"waiter {share(waiter, held):.2f}\n{collapsed(waiter)}"
+    assert share(holder, lambda s: s.leaf == "hold_gil") > 0.9, collapsed(holder)
+    # At most one thread holds the GIL in any pass.
+    per_pass: dict[tuple[int, int], int] = {}
+    for s in samples:
+        if held(s):
+            per_pass[(s.pid, s.ts)] = per_pass.get((s.pid, s.ts), 0) + 1
+    assert max(per_pass.values(), default=0) <= 1
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_generator_resumed_from_two_lines(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "gen.psr"
+    with target(python, "rec_traps.py", "generator") as t:
+        record(out, t.pid)
+    samples = [s for s in load(out) if "alternating" in s.functions]
+    first = line_of("rec_traps.py", "gen_first")
+    second = line_of("rec_traps.py", "gen_second")
+
+    def caller_line(s):
+        i = s.functions.index("alternating")
+        assert s.functions[i - 1] == "generator_caller", s.functions
+        return s.stack[i - 1][2]
+
+    a = [s for s in samples if "work_a" in s.functions]
+    b = [s for s in samples if "work_b" in s.functions]
+    assert len(a) > 50 and len(b) > 50, collapsed(samples)
+    assert share(a, lambda s: caller_line(s) == first) > 0.99, collapsed(a)
+    assert share(b, lambda s: caller_line(s) == second) > 0.99, collapsed(b)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_same_frame_address_new_function(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "same.psr"
+    with target(python, "rec_traps.py", "same_address") as t:
+        record(out, t.pid)
+    samples = [s for s in load(out) if s.os_tid == t.pid]
+    one = line_of("rec_traps.py", "call_one")
+    two = line_of("rec_traps.py", "call_two")
+
+    def caller(s, fn):
+        i = s.functions.index(fn)
+        return s.stack[i - 1][1:]
+
+    ones = [s for s in samples if "func_one" in s.functions]
+    twos = [s for s in samples if "func_two" in s.functions]
+    assert len(ones) > 50 and len(twos) > 50, collapsed(samples)
+    assert all(caller(s, "func_one") == ("same_address_caller", one) for s in ones), collapsed(ones)
+    assert all(caller(s, "func_two") == ("same_address_caller", two) for s in twos), collapsed(twos)
+    assert not any("func_one" in s.functions and "func_two" in s.functions for s in samples)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_deep_recursion_captured_whole(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "deep.psr"
+    with target(python, "rec_traps.py", "recursion", "1000") as t:
+        record(out, t.pid, duration=1.0)
+    samples = [s for s in load(out) if s.os_tid == t.pid]
+    assert samples
+    whole = [s for s in samples if s.functions.count("descend") == 1000]
+    assert len(whole) / len(samples) > 0.95, collapsed(samples, 3)[:2000]
+    s = whole[0]
+    assert s.functions[0] == "<module>" and s.stack[-1][2] == line_of("rec_traps.py", "bottom")
+    assert not any(f == "[truncated stack]" for f in s.functions)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_no_shim_frames_on_reentry(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "reentry.psr"
+    with target(python, "rec_traps.py", "reentry") as t:
+        record(out, t.pid)
+    samples = [s for s in load(out) if s.os_tid == t.pid]
+    keyed = [s for s in samples if "key_function" in s.functions]
+    assert len(keyed) > 50, collapsed(samples)
+    call_line = line_of("rec_traps.py", "sorted_call")
+    for s in keyed:
+        i = s.functions.index("key_function")
+        assert s.stack[i - 1][1:] == ("reentry_caller", call_line), collapsed(keyed)
+        assert s.functions[: i - 1] == ("<module>",), collapsed(keyed)
+    for s in samples:
+        for filename, func, line in s.stack:
+            assert filename and func and not func.startswith("<shim"), s.stack
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_frames_of_threads_never_mix(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "mix.psr"
+    with target(python, "rec_traps.py", "threads") as t:
+        record(out, t.pid)
+    samples = load(out)
+    per_thread: dict[int, set[str]] = {}
+    for s in samples:
+        fams = {f.split("_")[0] for f in s.functions if f.startswith(("alpha_", "beta_"))}
+        assert len(fams) <= 1, s.functions
+        per_thread.setdefault(s.os_tid, set()).update(fams)
+    assert sorted(len(v) for v in per_thread.values() if v) == [1, 1], per_thread
+    alpha = [s for s in samples if "alpha_loop" in s.functions]
+    assert share(alpha, lambda s: s.functions[-3:] == ("alpha_mid", "alpha_leaf", "spin")) > 0.5
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_launch_records_until_exit_and_returns_status(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "launch.psr"
+    r = psrec("record", "-q", "-o", str(out), "--", python, "rec_finite.py", "1.0", "3")
+    assert r.returncode == 3, r.stderr
+    samples = load(out)
+    assert share(samples, lambda s: s.leaf == "finite_work") > 0.7, collapsed(samples)
+    from psrec.format import open_recording
+
+    with open_recording(out) as rec:
+        assert rec.clean
+        assert rec.stats["stopped_by"] == "exit" and rec.stats["exit_code"] == 3
+        assert rec.metadata["python_version"].startswith(".".join(map(str, _minor(python))))
+
+
+def _minor(python: str) -> tuple[int, int]:
+    from rec_live import minor_of
+
+    return minor_of(python)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_subprocesses_recorded_with_their_pids(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "sub.psr"
+    r = psrec("record", "-q", "--subprocesses", "-o", str(out), "--", python, "rec_workers.py",
+              "2.5")
+    assert r.returncode == 0, r.stderr
+    samples = load(out)
+    pids = {s.pid for s in samples}
+    child = [s for s in samples if s.leaf == "child_work"]
+    child_pids = {s.pid for s in child}
+    assert len(child_pids) == 2, f"pids {pids}, child pids {child_pids}\n{collapsed(samples)}"
+    from psrec.format import open_recording
+
+    with open_recording(out) as rec:
+        root = rec.metadata["pid"]
+    parent = [s for s in samples if s.pid == root]
+    # The parent spends its start importing and spawning, then waits for the workers.
+    assert share(parent, lambda s: "parent_wait" in s.functions) > 0.3, collapsed(parent)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_thread_churn_never_crashes_and_errors_stay_rare(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "churn.psr"
+    with target(python, "rec_churn.py") as t:
+        record(out, t.pid, duration=3.0)
+    from psrec.format import open_recording
+
+    with open_recording(out) as rec:
+        st = rec.stats
+        threads = len(rec.definitions().threads)
+    rate = st["sample_errors"] / max(1, st["samples"] + st["sample_errors"])
+    assert rate < 0.005, st
+    assert threads >= 11, threads
+    assert st["samples"] > 1000
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_dump_prints_every_thread(python: str) -> None:
+    with target(python, "rec_threads.py") as t:
+        r = psrec("dump", str(t.pid))
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "busy_inner" in text and "sleepy_inner" in text and "main_sleep" in text, text
+    assert '"busy-worker"' in text and "cpu: running" in text, text
+    assert text.count("Thread 0x") >= 3

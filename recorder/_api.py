@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -93,11 +94,15 @@ def _check_output(path: str, force: bool) -> None:
             f"cannot create {path}: folder {folder} does not exist",
             help="create the folder first or choose another path with -o",
         )
-    if not os.access(folder, os.W_OK | os.X_OK):
+    try:  # access() says yes to root everywhere: try for real, before anything starts
+        fd, probe = tempfile.mkstemp(prefix=".psrec-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
         raise PsrecError(
             f"cannot create {path}: folder {folder} is not writable",
             help="choose a folder you can write to with -o",
-        )
+        ) from None
 
 
 def _resolve_command(command: tuple[str, ...]) -> list[str]:

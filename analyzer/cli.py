@@ -233,3 +233,9 @@ def export(recording: str, fmt: str, output: str | None, force: bool,
            **view_args: Any) -> None:
     """Export a recording for another tool (speedscope)."""
     _run_reporter(fmt, recording, {}, view_args, output, force)
+
+
+# -- record: lives with the native recorder; importing its command loads nothing native --------
+from psrec.recorder.cli import record as _record  # noqa: E402
+
+main.add_command(_record, "record")

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import zstandard
-
 from psrec.format import _constants as C
 from psrec.format import open_recording
 from psrec.format._layout import ChunkHeader, Header, pack_trailer
@@ -224,7 +223,6 @@ def _payload_worker(corpus_path: str, seed: int, count: int) -> None:
     Prints one line per payload kind it finished. Any exception other than DecodeError
     propagates (exit status 1); a native crash kills the process (a signal)."""
     import msgpack
-
     from psrec.format import _format
 
     with open(corpus_path, "rb") as fh:

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 from format_helpers import read_file
-
-from psrec.format import native_available
 from psrec.format import _constants as C
+from psrec.format import native_available
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 NAMES = ["two_threads", "deep_stack", "no_trailer"]

@@ -17,7 +17,6 @@ import pytest
 from format_helpers import INTERVAL_NS, new_writer, read_samples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from psrec.format import Frame, Function, native_available, open_recording
 from psrec.format import _constants as C
 
@@ -301,3 +300,28 @@ def test_roundtrip_random_streams(data: st.DataObject) -> None:
         path = os.path.join(tmp, "run.psr")
         m, clean = run_stream(data, path)
         check_recording(path, m, clean)
+
+
+@pytest.mark.xfail(strict=True, reason="Encoder.threadExit during a pass writes THREAD_EXIT "
+                   "before the PASS that holds the thread's entry, so decoders keep it live")
+def test_thread_exit_during_a_pass(tmp_path: Any) -> None:
+    enc = _format.Encoder()
+    path = tmp_path / "exit.psr"
+    w = new_writer(path)
+    frame = enc.intern_frame(enc.intern_function(enc.intern_string("a.py"), 0, 1), 1)
+    t1 = enc.add_thread(1, 1, 1, "a", 0)
+    t2 = enc.add_thread(1, 2, 2, "b", 0)
+    enc.begin_pass(1000)
+    enc.sample(t1, [frame], 0)
+    enc.sample(t2, [frame], 0)
+    enc.thread_exit(t2, 1000)
+    enc.end_pass()
+    enc.begin_pass(2000)
+    enc.end_pass()
+    w.write_sealed(*enc.seal())
+    w.close()
+    with open_recording(path) as rec:
+        samples, _ = read_samples(rec, native=True)
+    # t2 was sampled in pass 1 and then exited: 3 samples (t1 twice, t2 once), as the
+    # encoder itself counts.
+    assert enc.stats["samples"] == len(samples) == 3

@@ -8,7 +8,6 @@ from pathlib import Path
 import msgpack
 import pytest
 from format_helpers import assemble, header, read_file, record, set_major, string_record, varint
-
 from psrec.format import UnsupportedVersionError, native_available, open_recording
 from psrec.format import _constants as C
 

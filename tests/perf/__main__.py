@@ -40,6 +40,21 @@ def _loadavg() -> list[float]:
         return []
 
 
+def _native_builds() -> dict[str, str]:
+    """Which native modules of psrec this run used, and when they were built."""
+    import importlib
+
+    out = {}
+    for mod in ("psrec.format._format", "psrec.recorder._recorder"):
+        try:
+            path = importlib.import_module(mod).__file__ or "?"
+            built = dt.datetime.fromtimestamp(os.path.getmtime(path), dt.timezone.utc)
+            out[mod] = f"{path} (built {built.isoformat(timespec='seconds')})"
+        except (ImportError, OSError) as exc:
+            out[mod] = f"not available: {exc}"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.perf", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a smoke run: fewer and shorter runs")
@@ -135,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_per_figure": timings,
         "failures": failures,
         "tools": tc.as_dict(),
+        "psrec_native": _native_builds(),
     }
     unavailable = dict(ctx.unavailable)
     table = render_table(ctx.rows, unavailable)

@@ -184,7 +184,7 @@ def fig_rate(ctx: Ctx) -> None:
     reps = 1 if ctx.quick else 3
     raw: dict[str, Any] = {}
     for wl in ("basic", "deep", "threads"):
-        ctx.log(f"[1] highest rate on {wl}.py ({reps} x {window:.0f} s per tool)")
+        ctx.log(f"[1] highest rate on {wl}.py ({reps} x {window:g} s per tool)")
         target = start_workload(ctx, wl)
         runs: dict[str, list[Recorded]] = {t: [] for t in ctx.tools()}
         try:
@@ -241,7 +241,7 @@ RATES = (100, 1000, 10000)
 def fig_fidelity(ctx: Ctx) -> None:
     window = 2.0 if ctx.quick else 2.5
     reps = 1 if ctx.quick else 3
-    ctx.log(f"[2] rate fidelity on basic.py at {RATES} Hz ({reps} x {window:.0f} s)")
+    ctx.log(f"[2] rate fidelity on basic.py at {RATES} Hz ({reps} x {window:g} s)")
     target = start_workload(ctx, "basic")
     runs: dict[tuple[str, int], list[Recorded]] = {}
     try:
@@ -308,6 +308,7 @@ def _fixed_configs(ctx: Ctx) -> list[tuple[str, str | None, int, bool]]:
 
 
 FIXED_ARGS = ("30", "3")
+BASE_EVERY = 3
 FIXED_ARGS_QUICK = ("27", "2")
 
 
@@ -318,59 +319,92 @@ def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
     rounds = 1 if ctx.quick else 3
     args = FIXED_ARGS_QUICK if ctx.quick else FIXED_ARGS
     cfgs = _fixed_configs(ctx)
-    ctx.log(f"[3,5] fixed_work.py {' '.join(args)}: {len(cfgs)} configurations x {rounds} "
-            "rounds, interleaved")
+    ctx.log(f"[3,5] fixed_work.py {' '.join(args)}: {len(cfgs) - 1} profiled configurations "
+            f"x {rounds} rounds, interleaved with unprofiled runs")
     script = os.path.join(WORKLOADS, "fixed_work.py")
     runs: list[FixedRun] = []
+    # An unprofiled run opens each round and follows every BASE_EVERY profiled runs, so that
+    # each profiled run is compared with the unprofiled runs just before and after it.
+    profiled = cfgs[1:]
+    seq: list[tuple[int, tuple[str, str | None, int, bool]]] = []
     for rnd in range(rounds):
-        order = cfgs if rnd % 2 == 0 else [cfgs[0], *reversed(cfgs[1:])]
-        for label, tool, rate, blocking in order:
-            res_json = ctx.path(f"runner-{label}", "json")
-            command = [ctx.tc.target_python, RUNNER, res_json, script, *args]
-            fmt = {"psrec": "psr", "py-spy": "speedscope", "austin": "text"}.get(tool or "", "")
-            out = ctx.path(f"fixed-{label}", EXT.get(fmt, "out"))
-            if tool is None:
-                argv = command
-            else:
-                argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate,
-                                   command=command, blocking=blocking)
-            errpath = out + ".stderr"
-            with open(errpath, "wb") as errf:
-                p = _proc.start(argv, label, stderr=errf, stdout=subprocess.DEVNULL)
-            error = None
-            target = rec = None
-            result = None
-            try:
-                ex = p.wait(timeout=300)
-                rec = {"cpu_s": ex.cpu_s, "wall_s": ex.wall_s, "returncode": ex.returncode}
-                with open(res_json) as f:
-                    target = json.load(f)
-                if tool is not None:
-                    with open(errpath, "rb") as f:
-                        stderr = f.read()
-                    result = read_output(tool, fmt, out, stderr, target_pid=None,
-                                         attribution=True)
-            except (BenchTimeout, OSError, ValueError, RuntimeError, KeyError) as exc:
-                error = f"{type(exc).__name__}: {exc}"
+        order = profiled if rnd % 2 == 0 else list(reversed(profiled))
+        seq.append((rnd, cfgs[0]))
+        for i, cfg in enumerate(order, 1):
+            seq.append((rnd, cfg))
+            if i % BASE_EVERY == 0 or i == len(order):
+                seq.append((rnd, cfgs[0]))
+    ctx.log(f"  {len(seq)} runs, an unprofiled one after every {BASE_EVERY} profiled")
+    for rnd, (label, tool, rate, blocking) in seq:
+        res_json = ctx.path(f"runner-{label}", "json")
+        command = [ctx.tc.target_python, RUNNER, res_json, script, *args]
+        fmt = {"psrec": "psr", "py-spy": "speedscope", "austin": "text"}.get(tool or "", "")
+        out = ctx.path(f"fixed-{label}", EXT.get(fmt, "out"))
+        if tool is None:
+            argv = command
+        else:
+            argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate,
+                               command=command, blocking=blocking)
+        errpath = out + ".stderr"
+        with open(errpath, "wb") as errf:
+            p = _proc.start(argv, label, stderr=errf, stdout=subprocess.DEVNULL)
+        error = None
+        target = rec = None
+        result = None
+        try:
+            ex = p.wait(timeout=300)
+            rec = {"cpu_s": ex.cpu_s, "wall_s": ex.wall_s, "returncode": ex.returncode}
+            with open(res_json) as f:
+                target = json.load(f)
+            if tool is not None:
                 with open(errpath, "rb") as f:
-                    error += f" :: exit status {p.popen.returncode}, stderr: {_tail(f.read())}"
-                ctx.log(f"  {label}: {error}")
-            finally:
-                if p.exited is None:
-                    p.kill()
-            runs.append(FixedRun(label, rnd, target, rec, result, error))
-            _remove(out)
-            _remove(res_json)
+                    stderr = f.read()
+                result = read_output(tool, fmt, out, stderr, target_pid=None,
+                                     attribution=True)
+        except (BenchTimeout, OSError, ValueError, RuntimeError, KeyError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            with open(errpath, "rb") as f:
+                error += f" :: exit status {p.popen.returncode}, stderr: {_tail(f.read())}"
+            ctx.log(f"  {label}: {error}")
+        finally:
+            if p.exited is None:
+                p.kill()
+        runs.append(FixedRun(label, rnd, target, rec, result, error))
+        _remove(out)
+        _remove(res_json)
     ctx.raw["fixed_work"] = {"args": list(args), "runs": [
         {**r.__dict__, "result": r.result.as_dict() if r.result else None} for r in runs]}
     base = {r.round: r.target for r in runs if r.config == "baseline" and r.target}
+    base_idx = [i for i, r in enumerate(runs) if r.config == "baseline" and r.target]
+
+    def neighbours(i: int, key: str) -> float | None:
+        """Mean of the nearest unprofiled runs before and after run i (one if at an end)."""
+        before = [j for j in base_idx if j < i]
+        after = [j for j in base_idx if j > i]
+        vals = [runs[j].target[key] for j in (before[-1:] + after[:1])]  # type: ignore[index]
+        return sum(vals) / len(vals) if vals else None
 
     def paired(label: str, key: str) -> Summary | None:
         vals = []
-        for r in runs:
-            b = base.get(r.round)
-            if r.config == label and r.target and b and r.error is None:
-                vals.append(100.0 * (r.target[key] / b[key] - 1.0))
+        for i, r in enumerate(runs):
+            if r.config == label and r.target and r.error is None:
+                b = neighbours(i, key)
+                if b:
+                    vals.append(100.0 * (r.target[key] / b - 1.0))
+        return summarize(vals)
+
+    def failed(label: str) -> str:
+        n = sum(1 for r in runs if r.config == label)
+        bad = sum(1 for r in runs if r.config == label and r.error is not None)
+        return f"{bad} of {n} {label} runs failed" if bad else ""
+
+    def noise(key: str) -> Summary | None:
+        """Unprofiled runs compared with their unprofiled neighbours: the noise floor."""
+        vals = []
+        for k in range(1, len(base_idx) - 1):
+            i = base_idx[k]
+            b = (runs[base_idx[k - 1]].target[key] + runs[base_idx[k + 1]].target[key]) / 2
+            vals.append(100.0 * (runs[i].target[key] / b - 1.0))  # type: ignore[index]
         return summarize(vals)
 
     if do_slowdown:
@@ -379,14 +413,18 @@ def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
         ctx.add(Row("3", "unprofiled fixed_work.py: wall (its own clock)", "s", "none",
                     {"psrec": bw}))
         ctx.add(Row("3", "unprofiled fixed_work.py: target CPU", "s", "none", {"psrec": bc}))
+        for key, what in (("elapsed", "wall"), ("cpu_s", "target CPU")):
+            ctx.add(Row("3", f"noise floor: unprofiled vs its unprofiled neighbours, {what}",
+                        "%", "none", {"psrec": noise(key)}))
         for rate in RATES:
             tgt = {1000: 1.0, 10000: 3.0}.get(rate)
             for key, what in (("elapsed", "wall"), ("cpu_s", "target CPU")):
                 vals = {t: paired(f"{t}@{rate}", key) for t in ctx.tools()}
+                note = "; ".join(f for f in (failed(f"{t}@{rate}") for t in ctx.tools()) if f)
                 ctx.add(Row("3", f"slowdown at {rate} Hz, {what}", "%", "lower", vals,
-                            f"≤ {tgt:g} %" if tgt and key == "elapsed" else "",
+                            f"≤ {tgt:g} % (median)" if tgt and key == "elapsed" else "",
                             (lambda p, b, t=tgt: p.median <= t) if tgt and key == "elapsed"
-                            else None))
+                            else None, note=note if key == "elapsed" else ""))
             if "py-spy" in ctx.tools():
                 vals = {"py-spy": paired(f"py-spy-blocking@{rate}", "elapsed")}
                 ctx.add(Row("3", f"slowdown at {rate} Hz, wall, py-spy blocking mode", "%",
@@ -454,7 +492,7 @@ def fig_size(ctx: Ctx) -> None:
     window = 2.0 if ctx.quick else 2.5
     reps = 1 if ctx.quick else 2
     for wl in ("basic", "threads"):
-        ctx.log(f"[4] output size on {wl}.py at 1 kHz ({reps} x {window:.0f} s per format)")
+        ctx.log(f"[4] output size on {wl}.py at 1 kHz ({reps} x {window:g} s per format)")
         target = start_workload(ctx, wl)
         runs: dict[tuple[str, str], list[Recorded]] = {}
         try:

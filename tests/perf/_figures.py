@@ -130,7 +130,7 @@ def record_attach(
         ended_early = p.exited is not None
         if ended_early and p.exited is not None and p.exited.returncode != 0:
             error = f"{tool} exited early with status {p.exited.returncode}"
-        ex = p.stop(grace=120.0)
+        ex = p.stop(grace=60.0)
     finally:
         if p.exited is None:
             p.kill()
@@ -210,7 +210,9 @@ def fig_rate(ctx: Ctx) -> None:
         unit = "thread-samples/s" if wl == "threads" else "samples/s"
         cost_target = 50.0 if wl == "deep" else 3.0
         ctx.add(Row("1", f"highest rate, {wl}.py", unit, "higher", rate,
-                    "≥ 2× best peer", lambda p, b: b is not None and p.median >= 2 * b.median))
+                    "≥ 2× best peer", lambda p, b: b is not None and p.median >= 2 * b.median,
+                    note="psrec -r 100k, its ceiling; py-spy -r 1M; Austin -i 1"
+                    if wl == "basic" else ""))
         ctx.add(Row("1", f"CPU per thread-sample while sampling, {wl}.py", "µs", "lower", cost,
                     f"≤ {cost_target:g} µs", lambda p, b, c=cost_target: p.median <= c))
         ctx.add(Row("1", f"CPU per thread-sample, whole run incl. start-up, {wl}.py", "µs",

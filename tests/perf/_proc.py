@@ -205,11 +205,16 @@ def cleanup_all() -> None:
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGHUP become KeyboardInterrupt, so that the same cleanup path runs."""
+    """SIGINT, SIGTERM and SIGHUP become KeyboardInterrupt, so that the same cleanup path runs.
+
+    SIGINT is set explicitly: a shell that starts the benchmark in the background ignores it,
+    Python then leaves it ignored, and the children would inherit that and ignore the SIGINT
+    that ends each recording."""
 
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGHUP, handler)
 

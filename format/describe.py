@@ -114,8 +114,7 @@ def dump_lines(rec: Recording) -> Iterator[str]:
         yield (f"CHUNK @{info.offset} {info.type_name} stored={info.length} raw={info.raw_length}"
                + (f" ts={info.first_ts}..{info.last_ts} passes={info.passes} samples={info.samples}"
                   if info.type == C.CHUNK_DATA and info.passes else ""))
-        payloads = list(rec.payloads(info.type))
-        payload = next((p for i, p in payloads if i.offset == info.offset), None)
+        payload = rec.payload(info)
         if payload is None:
             yield "  (damaged: skipped)"
             continue

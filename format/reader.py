@@ -284,16 +284,22 @@ class Recording:
             )
         return payload
 
+    def payload(self, info: ChunkInfo) -> bytes | None:
+        """One chunk's payload, or None (with a warning) when it is damaged."""
+        try:
+            return self._payload(info)
+        except CorruptRecordingError as exc:
+            self.corrupt_chunks += 1
+            self._warn(str(exc).split(": ", 1)[-1] + "; skipped")
+            return None
+
     def payloads(self, ctype: int) -> Iterator[tuple[ChunkInfo, bytes]]:
         """Payloads of the chunks of one type; damaged ones are skipped with a warning."""
         for info in self.chunks:
-            if info.type != ctype:
-                continue
-            try:
-                yield info, self._payload(info)
-            except CorruptRecordingError as exc:
-                self.corrupt_chunks += 1
-                self._warn(str(exc).split(": ", 1)[-1] + "; skipped")
+            if info.type == ctype:
+                payload = self.payload(info)
+                if payload is not None:
+                    yield info, payload
 
     # -- content -------------------------------------------------------------------------
     @property
@@ -302,8 +308,10 @@ class Recording:
 
     @property
     def interval_ticks(self) -> int:
-        interval_ns = int(self.metadata.get("interval_ns") or 1_000_000)
-        return max(1, interval_ns // self.tick_ns)
+        interval_ns = self.metadata.get("interval_ns")
+        if not isinstance(interval_ns, int) or not 0 < interval_ns < 1 << 40:
+            interval_ns = 1_000_000  # absent or implausible: assume 1 kHz
+        return max(1, min(interval_ns // self.tick_ns, 1 << 31))
 
     def definitions(self) -> Definitions:
         if self._defs is None:
@@ -389,18 +397,12 @@ class SampleStream:
 
     def __iter__(self) -> Iterator[Any]:
         for info in self.rec.data_chunks(self.from_ts, self.to_ts):
-            try:
-                payload = self.rec._payload(info)
-            except CorruptRecordingError as exc:
-                self.rec.corrupt_chunks += 1
-                self.rec._warn(str(exc).split(": ", 1)[-1] + "; skipped")
+            payload = self.rec.payload(info)
+            if payload is None:
                 continue
             self.batch.clear()
             try:
-                if self.native:
-                    events, summary = self.decoder.decode_data(payload, self.batch)
-                else:
-                    events, summary = self.decoder.decode_data(payload, self.batch)
+                events, summary = self.decoder.decode_data(payload, self.batch)
             except (_DecodeError, RefDecodeError) as exc:
                 self.rec.corrupt_chunks += 1
                 self.rec._warn(f"data chunk at byte {info.offset} is malformed ({exc}); skipped")

@@ -5,6 +5,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/ndarray.h>
 
 #include <cstring>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "format/native/decoder.hpp"
 #include "format/native/encoder.hpp"
+#include "format/native/stack_keys.hpp"
 #include "format/native/timeline.hpp"
 
 namespace nb = nanobind;
@@ -25,6 +27,20 @@ nb::bytes asBytes(const std::vector<T>& v) {
 }
 
 std::string_view view(const nb::bytes& b) { return {b.c_str(), b.size()}; }
+
+// Read-only 1-D columns from anything with the buffer protocol (bytes, array.array).
+template <typename T>
+using Column = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename T>
+std::vector<T> toVector(const Column<T>& c) {
+  return std::vector<T>(c.data(), c.data() + c.shape(0));
+}
+
+void sameLength(const char* what, size_t n, std::initializer_list<size_t> others) {
+  for (size_t m : others)
+    if (m != n) throw nb::value_error((std::string(what) + ": columns of different lengths").c_str());
+}
 
 struct Batch {
   SampleColumns cols;
@@ -195,6 +211,27 @@ NB_MODULE(_format, m) {
           out.append(nb::make_tuple(k.slice, k.thread, k.node, c.count, c.weight, c.cpu, c.gil,
                                     c.on_cpu));
         return out;
+      })
+      .def("columns", [](const Accumulator& a) {
+        // The cells as columns: slice, thread, node (uint32), count, weight, cpu, gil, on_cpu
+        // (uint64), in the order cells() gives them.
+        std::vector<uint32_t> slice, thread, node;
+        std::vector<uint64_t> count, weight, cpu, gil, on_cpu;
+        const size_t n = a.cells().size();
+        for (auto* v : {&slice, &thread, &node}) v->reserve(n);
+        for (auto* v : {&count, &weight, &cpu, &gil, &on_cpu}) v->reserve(n);
+        for (auto& [k, c] : a.cells()) {
+          slice.push_back(k.slice);
+          thread.push_back(k.thread);
+          node.push_back(k.node);
+          count.push_back(c.count);
+          weight.push_back(c.weight);
+          cpu.push_back(c.cpu);
+          gil.push_back(c.gil);
+          on_cpu.push_back(c.on_cpu);
+        }
+        return nb::make_tuple(asBytes(slice), asBytes(thread), asBytes(node), asBytes(count),
+                              asBytes(weight), asBytes(cpu), asBytes(gil), asBytes(on_cpu));
       });
 
   m.def("merge_runs", [](const nb::bytes& node, const nb::bytes& count, const nb::bytes& weight,
@@ -246,5 +283,113 @@ NB_MODULE(_format, m) {
         const TimelineRuns& r = t.runs(ref);
         return nb::make_tuple(asBytes(r.node), asBytes(r.count), asBytes(r.weight),
                               asBytes(r.cpu), asBytes(r.first_ts));
+      });
+
+  nb::class_<StackKeys>(m, "StackKeys")
+      .def(
+          "__init__",
+          [](StackKeys* self, Column<uint32_t> parents, Column<uint32_t> frames,
+             Column<uint32_t> frame_key, uint32_t empty_key) {
+            new (self) StackKeys(toVector(parents), toVector(frames), toVector(frame_key),
+                                 empty_key);
+          },
+          nb::arg("parents"), nb::arg("frames"), nb::arg("frame_key"), nb::arg("empty_key"))
+      .def_prop_ro("key_count", &StackKeys::keyCount)
+      .def("keys", [](const StackKeys& sk, uint32_t node) {
+        std::vector<uint32_t> out;
+        sk.keys(node, out);
+        return out;
+      });
+
+  m.def("key_totals", [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+                         Column<uint64_t> value) {
+    sameLength("key_totals", node.shape(0), {count.shape(0), value.shape(0)});
+    KeyTotals t;
+    {
+      nb::gil_scoped_release release;
+      t = keyTotals(sk, node.data(), count.data(), value.data(), node.shape(0));
+    }
+    return nb::make_tuple(asBytes(t.own_count), asBytes(t.own), asBytes(t.total_count),
+                          asBytes(t.total));
+  });
+
+  m.def("key_edges", [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+                        Column<uint64_t> value) {
+    sameLength("key_edges", node.shape(0), {count.shape(0), value.shape(0)});
+    KeyEdges e;
+    {
+      nb::gil_scoped_release release;
+      e = keyEdges(sk, node.data(), count.data(), value.data(), node.shape(0));
+    }
+    return nb::make_tuple(asBytes(e.caller), asBytes(e.callee), asBytes(e.count),
+                          asBytes(e.own), asBytes(e.cum));
+  });
+
+  m.def("slice_sums",
+        [](const StackKeys& sk, Column<uint32_t> slice, Column<uint32_t> thread,
+           Column<uint32_t> node, Column<uint64_t> count, Column<uint64_t> gil,
+           Column<uint64_t> on_cpu, Column<uint64_t> value, uint64_t value_scale) {
+          const size_t n = slice.shape(0);
+          sameLength("slice_sums", n,
+                     {thread.shape(0), node.shape(0), count.shape(0), gil.shape(0),
+                      on_cpu.shape(0), value.shape(0)});
+          CellColumnsView v{slice.data(), thread.data(), node.data(), count.data(),
+                            gil.data(),  on_cpu.data(), value.data(), value_scale, n};
+          SliceSums s;
+          {
+            nb::gil_scoped_release release;
+            s = sliceSums(sk, v);
+          }
+          return nb::make_tuple(asBytes(s.thread_slice), asBytes(s.thread), asBytes(s.count),
+                                asBytes(s.gil), asBytes(s.on_cpu), asBytes(s.key_slice),
+                                asBytes(s.key), asBytes(s.value));
+        });
+
+  nb::class_<SpeedscopeText>(m, "SpeedscopeText")
+      .def(nb::init<const StackKeys&>(), nb::keep_alive<1, 2>())
+      .def("set_thread",
+           [](SpeedscopeText& t, Column<uint32_t> node, Column<uint32_t> count,
+              Column<uint64_t> weight, Column<uint64_t> cpu, Column<int64_t> first_ts,
+              const std::string& value, uint64_t count_mult, uint64_t scale) {
+             const size_t n = node.shape(0);
+             sameLength("set_thread", n,
+                        {count.shape(0), weight.shape(0), cpu.shape(0), first_ts.shape(0)});
+             SpeedscopeText::Value kind;
+             if (value == "count") kind = SpeedscopeText::Value::kCount;
+             else if (value == "cpu") kind = SpeedscopeText::Value::kCpu;
+             else if (value == "weight") kind = SpeedscopeText::Value::kWeight;
+             else throw nb::value_error("value must be count, cpu or weight");
+             TimelineRuns r;
+             r.node = toVector(node);
+             r.count = toVector(count);
+             r.weight = toVector(weight);
+             r.cpu = toVector(cpu);
+             r.first_ts = toVector(first_ts);
+             nb::gil_scoped_release release;
+             t.setThread(r, kind, count_mult, scale);
+           },
+           nb::arg("node"), nb::arg("count"), nb::arg("weight"), nb::arg("cpu"),
+           nb::arg("first_ts"), nb::arg("value"), nb::arg("count_mult"), nb::arg("scale"))
+      .def("keys_in_order", [](const SpeedscopeText& t) { return t.keysInOrder(); })
+      .def_prop_ro("kept", &SpeedscopeText::kept)
+      .def_prop_ro("total", &SpeedscopeText::total)
+      .def_prop_ro("samples", &SpeedscopeText::samples)
+      .def_prop_ro("start", &SpeedscopeText::start)
+      .def("samples_chunk",
+           [](SpeedscopeText& t, size_t max_bytes) {
+             std::string s;
+             {
+               nb::gil_scoped_release release;
+               s = t.samplesChunk(max_bytes);
+             }
+             return nb::str(s.data(), s.size());
+           })
+      .def("weights_chunk", [](SpeedscopeText& t, size_t max_bytes) {
+        std::string s;
+        {
+          nb::gil_scoped_release release;
+          s = t.weightsChunk(max_bytes);
+        }
+        return nb::str(s.data(), s.size());
       });
 }

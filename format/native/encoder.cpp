@@ -1,6 +1,7 @@
 #include "format/native/encoder.hpp"
 
 #include <algorithm>
+#include <climits>
 
 #include "format/native/varint.hpp"
 
@@ -56,6 +57,8 @@ uint32_t Encoder::internFunction(uint32_t filename_id, uint32_t name_id, uint32_
 }
 
 uint32_t Encoder::internFrame(uint32_t function_id, int64_t line) {
+  // Python line numbers fit in 32 bits; clamping keeps the interning key exact.
+  line = std::clamp<int64_t>(line, INT32_MIN, INT32_MAX);
   uint64_t key = (static_cast<uint64_t>(function_id) << 32) ^
                  static_cast<uint32_t>(zigzag(line) & 0xFFFFFFFFu);
   auto it = frames_.find(key);
@@ -96,6 +99,11 @@ uint32_t Encoder::addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid,
 void Encoder::threadExit(uint32_t ref, uint64_t ts) {
   if (ref == 0 || ref > threads_.size() || !threads_[ref - 1].live) return;
   ThreadState& t = threads_[ref - 1];
+  if (in_pass_ && t.pass_seen == pass_count_) {
+    // The thread has an entry in the pass being built: its exit must follow that PASS record.
+    pending_exits_.emplace_back(ref, ts);
+    return;
+  }
   t.live = false;
   t.stack.clear();
   t.status_known = false;
@@ -210,7 +218,7 @@ void Encoder::sampleError(uint32_t ref) {
 
 void Encoder::endPass() {
   if (!in_pass_) return;
-  in_pass_ = false;
+  in_pass_ = false;  // from here on, threadExit writes its record at once
   // A live thread that has never been written whole in this chunk must appear in the pass,
   // so that the chunk's readers learn it is live; give it an error entry if it was not sampled.
   for (size_t i = 0; i < threads_.size(); ++i) {
@@ -223,6 +231,8 @@ void Encoder::endPass() {
   }
   record(kRecPass, pass_body_);
   const uint64_t samples = live_threads_ - pass_errors_;
+  for (const auto& [ref, ts] : pending_exits_) threadExit(ref, ts);
+  pending_exits_.clear();
   chunk_samples_ += samples;
   ++chunk_passes_;
   stats_.samples += samples;
@@ -276,6 +286,7 @@ bool Encoder::chunkDue(uint64_t now_ts) const {
 }
 
 SealedChunk Encoder::seal() {
+  endPass();  // a chunk never ends inside a pass
   SealedChunk c;
   c.defs.swap(defs_);
   c.data.swap(data_);

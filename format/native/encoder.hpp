@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -53,6 +54,8 @@ class Encoder {
 
   // One sampling pass: beginPass, then sample() or sampleError() for live threads, endPass.
   // A live thread given neither in a pass is recorded as sampled with nothing changed.
+  // Timestamps never decrease: a pass earlier than the previous pass or than the chunk's
+  // first record is moved to that time (and so weighs 0).
   // frames: root first. Frames beyond kMaxDepth are cut at the root and marked (frame 0).
   void beginPass(uint64_t ts);
   void sample(uint32_t ref, const uint32_t* frames, size_t depth, uint8_t status,
@@ -69,7 +72,7 @@ class Encoder {
   // Whether a chunk is due: the data buffer is full or spans too long a time.
   bool chunkDue(uint64_t now_ts) const;
   bool empty() const { return data_.empty() && defs_.empty(); }
-  // Hands over the current chunk and starts a new one. Every live thread's next sample is
+  // Hands over the current chunk and starts a new one (ending an open pass first). Every live thread's next sample is
   // then written whole, so each data chunk decodes without the ones before it.
   SealedChunk seal();
 
@@ -95,6 +98,7 @@ class Encoder {
   std::string data_;
   std::string scratch_;
   std::string pass_body_;
+  std::vector<std::pair<uint32_t, uint64_t>> pending_exits_;  // exits of threads in this pass
 
   std::unordered_map<std::string, uint32_t> strings_;
   struct TripleHash {

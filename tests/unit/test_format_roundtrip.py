@@ -302,8 +302,6 @@ def test_roundtrip_random_streams(data: st.DataObject) -> None:
         check_recording(path, m, clean)
 
 
-@pytest.mark.xfail(strict=True, reason="Encoder.threadExit during a pass writes THREAD_EXIT "
-                   "before the PASS that holds the thread's entry, so decoders keep it live")
 def test_thread_exit_during_a_pass(tmp_path: Any) -> None:
     enc = _format.Encoder()
     path = tmp_path / "exit.psr"

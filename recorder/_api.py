@@ -124,23 +124,37 @@ def _exit_status(returncode: int) -> int:
 
 
 def _wait_for_python(rec: ModuleType, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Polls a launched program until its interpreter is initialised (or it is not Python)."""
-    deadline = time.monotonic() + timeout
+    """Polls a launched program until its interpreter is initialised (or it is not Python).
+
+    Right after exec the child passes through states that look wrong from outside: its
+    credentials are being switched (reads are refused), the loader has mapped libpython only
+    in part, the runtime is not initialised yet. Every error is taken as "not ready" while it
+    keeps changing; one that persists for ``settle`` seconds, or until the timeout, is final.
+    """
+    settle = min(1.0, timeout)
+    start = time.monotonic()
+    deadline = start + timeout
     last: Exception | None = None
-    while time.monotonic() < deadline:
+    last_since = start
+    while True:
+        now = time.monotonic()
         if proc.poll() is not None:
             raise RecorderError(
                 f"{proc.args[0]} exited with status {_exit_status(proc.returncode)} before psrec "
                 "could attach to it",
                 help="nothing was recorded; check that the command runs on its own",
             )
+        if now >= deadline or (last is not None and now - last_since >= settle
+                               and not isinstance(last, (NotPythonError, NoSuchProcessError))):
+            break
         try:
             if rec.inspect(proc.pid)["initialized"]:
                 return
-        except NotPythonError as exc:  # not exec'd into Python yet (a shim or wrapper script)
+            last = None
+        except RecorderError as exc:
+            if last is None or type(exc) is not type(last) or str(exc) != str(last):
+                last_since = now
             last = exc
-        except NoSuchProcessError:  # between fork and exec the pid can look odd; poll again
-            pass
         time.sleep(0.002)
     proc.terminate()
     try:
@@ -148,8 +162,10 @@ def _wait_for_python(rec: ModuleType, proc: subprocess.Popen[bytes], timeout: fl
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    if last is not None:
+    if isinstance(last, NotPythonError):
         raise NotPythonError(f"{proc.args[0]} did not start a CPython interpreter within {timeout:g} s")
+    if last is not None and not isinstance(last, NoSuchProcessError):
+        raise last
     raise RecorderError(f"{proc.args[0]} did not initialise Python within {timeout:g} s")
 
 

@@ -133,7 +133,10 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
     if ((v.hex >> 24) == 3 && minor >= 13) {
       std::vector<uint8_t> dbg(kDebugOffsetsSize);
       std::string why = "its _Py_DebugOffsets cannot be read";
-      if (p->mem_.read(info.runtime_addr, dbg.data(), dbg.size()) == ReadStatus::kOk)
+      // The offsets are constant initialised data: the file has them even while the loader
+      // is still mapping the target (see detectVersion); memory is the fallback.
+      if (elf->readAt(info.runtime_addr - *bias, dbg.data(), dbg.size()) ||
+          p->mem_.read(info.runtime_addr, dbg.data(), dbg.size()) == ReadStatus::kOk)
         layout = layoutFromDebugOffsets(dbg.data(), dbg.size(), &why);
       if (!layout)
         throw RecorderError(ErrorCode::kUnsupportedVersion,

@@ -38,9 +38,15 @@ uint32_t versionFromFileName(const std::string& path) {
 VersionInfo detectVersion(RemoteMemory& mem, const ElfFile& elf, uint64_t load_bias,
                           uint64_t runtime_addr, const std::string& binary_path) {
   VersionInfo v;
+  // Both sources below are constant data that the interpreter never writes. They are read from
+  // the binary on disk first: right after exec the dynamic loader may have mapped the file
+  // only in part (the whole extent from offset 0 first, then each segment in place), and a
+  // memory read then returns bytes from the wrong file offset.
   // 1. 3.13+ put _Py_DebugOffsets first in _PyRuntime, starting with the "xdebugpy" cookie.
   uint8_t head[16];
-  if (mem.read(runtime_addr, head, sizeof head) == ReadStatus::kOk) {
+  const uint64_t runtime_link = runtime_addr - load_bias;
+  if (elf.readAt(runtime_link, head, sizeof head) ||
+      mem.read(runtime_addr, head, sizeof head) == ReadStatus::kOk) {
     uint32_t hex = debugOffsetsVersion(head, sizeof head);
     if (hex) {
       v.hex = hex;
@@ -51,7 +57,8 @@ VersionInfo detectVersion(RemoteMemory& mem, const ElfFile& elf, uint64_t load_b
   // 2. 3.11+ export Py_Version (const unsigned long, PY_VERSION_HEX).
   if (auto sym = elf.symbol("Py_Version")) {
     uint32_t hex = 0;
-    if (mem.readValue(*sym + load_bias, hex) && (hex >> 24) == 3) {
+    if ((elf.readAt(*sym, &hex, sizeof hex) || mem.readValue(*sym + load_bias, hex)) &&
+        (hex >> 24) == 3) {
       v.hex = hex;
       v.source = "Py_Version";
       return v;

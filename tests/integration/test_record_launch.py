@@ -1,0 +1,73 @@
+"""Launch mode under repetition, and --blocking, against live interpreters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from psrec.format import open_recording
+from rec_live import PYTHONS, collapsed, line_of, load, psrec, python_params, record, target
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+
+LAUNCHES = 20
+
+
+def _launch_params() -> list[object]:
+    """Two or three interpreters that cover the ways a runtime is found: a statically linked
+    executable (Debian's python3), a shared libpython with a built-in table (3.8) and one with
+    _Py_DebugOffsets (3.13). All of them when none of those is present."""
+    wanted = ("python=3.8", "python=3.13", "python=system")
+    chosen = [pytest.param(p, id=i) for i, p in PYTHONS if i in wanted]
+    return chosen or python_params()
+
+
+@pytest.mark.parametrize("python", _launch_params())
+def test_launch_many_times_in_a_row(python: str, tmp_path: Path) -> None:
+    """Right after exec the child is briefly unreadable, half-mapped or uninitialised: psrec
+    waits it out every time instead of failing with a wrong version or permission error."""
+    failures = []
+    for i in range(LAUNCHES):
+        out = tmp_path / f"launch{i}.psr"
+        r = psrec("record", "-q", "-o", str(out), "--", python, "rec_finite.py", "0", "0")
+        if r.returncode != 0:
+            failures.append(f"launch {i}: status {r.returncode}: {r.stderr.strip()}")
+            continue
+        with open_recording(out) as rec:
+            if not rec.clean or rec.stats.get("exit_code") != 0:
+                failures.append(f"launch {i}: {rec.stats}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_blocking_records_consistent_stacks(python: str, tmp_path: Path) -> None:
+    """--blocking pauses the target for each pass: every sample reads whole, with the right
+    functions at the right lines, and nothing is counted as an error."""
+    out = tmp_path / "blocking.psr"
+    with target(python, "rec_threads.py") as t:
+        record(out, t.pid, "--blocking", "-r", "200", duration=1.5)
+        assert t.proc.poll() is None, "the target must keep running after --blocking"
+    samples = load(out)
+    with open_recording(out) as rec:
+        st = rec.stats
+    assert st["sample_errors"] == 0, st
+    assert st["samples"] > 100, st
+    busy = [s for s in samples if s.thread == "busy-worker"]
+    sleepy = [s for s in samples if s.thread == "sleepy-worker"]
+    busy_line = line_of("rec_threads.py", "busy_inner")
+    sleepy_line = line_of("rec_threads.py", "sleepy_inner")
+    assert busy and sleepy, collapsed(samples)
+    busy_ok = sum(
+        1
+        for s in busy
+        if s.functions[-2:] == ("busy_worker", "busy_inner")
+        and s.stack[-1][2] in {busy_line - 1, busy_line}
+    )
+    assert busy_ok / len(busy) > 0.95, collapsed(busy)
+    sleepy_ok = sum(1 for s in sleepy if s.stack[-1][1:] == ("sleepy_inner", sleepy_line))
+    assert sleepy_ok / len(sleepy) > 0.95, collapsed(sleepy)
+    # Every pass saw all three threads (the process was paused while it was read).
+    per_pass: dict[int, int] = {}
+    for s in samples:
+        per_pass[s.ts] = per_pass.get(s.ts, 0) + 1
+    assert min(per_pass.values()) == 3, sorted(set(per_pass.values()))

@@ -23,6 +23,7 @@ __all__ = [
     "NO_STACK",
     "WEIGHTS",
     "Cell",
+    "CellColumns",
     "FrameKey",
     "Profile",
     "Runs",
@@ -81,6 +82,49 @@ class Cell(NamedTuple):
     cpu: int  # CPU ticks
     gil: int  # samples holding the GIL
     on_cpu: int  # samples on a CPU
+
+
+@dataclass
+class CellColumns:
+    """The cells as columns, for native aggregation over many cells (one per slice)."""
+
+    slice: array[int]
+    thread: array[int]
+    node: array[int]
+    samples: array[int]
+    weight: array[int]
+    cpu: array[int]
+    gil: array[int]
+    on_cpu: array[int]
+
+    @classmethod
+    def empty(cls) -> CellColumns:
+        return cls(array("I"), array("I"), array("I"), array("Q"), array("Q"), array("Q"),
+                   array("Q"), array("Q"))
+
+    @classmethod
+    def from_native(cls, parts: tuple[bytes, ...]) -> CellColumns:
+        out = cls.empty()
+        for col, data in zip(out.columns(), parts):
+            col.frombytes(data)
+        return out
+
+    @classmethod
+    def from_cells(cls, cells: list[tuple[int, ...]]) -> CellColumns:
+        out = cls.empty()
+        for col, values in zip(out.columns(), zip(*cells)):
+            col.extend(values)
+        return out
+
+    def columns(self) -> tuple[array[int], ...]:
+        return (self.slice, self.thread, self.node, self.samples, self.weight, self.cpu,
+                self.gil, self.on_cpu)
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    def cells(self) -> list[Cell]:
+        return list(map(Cell._make, zip(*self.columns())))
 
 
 @dataclass
@@ -165,7 +209,7 @@ class Profile:
     view: View
     parents: array[int]
     frames: array[int]
-    cells: list[Cell]
+    columns: CellColumns
     threads: dict[int, ThreadInfo]  # every thread of the recording, by ref
     selected_threads: list[int] | None  # refs the view selects; None: all
     from_ts: int | None
@@ -183,6 +227,8 @@ class Profile:
     _stacks: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
     _keys: dict[int, FrameKey] = field(default_factory=dict, repr=False)
     _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
+    _cells: list[Cell] | None = field(default=None, repr=False)
+    _stack_keys: tuple[Any, list[FrameKey]] | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
     @classmethod
@@ -251,7 +297,10 @@ class Profile:
                 timeline.add(batch)
 
         extent = _extent(rec, stream)
-        cells = [Cell(*c) for c in acc.cells()]
+        if hasattr(acc, "columns"):
+            columns = CellColumns.from_native(acc.columns())
+        else:
+            columns = CellColumns.from_cells(acc.cells())
         prof = cls(
             path=rec.path,
             metadata=rec.metadata,
@@ -262,7 +311,7 @@ class Profile:
             view=view,
             parents=array("I", stream.decoder.trie_parents()),
             frames=array("I", stream.decoder.trie_frames()),
-            cells=cells,
+            columns=columns,
             threads=dict(defs.threads),
             selected_threads=refs,
             from_ts=from_ts,
@@ -271,7 +320,7 @@ class Profile:
             first_ts=acc.first_ts,
             last_ts=acc.last_ts,
             extent=extent,
-            cpu_weighted=view.mode == "cpu" and any(c.cpu for c in cells),
+            cpu_weighted=view.mode == "cpu" and any(columns.cpu),
             slice_ticks=slice_ticks,
             timelines=timeline.result() if timeline is not None else None,
             events=list(stream.events),
@@ -324,6 +373,13 @@ class Profile:
             return "try --mode wall, or widen the window or the thread selection"
         return "widen the window or the thread selection (psrec info shows what the file holds)"
 
+    @property
+    def cells(self) -> list[Cell]:
+        """Samples summed by slice, thread and stack node (made on first use)."""
+        if self._cells is None:
+            self._cells = self.columns.cells()
+        return self._cells
+
     # -- values --------------------------------------------------------------------------
     def value(self, count: int, weight: int, cpu: int) -> int:
         """Estimated time, in ticks, of samples with these sums, under the view's weights."""
@@ -341,7 +397,16 @@ class Profile:
 
     @property
     def total_value(self) -> int:
-        return sum(self.value(c.samples, c.weight, c.cpu) for c in self.cells)
+        col, mult = self.value_column()
+        return sum(col) * mult
+
+    def value_column(self) -> tuple[array[int], int]:
+        """The cell column that holds the view's values, and the factor it is multiplied by."""
+        if self.view.weights == "count":
+            return self.columns.samples, self.interval_ticks
+        if self.cpu_weighted:
+            return self.columns.cpu, 1
+        return self.columns.weight, 1
 
     @property
     def unit_label(self) -> str:
@@ -386,12 +451,49 @@ class Profile:
 
     def keys(self, node: int) -> tuple[FrameKey, ...]:
         """Report keys of a stack, root first; the empty stack is NO_STACK."""
-        ks = self._node_keys.get(node)
-        if ks is None:
-            s = self.stack(node)
-            ks = tuple(self.key(f) for f in s) if s else (NO_STACK,)
-            self._node_keys[node] = ks
-        return ks
+        cache = self._node_keys
+        ks = cache.get(node)
+        if ks is not None:
+            return ks
+        if node == 0:
+            ks = cache[0] = (NO_STACK,)
+            return ks
+        # A stack is its parent's plus one frame: walk up to the nearest known stack only.
+        chain = []
+        n = node
+        parents, frames = self.parents, self.frames
+        while n and n not in cache:
+            chain.append(n)
+            n = parents[n]
+        base: tuple[FrameKey, ...] = cache[n] if n else ()
+        for m in reversed(chain):
+            base = (*base, self.key(frames[m]))
+            cache[m] = base
+        return base
+
+    def stack_keys(self) -> tuple[Any, list[FrameKey]] | None:
+        """The native view of stacks as key ids, and the keys by id (None without the native
+        codec). Key 0 is NO_STACK."""
+        if self._stack_keys is None:
+            try:
+                from psrec.format import _format
+            except ImportError:
+                return None
+            if not hasattr(_format, "StackKeys"):
+                return None
+            key_list = [NO_STACK]
+            index = {NO_STACK: 0}
+            frame_key = array("I", bytes(4 * (max(self.frames, default=0) + 1)))
+            for fid in set(self.frames):
+                k = self.key(fid)
+                i = index.get(k)
+                if i is None:
+                    i = index[k] = len(key_list)
+                    key_list.append(k)
+                frame_key[fid] = i
+            sk = _format.StackKeys(self.parents, self.frames, frame_key, 0)
+            self._stack_keys = (sk, key_list)
+        return self._stack_keys
 
     def thread_label(self, ref: int) -> str:
         t = self.threads.get(ref)
@@ -407,15 +509,14 @@ class Profile:
     def thread_refs(self) -> list[int]:
         """Threads with selected samples, in order of first appearance."""
         seen: dict[int, int] = {}
-        for c in self.cells:
-            if c.thread not in seen:
-                seen[c.thread] = self.threads[c.thread].start_ts if c.thread in self.threads else 0
+        for ref in dict.fromkeys(self.columns.thread):
+            seen[ref] = self.threads[ref].start_ts if ref in self.threads else 0
         return sorted(seen, key=lambda r: (seen[r], r))
 
     def describe(self) -> str:
         """One line saying what the view holds, for report headers."""
         dur = self.seconds(self.last_ts - self.first_ts) if self.last_ts >= self.first_ts else 0
-        nthreads = len({c.thread for c in self.cells})
+        nthreads = len(set(self.columns.thread))
         s = (
             f"{self.path}: {self.selected:,} samples over {dur:.3f} s in {nthreads} "
             f"thread{'s' if nthreads != 1 else ''}; mode {self.view.mode} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import marshal
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import IO, Any
@@ -46,14 +47,36 @@ class Totals:
         self.own_count = self.own = self.total_count = self.total = 0
 
 
-def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, Totals]:
-    """Own and cumulative sums per function (or line); recursion is counted once per stack."""
+def _by_node(profile: Profile, cells: Iterable[Cell]) -> dict[int, list[int]]:
+    """Samples and value per stack node."""
     by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     for c in cells:
         acc = by_node[c.node]
         acc[0] += c.samples
         acc[1] += profile.cell_value(c)
+    return by_node
+
+
+def _node_columns(by_node: dict[int, list[int]]) -> tuple[array[int], array[int], array[int]]:
+    return (array("I", by_node), array("Q", (v[0] for v in by_node.values())),
+            array("Q", (v[1] for v in by_node.values())))
+
+
+def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, Totals]:
+    """Own and cumulative sums per function (or line); recursion is counted once per stack."""
+    by_node = _by_node(profile, cells)
     out: dict[FrameKey, Totals] = defaultdict(Totals)
+    native = profile.stack_keys()
+    if native is not None:
+        from psrec.format import _format
+
+        sk, key_list = native
+        cols = [array("Q", b) for b in _format.key_totals(sk, *_node_columns(by_node))]
+        for i, (own_count, own, total_count, total) in enumerate(zip(*cols)):
+            if total_count:
+                t = out[key_list[i]]
+                t.own_count, t.own, t.total_count, t.total = own_count, own, total_count, total
+        return out
     for node, (count, value) in by_node.items():
         keys = profile.keys(node)
         leaf = out[keys[-1]]
@@ -135,12 +158,11 @@ class PstatsReporter(Reporter):
 
     @staticmethod
     def build(profile: Profile) -> dict[tuple[str, int, str], tuple[Any, ...]]:
-        by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-        for c in profile.cells:
-            acc = by_node[c.node]
-            acc[0] += c.samples
-            acc[1] += profile.cell_value(c)
+        by_node = _by_node(profile, profile.cells)
         sec = profile.tick_ns / 1e9
+        native = profile.stack_keys()
+        if native is not None:
+            return PstatsReporter._build_native(profile, by_node, native[0], native[1], sec)
         # func -> [calls, own ticks, cumulative ticks, {caller: [calls, own, cumulative]}]
         stats: dict[FrameKey, list[Any]] = {}
 
@@ -167,17 +189,43 @@ class PstatsReporter(Reporter):
                 e[1] += value
         out: dict[tuple[str, int, str], tuple[Any, ...]] = {}
         for k, (calls, own, cum, callers) in stats.items():
-            out[tuple(k)] = (  # type: ignore[index]
+            out[_pstats_key(k)] = (
                 calls, calls, own * sec, cum * sec,
-                {tuple(ck): (cv[0], cv[0], cv[1] * sec, cv[2] * sec)
+                {_pstats_key(ck): (cv[0], cv[0], cv[1] * sec, cv[2] * sec)
                  for ck, cv in callers.items()},
             )
+        return out
+
+    @staticmethod
+    def _build_native(profile: Profile, by_node: dict[int, list[int]], sk: Any,
+                      key_list: list[FrameKey], sec: float
+                      ) -> dict[tuple[str, int, str], tuple[Any, ...]]:
+        from psrec.format import _format
+
+        columns = _node_columns(by_node)
+        own_count, own, total_count, total = (
+            array("Q", b) for b in _format.key_totals(sk, *columns))
+        edges = _format.key_edges(sk, *columns)
+        caller, callee = array("I", edges[0]), array("I", edges[1])
+        count, eown, ecum = (array("Q", b) for b in edges[2:])
+        callers: dict[int, dict[tuple[str, int, str], tuple[Any, ...]]] = defaultdict(dict)
+        for a, b, n, o, cum in zip(caller, callee, count, eown, ecum):
+            callers[b][_pstats_key(key_list[a])] = (n, n, o * sec, cum * sec)
+        out: dict[tuple[str, int, str], tuple[Any, ...]] = {}
+        for i, (calls, own_i, seen, cum_i) in enumerate(zip(own_count, own, total_count, total)):
+            if seen:
+                out[_pstats_key(key_list[i])] = (calls, calls, own_i * sec, cum_i * sec,
+                                                 callers.get(i, {}))
         return out
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         stats = self.build(profile)
         marshal.dump(stats, out)
         return f"{len(stats):,} functions, {profile.selected:,} samples"
+
+
+def _pstats_key(k: FrameKey) -> tuple[str, int, str]:
+    return (k.filename, k.line, k.name)
 
 
 def collapsed_frame(k: FrameKey) -> str:
@@ -241,6 +289,37 @@ def strip_char(count: int, gil: int, on_cpu: int) -> str:
     return "."
 
 
+def slice_sums(
+    profile: Profile,
+) -> tuple[dict[int, dict[int, list[int]]], dict[int, dict[FrameKey, int]]]:
+    """slice -> thread -> [samples, GIL-held, on-CPU]; slice -> leaf key -> own value."""
+    per: dict[int, dict[int, list[int]]] = defaultdict(dict)
+    own: dict[int, dict[FrameKey, int]] = defaultdict(lambda: defaultdict(int))
+    native = profile.stack_keys()
+    if native is not None:
+        from psrec.format import _format
+
+        sk, key_list = native
+        c = profile.columns
+        value, mult = profile.value_column()
+        parts = _format.slice_sums(sk, c.slice, c.thread, c.node, c.samples, c.gil, c.on_cpu,
+                                   value, mult)
+        t_slice, t_ref, key_slice, key = (array("I", parts[i]) for i in (0, 1, 5, 6))
+        count, gil, on_cpu, val = (array("Q", parts[i]) for i in (2, 3, 4, 7))
+        for sl, ref, n, g, o in zip(t_slice, t_ref, count, gil, on_cpu):
+            per[sl][ref] = [n, g, o]
+        for sl, k, v in zip(key_slice, key, val):
+            own[sl][key_list[k]] += v
+        return per, own
+    for cell in profile.cells:
+        a = per[cell.slice].setdefault(cell.thread, [0, 0, 0])
+        a[0] += cell.samples
+        a[1] += cell.gil
+        a[2] += cell.on_cpu
+        own[cell.slice][profile.leaf(cell.node)] += profile.cell_value(cell)
+    return per, own
+
+
 @register
 class SlicesReporter(Reporter):
     name = "slices"
@@ -254,15 +333,7 @@ class SlicesReporter(Reporter):
         width = int(self.options.get("width", 100))
         w = out.write
         slice_s = profile.seconds(profile.slice_ticks)
-        # slice -> thread -> [count, gil, on_cpu]; slice -> key -> own value
-        per: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
-        nodes: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-        for c in profile.cells:
-            a = per[c.slice][c.thread]
-            a[0] += c.samples
-            a[1] += c.gil
-            a[2] += c.on_cpu
-            nodes[c.slice][c.node] += profile.cell_value(c)
+        per, own_by_slice = slice_sums(profile)
         first = min(per)
         last = max(per)
         thread_refs = profile.thread_refs()
@@ -282,9 +353,7 @@ class SlicesReporter(Reporter):
             gil = sum(a[1] for a in th.values())
             on = sum(a[2] for a in th.values())
             active = sum(1 for a in th.values() if a[1] or a[2])
-            own: dict[FrameKey, int] = defaultdict(int)
-            for node, v in nodes[s].items():
-                own[profile.leaf(node)] += v
+            own = own_by_slice.get(s, {})
             tot = sum(own.values()) or 1
             tops = sorted(own.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
             top = ", ".join(f"{k.name} {100 * v / tot:.0f}%" for k, v in tops)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Callable
 from typing import IO, Any
 
 from psrec import __version__
@@ -36,23 +37,17 @@ class SpeedscopeExporter(Reporter):
         scale = 1 if profile.tick_ns in _UNITS else profile.tick_ns
         frame_index: dict[FrameKey, int] = {}
         frames: list[dict[str, Any]] = []
-        stack_json: dict[int, str] = {}
 
         def node_json(node: int) -> str:
-            s = stack_json.get(node)
-            if s is None:
-                idx = []
-                for k in profile.keys(node):
-                    i = frame_index.get(k)
-                    if i is None:
-                        i = frame_index[k] = len(frames)
-                        f: dict[str, Any] = {"name": k.name, "file": k.filename}
-                        if k.line > 0:
-                            f["line"] = k.line
-                        frames.append(f)
-                    idx.append(i)
-                s = stack_json[node] = "[" + ",".join(map(str, idx)) + "]"
-            return s
+            """A stack's frame indices; frames are numbered in order of first use."""
+            idx = []
+            for k in profile.keys(node):
+                i = frame_index.get(k)
+                if i is None:
+                    i = frame_index[k] = len(frames)
+                    frames.append(_frame(k))
+                idx.append(i)
+            return "[" + ",".join(map(str, idx)) + "]"
 
         top = {
             "$schema": SCHEMA_URL,
@@ -63,14 +58,41 @@ class SpeedscopeExporter(Reporter):
         # Written as it is computed, profiles first and the frame table last (JSON key order
         # is free), so that memory holds one thread's timeline, not the whole document.
         out.write(json.dumps(top)[:-1] + ', "profiles": [')
-        nprofiles = total_samples = 0
         refs = sorted(profile.timelines, key=lambda r: (profile.threads[r].start_ts
                                                         if r in profile.threads else 0, r))
+        native = profile.stack_keys()
+        if native is not None:
+            frames, nprofiles, total_samples = _write_profiles_native(
+                profile, refs, native[0], native[1], unit, scale, out)
+        else:
+            nprofiles, total_samples = self._write_profiles(profile, refs, unit, scale, out,
+                                                            node_json)
+        out.write('], "shared": {"frames": ')
+        out.write(json.dumps(frames))
+        out.write("}}\n")
+        return (f"{nprofiles} thread profiles, {len(frames):,} frames, "
+                f"{total_samples:,} samples")
+
+    @staticmethod
+    def _write_profiles(profile: Profile, refs: list[int], unit: str, scale: int, out: IO[Any],
+                        node_json: Callable[[int], str]) -> tuple[int, int]:
+        """The profiles array's items, in Python (where the native codec is absent)."""
+        timelines = profile.timelines
+        assert timelines is not None
+        stack_json: dict[int, str] = {}
+
+        def node_text(node: int) -> str:
+            s = stack_json.get(node)
+            if s is None:
+                s = stack_json[node] = node_json(node)
+            return s
+
+        nprofiles = total_samples = 0
         for ref in refs:
-            runs = profile.timelines[ref]
+            runs = timelines[ref]
             distinct = dict.fromkeys(runs.node)  # frames numbered in order of first use
             canon_of: dict[str, int] = {}
-            canon = {n: canon_of.setdefault(node_json(n), n) for n in distinct}
+            canon = {n: canon_of.setdefault(node_text(n), n) for n in distinct}
             if len(canon_of) != len(distinct):
                 # Some stacks render alike (lines of one function, grouped by function):
                 # merge consecutive runs of those.
@@ -110,11 +132,59 @@ class SpeedscopeExporter(Reporter):
             _write_joined(out, list(map(str, weights)))
             out.write("]}")
             nprofiles += 1
-        out.write('], "shared": {"frames": ')
-        out.write(json.dumps(frames))
-        out.write("}}\n")
-        return (f"{nprofiles} thread profiles, {len(frames):,} frames, "
-                f"{total_samples:,} samples")
+        return nprofiles, total_samples
+
+
+def _write_profiles_native(profile: Profile, refs: list[int], sk: Any, key_list: list[FrameKey],
+                           unit: str, scale: int, out: IO[Any]
+                           ) -> tuple[list[dict[str, Any]], int, int]:
+    """The profiles array's items, their text made natively in pieces of bounded size;
+    returns the frame table, the number of profiles and of samples."""
+    from psrec.format import _format
+
+    assert profile.timelines is not None
+    text = _format.SpeedscopeText(sk)
+    if profile.view.weights == "count":
+        kind = "count"
+    elif profile.cpu_weighted:
+        kind = "cpu"
+    else:
+        kind = "weight"
+    nprofiles = total_samples = 0
+    for ref in refs:
+        runs = profile.timelines[ref]
+        text.set_thread(runs.node, runs.count, runs.weight, runs.cpu, runs.first_ts, kind,
+                        profile.interval_ticks, scale)
+        if not text.kept:
+            continue
+        total_samples += text.samples
+        head = json.dumps({
+            "type": "sampled",
+            "name": profile.thread_label(ref),
+            "unit": unit,
+            "startValue": text.start,
+            "endValue": text.start + text.total,
+        })
+        out.write((",\n" if nprofiles else "") + head[:-1] + ', "samples": [')
+        while chunk := text.samples_chunk(_CHUNK):
+            out.write(chunk)
+        out.write('], "weights": [')
+        while chunk := text.weights_chunk(_CHUNK):
+            out.write(chunk)
+        out.write("]}")
+        nprofiles += 1
+    frames = [_frame(key_list[k]) for k in text.keys_in_order()]
+    return frames, nprofiles, total_samples
+
+
+_CHUNK = 1 << 20
+
+
+def _frame(k: FrameKey) -> dict[str, Any]:
+    f: dict[str, Any] = {"name": k.name, "file": k.filename}
+    if k.line > 0:
+        f["line"] = k.line
+    return f
 
 
 def _merge(runs: Runs, canon: dict[int, int]) -> Runs:

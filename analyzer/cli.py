@@ -16,6 +16,12 @@ from psrec.format import PsrecError, open_recording
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class CliUsageError(PsrecError):
+    """Options that cannot go together: one line on stderr and exit status 2."""
+
+    exit_code = 2
+
+
 class _State:
     verbose = False
 
@@ -186,9 +192,9 @@ def _run_reporter(
               default="own", show_default=True, help="Table order.")
 @click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
               help="Rows to show (0: all).")
-@click.option("--pstats", "fmt", flag_value="pstats",
+@click.option("--pstats", is_flag=True,
               help="Write a pstats file (default RECORDING.pstats) for pstats, snakeviz, gprof2dot.")
-@click.option("--collapsed", "fmt", flag_value="collapsed",
+@click.option("--collapsed", is_flag=True,
               help="Write collapsed stacks (default RECORDING.collapsed; -o - for stdout) for "
                    "flamegraph.pl and inferno.")
 @click.option("--slices", metavar="DURATION",
@@ -198,16 +204,21 @@ def _run_reporter(
               help="Table: one table per thread. Collapsed: a thread root frame on every stack.")
 @_view_options
 @handle_errors
-def report(recording: str, sort: str, limit: int, fmt: str | None, slices: str | None,
-           per_thread: bool, output: str | None, force: bool, **view_args: Any) -> None:
+def report(recording: str, sort: str, limit: int, pstats: bool, collapsed: bool,
+           slices: str | None, per_thread: bool, output: str | None, force: bool,
+           **view_args: Any) -> None:
     """Where the time went: a table of functions, or pstats, collapsed stacks, time slices.
 
     Sample columns count stacks seen, not calls; times are estimated from the samples.
     """
     from psrec.analyzer.profile import parse_duration
 
-    if fmt and slices:
-        raise click.UsageError("--slices cannot be combined with --pstats or --collapsed")
+    given = [name for name, on in (("--pstats", pstats), ("--collapsed", collapsed),
+                                   ("--slices", slices is not None)) if on]
+    if len(given) > 1:
+        both = ", ".join(given[:-1]) + " and " + given[-1]
+        raise CliUsageError(f"{both} cannot be given together: choose one output")
+    fmt = "pstats" if pstats else "collapsed" if collapsed else None
     options: dict[str, Any] = {"sort": sort, "limit": limit, "per_thread": per_thread}
     name = fmt or "table"
     if slices is not None:

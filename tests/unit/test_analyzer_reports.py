@@ -227,6 +227,17 @@ def test_window_errors(rec: Synth) -> None:
     assert code == 2 and "neither seconds" in err
 
 
+@pytest.mark.parametrize("options", [("--pstats", "--collapsed"), ("--collapsed", "--pstats"),
+                                     ("--pstats", "--slices", "1s"),
+                                     ("--slices", "1s", "--collapsed")])
+def test_output_formats_are_exclusive(rec: Synth, tmp_path: Path, options: tuple[str, ...]) -> None:
+    out = tmp_path / "out"
+    code, stdout, err = run("report", rec.path, *options, "-o", str(out))
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "cannot be given together" in err
+    assert not out.exists() and stdout == ""
+
+
 def test_slices_rows_and_activity_strip(tmp_path: Path) -> None:
     s = Synth(str(tmp_path / "sl.psr"))
     s.thread("MainThread", 1)

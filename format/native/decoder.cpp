@@ -278,6 +278,78 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
   return sum;
 }
 
+void Accumulator::newGeneration() const {
+  used_ = 0;
+  if (++gen_ == 0) {  // wrapped: forget every slot for real
+    for (Slot& s : table_) s.gen = 0;
+    gen_ = 1;
+  }
+}
+
+void Accumulator::grow() {
+  std::vector<Slot> old(std::max<size_t>(1024, table_.size() * 2));
+  old.swap(table_);
+  const size_t mask = table_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.gen != gen_) continue;
+    size_t i = static_cast<size_t>(s.key * 0x9E3779B97F4A7C15ULL >> 20) & mask;
+    while (table_[i].gen == gen_) i = (i + 1) & mask;
+    table_[i] = s;
+  }
+}
+
+uint32_t Accumulator::cellFor(const Key& k) {
+  if (k.slice != slice_) {
+    if (k.slice < max_slice_) revisited_ = true;
+    max_slice_ = std::max(max_slice_, k.slice);
+    slice_ = k.slice;
+    newGeneration();
+  }
+  if (2 * (used_ + 1) > table_.size()) grow();
+  const uint64_t key = static_cast<uint64_t>(k.thread) << 32 | k.node;
+  const size_t mask = table_.size() - 1;
+  for (size_t i = static_cast<size_t>(key * 0x9E3779B97F4A7C15ULL >> 20) & mask;;
+       i = (i + 1) & mask) {
+    Slot& s = table_[i];
+    if (s.gen != gen_) {
+      s.key = key;
+      s.gen = gen_;
+      s.cell = static_cast<uint32_t>(cells_.size());
+      cells_.push_back({k, AccumulatorCell()});
+      ++used_;
+      if (revisited_) repeats_ = true;
+      return s.cell;
+    }
+    if (s.key == key) return s.cell;
+  }
+}
+
+const Accumulator::CellList& Accumulator::cells() const {
+  if (repeats_) {
+    std::unordered_map<Key, size_t, KeyHash> index;
+    CellList merged;
+    for (const auto& [k, a] : cells_) {
+      auto [it, added] = index.emplace(k, merged.size());
+      if (added) {
+        merged.push_back({k, a});
+        continue;
+      }
+      AccumulatorCell& c = merged[it->second].second;
+      c.count += a.count;
+      c.weight += a.weight;
+      c.cpu += a.cpu;
+      c.gil += a.gil;
+      c.on_cpu += a.on_cpu;
+    }
+    cells_.swap(merged);
+    repeats_ = false;
+    // Cell positions moved: the table and the per-thread cache start afresh.
+    newGeneration();
+    last_.clear();
+  }
+  return cells_;
+}
+
 void Accumulator::add(const SampleColumns& c) {
   const size_t n = c.size();
   const bool all_threads = q_.threads.empty();
@@ -292,7 +364,16 @@ void Accumulator::add(const SampleColumns& c) {
     if (q_.slice_ticks > 0) {
       slice = static_cast<uint32_t>((ts - q_.slice_origin) / q_.slice_ticks);
     }
-    AccumulatorCell& cell = cells_[Key{slice, th, c.node[i]}];
+    // A thread's next sample often has the stack of its previous one: remember each thread's
+    // last cell.
+    const Key key{slice, th, c.node[i]};
+    if (th >= last_.size()) last_.resize(static_cast<size_t>(th) + 1);
+    LastCell& lc = last_[th];
+    if (lc.cell == UINT32_MAX || !(lc.key == key)) {
+      lc.key = key;
+      lc.cell = cellFor(key);
+    }
+    AccumulatorCell& cell = cells_[lc.cell].second;
     ++cell.count;
     cell.weight += c.weight[i];
     cell.cpu += c.cpu[i];
@@ -300,7 +381,7 @@ void Accumulator::add(const SampleColumns& c) {
     cell.on_cpu += (st & kStatusOnCpu) ? 1 : 0;
     ++selected_;
     if (first_ < 0) first_ = ts;
-    last_ = ts;
+    last_ts_ = ts;
   }
 }
 

@@ -164,16 +164,41 @@ class Accumulator {
       return static_cast<size_t>(h * 0x9E3779B97F4A7C15ULL >> 7);
     }
   };
-  const std::unordered_map<Key, AccumulatorCell, KeyHash>& cells() const { return cells_; }
+  using CellList = std::vector<std::pair<Key, AccumulatorCell>>;
+  // Every (slice, thread, node) once, in order of first appearance.
+  const CellList& cells() const;
   uint64_t selected() const { return selected_; }
   int64_t firstTs() const { return first_; }
-  int64_t lastTs() const { return last_; }
+  int64_t lastTs() const { return last_ts_; }
 
  private:
+  // The cells of the slice being summed are found through an open-addressing table keyed by
+  // (thread, node). Samples come in time order, so when the slice changes the table is emptied
+  // at once by moving to a new generation: a slot of an older one counts as free. A slice seen
+  // again later (samples out of order) gets cells of its own, merged by cells().
+  struct Slot {
+    uint64_t key = 0;  // thread << 32 | node
+    uint32_t gen = 0;
+    uint32_t cell = 0;
+  };
+  struct LastCell {
+    Key key{0, 0, 0};
+    uint32_t cell = UINT32_MAX;
+  };
+  uint32_t cellFor(const Key& k);
+  void grow();
+  void newGeneration() const;
   AccumulatorQuery q_;
-  std::unordered_map<Key, AccumulatorCell, KeyHash> cells_;
+  mutable CellList cells_;
+  mutable std::vector<Slot> table_;
+  mutable uint32_t gen_ = 1;
+  mutable size_t used_ = 0;  // slots of the current generation
+  uint32_t slice_ = 0, max_slice_ = 0;
+  bool revisited_ = false;      // a slice came back after a later one
+  mutable bool repeats_ = false;  // cells_ may hold a key twice
+  mutable std::vector<LastCell> last_;  // by thread ref: its last cell
   uint64_t selected_ = 0;
-  int64_t first_ = -1, last_ = -1;
+  int64_t first_ = -1, last_ts_ = -1;
 };
 
 }  // namespace psrec::format

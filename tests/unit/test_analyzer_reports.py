@@ -297,6 +297,32 @@ def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
                 for r, x in b.timelines.items()}
 
 
+def test_native_cells_when_chunks_come_out_of_time_order(tmp_path: Path) -> None:
+    # The native accumulator sums one time slice at a time; a file whose chunks are not in
+    # time order brings slices back, and must still give each (slice, thread, stack) one cell.
+    s = Synth(str(tmp_path / "ooo.psr"), chunk_passes=10**9)
+    s.thread("MainThread", 1)
+    s.thread("worker", 2)
+    sealed = []
+    for i in range(3000):
+        stack = (MAIN, F_A) if i % 3 else (MAIN, F_B)
+        s.sample_pass(1000 * (i + 1), {"MainThread": (stack, BUSY, 700),
+                                       "worker": ((MAIN, F_B), 0 if i % 5 else BUSY, 0)})
+        if (i + 1) % 700 == 0:
+            sealed.append(s.e.seal())
+    sealed.append(s.e.seal())
+    for chunk in (sealed[2], sealed[0], sealed[4], sealed[1], sealed[3]):
+        s.w.write_sealed(*chunk)
+    s.w.close({"samples": len(s.samples)})
+    for view in (View(), View(mode="gil", start="0.5")):
+        a = Profile.load(s.path, view, slice_seconds=0.25, native=True)
+        b = Profile.load(s.path, view, slice_seconds=0.25, native=False)
+        cells = lambda p: sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
+        assert len({(c.slice, c.thread, c.node) for c in a.cells}) == len(a.cells)
+        assert cells(a) == cells(b)
+        assert a.selected == b.selected
+
+
 def test_memory_follows_distinct_stacks_not_samples(tmp_path: Path) -> None:
     small = two_thread_recording(str(tmp_path / "s.psr"), passes=1000, jitter=False)
     big = two_thread_recording(str(tmp_path / "b.psr"), passes=20000, jitter=False)

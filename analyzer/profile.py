@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -129,13 +130,16 @@ class CellColumns:
 
 @dataclass
 class Runs:
-    """One thread's selected samples in time order, consecutive equal stacks merged."""
+    """One thread's selected samples in time order, consecutive equal stacks merged.
 
-    node: array[int]
-    count: array[int]
-    weight: array[int]
-    cpu: array[int]
-    first_ts: array[int]
+    Columns are arrays, or read-only memoryviews of the native timeline's own (no copy).
+    """
+
+    node: Sequence[int]
+    count: Sequence[int]
+    weight: Sequence[int]
+    cpu: Sequence[int]
+    first_ts: Sequence[int]
 
     def __len__(self) -> int:
         return len(self.node)
@@ -589,7 +593,9 @@ class _PyTimeline:
         t = query.get("threads")
         self.threads = None if t is None else set(t)
         self.mask, self.value = query["status_mask"], query["status_value"]
-        self.runs: dict[int, Runs] = {}
+        # ref -> node, count, weight, cpu, first_ts columns
+        self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
+                                   array[int]]] = {}
 
     def add(self, b: Any) -> None:
         ts, th, nodes = b.ts, b.thread, b.node
@@ -605,22 +611,23 @@ class _PyTimeline:
                 continue
             r = self.runs.get(ref)
             if r is None:
-                r = self.runs[ref] = Runs(array("I"), array("I"), array("Q"), array("Q"),
-                                          array("q"))
+                r = self.runs[ref] = (array("I"), array("I"), array("Q"), array("Q"),
+                                      array("q"))
+            r_node, r_count, r_weight, r_cpu, r_first = r
             node = nodes[i]
-            if r.node and r.node[-1] == node:
-                r.count[-1] += 1
-                r.weight[-1] += weight[i]
-                r.cpu[-1] += cpu[i]
+            if r_node and r_node[-1] == node:
+                r_count[-1] += 1
+                r_weight[-1] += weight[i]
+                r_cpu[-1] += cpu[i]
             else:
-                r.node.append(node)
-                r.count.append(1)
-                r.weight.append(weight[i])
-                r.cpu.append(cpu[i])
-                r.first_ts.append(t)
+                r_node.append(node)
+                r_count.append(1)
+                r_weight.append(weight[i])
+                r_cpu.append(cpu[i])
+                r_first.append(t)
 
     def result(self) -> dict[int, Runs]:
-        return dict(sorted(self.runs.items()))
+        return {ref: Runs(*cols) for ref, cols in sorted(self.runs.items())}
 
 
 class _NativeTimeline:
@@ -633,17 +640,8 @@ class _NativeTimeline:
         self._t.add(b)
 
     def result(self) -> dict[int, Runs]:
-        out = {}
-        for ref in self._t.threads():
-            node, count, weight, cpu, first = self._t.runs(ref)
-            r = Runs(array("I"), array("I"), array("Q"), array("Q"), array("q"))
-            r.node.frombytes(node)
-            r.count.frombytes(count)
-            r.weight.frombytes(weight)
-            r.cpu.frombytes(cpu)
-            r.first_ts.frombytes(first)
-            out[ref] = r
-        return out
+        # Views of the native columns: the timeline's memory is not copied. No add() after.
+        return {ref: Runs(*self._t.runs_view(ref)) for ref in self._t.threads()}
 
 
 def _make_timeline(native: bool, query: dict[str, Any]) -> Any:

@@ -189,38 +189,23 @@ def _frame(k: FrameKey) -> dict[str, Any]:
 
 def _merge(runs: Runs, canon: dict[int, int]) -> Runs:
     """Runs with consecutive runs of the same canonical node merged into one."""
-    size = max(canon) + 1
-    table = array("I", range(size))
-    for n, c in canon.items():
-        table[n] = c
-    try:
-        from psrec.format import _format
-    except ImportError:
-        _format = None
-    if _format is not None and hasattr(_format, "merge_runs"):
-        parts = _format.merge_runs(runs.node.tobytes(), runs.count.tobytes(),
-                                   runs.weight.tobytes(), runs.cpu.tobytes(),
-                                   runs.first_ts.tobytes(), table.tobytes())
-        out = Runs(array("I"), array("I"), array("Q"), array("Q"), array("q"))
-        for col, data in zip((out.node, out.count, out.weight, out.cpu, out.first_ts), parts):
-            col.frombytes(data)
-        return out
-    out = Runs(array("I"), array("I"), array("Q"), array("Q"), array("q"))
+    node, count, weight, cpu, first_ts = (array("I"), array("I"), array("Q"), array("Q"),
+                                          array("q"))
     prev = -1
     for i, n in enumerate(runs.node):
-        c = table[n]
+        c = canon[n]
         if c == prev:
-            out.count[-1] += runs.count[i]
-            out.weight[-1] += runs.weight[i]
-            out.cpu[-1] += runs.cpu[i]
+            count[-1] += runs.count[i]
+            weight[-1] += runs.weight[i]
+            cpu[-1] += runs.cpu[i]
             continue
-        out.node.append(n)
-        out.count.append(runs.count[i])
-        out.weight.append(runs.weight[i])
-        out.cpu.append(runs.cpu[i])
-        out.first_ts.append(runs.first_ts[i])
+        node.append(n)
+        count.append(runs.count[i])
+        weight.append(runs.weight[i])
+        cpu.append(runs.cpu[i])
+        first_ts.append(runs.first_ts[i])
         prev = c
-    return out
+    return Runs(node, count, weight, cpu, first_ts)
 
 
 def _write_joined(out: IO[Any], items: list[str], block: int = 1 << 16) -> None:

@@ -37,6 +37,13 @@ std::vector<T> toVector(const Column<T>& c) {
   return std::vector<T>(c.data(), c.data() + c.shape(0));
 }
 
+template <typename T>
+nb::object viewOf(const std::vector<T>& v, nb::handle owner) {
+  size_t shape[1] = {v.size()};
+  return nb::cast(nb::ndarray<nb::memview, const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>(
+      const_cast<T*>(v.data()), 1, shape, owner));
+}
+
 void sameLength(const char* what, size_t n, std::initializer_list<size_t> others) {
   for (size_t m : others)
     if (m != n) throw nb::value_error((std::string(what) + ": columns of different lengths").c_str());
@@ -283,6 +290,14 @@ NB_MODULE(_format, m) {
         const TimelineRuns& r = t.runs(ref);
         return nb::make_tuple(asBytes(r.node), asBytes(r.count), asBytes(r.weight),
                               asBytes(r.cpu), asBytes(r.first_ts));
+      })
+      .def("runs_view", [](nb::handle self, uint32_t ref) {
+        // The same columns without a copy: read-only buffers into the timeline, which they
+        // keep alive. Valid until the next add().
+        const TimelineRuns& r = nb::cast<const Timeline&>(self).runs(ref);
+        return nb::make_tuple(viewOf(r.node, self), viewOf(r.count, self),
+                              viewOf(r.weight, self), viewOf(r.cpu, self),
+                              viewOf(r.first_ts, self));
       });
 
   nb::class_<StackKeys>(m, "StackKeys")
@@ -359,12 +374,8 @@ NB_MODULE(_format, m) {
              else if (value == "cpu") kind = SpeedscopeText::Value::kCpu;
              else if (value == "weight") kind = SpeedscopeText::Value::kWeight;
              else throw nb::value_error("value must be count, cpu or weight");
-             TimelineRuns r;
-             r.node = toVector(node);
-             r.count = toVector(count);
-             r.weight = toVector(weight);
-             r.cpu = toVector(cpu);
-             r.first_ts = toVector(first_ts);
+             // The columns are read in place; the caller holds them for the call.
+             RunsView r{node.data(), count.data(), weight.data(), cpu.data(), first_ts.data(), n};
              nb::gil_scoped_release release;
              t.setThread(r, kind, count_mult, scale);
            },

@@ -140,7 +140,7 @@ SliceSums sliceSums(const StackKeys& sk, const CellColumnsView& c) {
   return s;
 }
 
-void SpeedscopeText::setThread(const TimelineRuns& runs, Value kind, uint64_t count_mult,
+void SpeedscopeText::setThread(const RunsView& runs, Value kind, uint64_t count_mult,
                                uint64_t scale) {
   // Number the frames of each new stack, in order of first use, and give every stack that
   // renders alike one canonical id.
@@ -153,7 +153,7 @@ void SpeedscopeText::setThread(const TimelineRuns& runs, Value kind, uint64_t co
   std::vector<uint32_t> ks;
   std::string text;
   char num[24];
-  for (size_t i = 0; i < runs.size(); ++i) {
+  for (size_t i = 0; i < runs.n; ++i) {
     const uint32_t node = runs.node[i] < sk_.nodes() ? runs.node[i] : 0;
     if (text_at_[node] < 0) {
       sk_.keys(node, ks);

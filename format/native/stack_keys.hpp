@@ -82,7 +82,7 @@ class SpeedscopeText {
 
   // Starts a thread: numbers new frames, merges runs. value_mult multiplies each run's value
   // (count runs: the interval; scale to the output unit for every kind).
-  void setThread(const TimelineRuns& runs, Value kind, uint64_t count_mult, uint64_t scale);
+  void setThread(const RunsView& runs, Value kind, uint64_t count_mult, uint64_t scale);
   // Keys numbered so far, in frame order (frame i is key keysInOrder()[i]).
   const std::vector<uint32_t>& keysInOrder() const { return keys_in_order_; }
   // Of the current thread: runs written, their total value, samples merged into the runs,

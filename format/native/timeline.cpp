@@ -42,10 +42,10 @@ const TimelineRuns& Timeline::runs(uint32_t ref) const {
   return ref < runs_.size() ? runs_[ref] : kEmpty;
 }
 
-TimelineRuns mergeRuns(const TimelineRuns& r, const std::vector<uint32_t>& canon) {
+TimelineRuns mergeRuns(const RunsView& r, const std::vector<uint32_t>& canon) {
   TimelineRuns out;
   uint32_t prev = 0;
-  for (size_t i = 0; i < r.size(); ++i) {
+  for (size_t i = 0; i < r.n; ++i) {
     const uint32_t node = r.node[i];
     const uint32_t c = node < canon.size() ? canon[node] : node;
     if (out.size() != 0 && c == prev &&

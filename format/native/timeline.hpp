@@ -22,10 +22,27 @@ struct TimelineRuns {
   size_t size() const { return node.size(); }
 };
 
+// Runs held elsewhere (another TimelineRuns, or columns owned by Python), read in place.
+struct RunsView {
+  const uint32_t* node;
+  const uint32_t* count;
+  const uint64_t* weight;
+  const uint64_t* cpu;
+  const int64_t* first_ts;
+  size_t n;
+  static RunsView of(const TimelineRuns& r) {
+    return {r.node.data(), r.count.data(), r.weight.data(), r.cpu.data(), r.first_ts.data(),
+            r.size()};
+  }
+};
+
 // Merges consecutive runs whose nodes map to the same value of canon (indexed by node; nodes
 // past its end map to themselves), e.g. stacks that render alike when grouped by function.
 // A merged run keeps its first node and first_ts and sums count, weight and cpu.
-TimelineRuns mergeRuns(const TimelineRuns& runs, const std::vector<uint32_t>& canon);
+TimelineRuns mergeRuns(const RunsView& runs, const std::vector<uint32_t>& canon);
+inline TimelineRuns mergeRuns(const TimelineRuns& runs, const std::vector<uint32_t>& canon) {
+  return mergeRuns(RunsView::of(runs), canon);
+}
 
 class Timeline {
  public:

@@ -33,29 +33,49 @@ inline int64_t needI64(ByteReader& r, const char* what) {
 
 }  // namespace
 
-StackTrie::StackTrie() {
+StackTrie::StackTrie() : index_(1024, Slot{0, 0}) {
   parent_.push_back(0);
   frame_.push_back(0);
   depth_.push_back(0);
   hint_.push_back(0);
 }
 
+size_t StackTrie::indexSlot(uint64_t key) const {
+  // The slot holding key, or the free slot where it would go.
+  const size_t mask = index_.size() - 1;
+  size_t i = static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+  while (index_[i].node != 0 && index_[i].key != key) i = (i + 1) & mask;
+  return i;
+}
+
+void StackTrie::growIndex() {
+  std::vector<Slot> old(index_.size() * 2, Slot{0, 0});
+  old.swap(index_);
+  for (const Slot& s : old)
+    if (s.node != 0) index_[indexSlot(s.key)] = s;
+}
+
 uint32_t StackTrie::child(uint32_t parent, uint32_t frame) {
   const uint32_t h = hint_[parent];
   if (h != 0 && frame_[h] == frame) return h;
-  uint64_t key = (static_cast<uint64_t>(parent) << 32) | frame;
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    hint_[parent] = it->second;
-    return it->second;
+  const uint64_t key = (static_cast<uint64_t>(parent) << 32) | frame;
+  size_t at = indexSlot(key);
+  if (index_[at].node != 0) {
+    hint_[parent] = index_[at].node;
+    return index_[at].node;
   }
   uint32_t id = static_cast<uint32_t>(parent_.size());
   parent_.push_back(parent);
   frame_.push_back(frame);
   depth_.push_back(depth_[parent] + 1);
   hint_.push_back(0);
-  index_.emplace(key, id);
   hint_[parent] = id;
+  // parent_ holds the root too: the index has parent_.size() - 1 entries after this one.
+  if (2 * parent_.size() > index_.size()) {
+    growIndex();
+    at = indexSlot(key);
+  }
+  index_[at] = Slot{key, id};
   return id;
 }
 

@@ -93,7 +93,15 @@ class StackTrie {
   // hint_[n]: the child of n that child() returned last (0: none). Threads mostly come back to
   // the same child, so this check spares most hash lookups when stacks change.
   std::vector<uint32_t> hint_;
-  std::unordered_map<uint64_t, uint32_t> index_;
+  // (parent << 32 | frame) -> child, open addressing with linear probing, at most half full.
+  // A slot is free when its node is 0 (the root is nobody's child).
+  struct Slot {
+    uint64_t key;
+    uint32_t node;
+  };
+  std::vector<Slot> index_;
+  size_t indexSlot(uint64_t key) const;
+  void growIndex();
 };
 
 class Decoder {

@@ -240,7 +240,9 @@ const uint8_t* Unwinder::frameBytes(uint64_t addr) {
   const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
   for (;;) {
     for (const auto& c : chunks_) {
-      if (addr >= c.start && addr + size <= c.end) return chunk_buf_.data() + c.offset + (addr - c.start);
+      // Written so that a torn pointer near 2^64 cannot wrap around into range.
+      if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
+        return chunk_buf_.data() + c.offset + (addr - c.start);
     }
     // Not in what we have: older chunks hold outer frames; frames outside every chunk
     // (generators, C-stack entry frames) are read on their own.

@@ -368,9 +368,7 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   }
   bool has_cpu = false;
   uint64_t cpu_ticks = 0;
-  ThreadCpu cpu = th.files.readSince(th.cpu_seen_ns, th.has_cpu, th.was_running);
-  if (cpu.cpu_known) th.cpu_seen_ns = cpu.cpu_ns;
-  th.was_running = cpu.ok && cpu.running;
+  ThreadCpu cpu = th.files.sample();
   if (cpu.ok) {
     if (cpu.running) status |= fmt::kStatusOnCpu;
     if (cpu.cpu_known) {

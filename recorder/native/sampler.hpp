@@ -88,8 +88,6 @@ class Sampler {
     ThreadStatFiles files;
     bool has_cpu = false;
     uint64_t cpu_reported_ns = 0;
-    uint64_t cpu_seen_ns = 0;
-    bool was_running = true;
     uint64_t seen_pass = 0;
     StackHint hint;
     std::vector<RawFrame> raw;  // root first, as last sampled

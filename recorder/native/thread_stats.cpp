@@ -56,52 +56,84 @@ ThreadStatFiles& ThreadStatFiles::operator=(ThreadStatFiles&& o) noexcept {
   return *this;
 }
 
+namespace {
+
+// "<ns on a cpu> <ns waiting on a runqueue> <times scheduled>" (kernel/sched/stats.c).
+bool parseSchedstat(char* buf, uint64_t out[3]) {
+  char* p = buf;
+  for (int i = 0; i < 3; ++i) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(p, &end, 10);
+    if (end == p) return false;
+    out[i] = v;
+    p = end;
+  }
+  return true;
+}
+
+bool statRunning(int fd, bool* running) {
+  char buf[512];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return false;  // the thread exited
+  buf[n] = '\0';
+  char state = stateFromStat(buf, static_cast<size_t>(n));
+  if (!state) return false;
+  *running = state == 'R';
+  return true;
+}
+
+}  // namespace
+
 ThreadCpu ThreadStatFiles::read() {
   ThreadCpu out;
   if (stat_fd_ < 0) return out;
-  char buf[512];
-  ssize_t n = pread(stat_fd_, buf, sizeof buf - 1, 0);
-  if (n <= 0) return out;  // the thread exited
-  buf[n] = '\0';
-  char state = stateFromStat(buf, static_cast<size_t>(n));
-  if (!state) return out;
+  ++stat_reads_;
+  if (!statRunning(stat_fd_, &out.running)) return out;
   out.ok = true;
-  out.running = state == 'R';
   if (schedstat_fd_ >= 0) {
-    // "<ns on cpu> <ns waiting on a runqueue> <timeslices>"
+    char buf[128];
     ssize_t m = pread(schedstat_fd_, buf, sizeof buf - 1, 0);
+    uint64_t v[3];
     if (m > 0) {
       buf[m] = '\0';
-      char* end = nullptr;
-      unsigned long long ns = std::strtoull(buf, &end, 10);
-      if (end != buf) {
+      if (parseSchedstat(buf, v)) {
         out.cpu_known = true;
-        out.cpu_ns = ns;
+        out.cpu_ns = v[0];
       }
     }
   }
   return out;
 }
 
-ThreadCpu ThreadStatFiles::readSince(uint64_t last_cpu_ns, bool have_last, bool was_running) {
-  if (schedstat_fd_ < 0 || !have_last || was_running) return read();
+ThreadCpu ThreadStatFiles::sample() {
+  if (schedstat_fd_ < 0) return read();
   ThreadCpu out;
   char buf[128];
   ssize_t m = pread(schedstat_fd_, buf, sizeof buf - 1, 0);
   if (m <= 0) return out;  // the thread exited
   buf[m] = '\0';
-  char* end = nullptr;
-  unsigned long long ns = std::strtoull(buf, &end, 10);
-  if (end == buf) return read();
-  if (ns <= last_cpu_ns) {
+  uint64_t v[3];
+  if (!parseSchedstat(buf, v)) {
+    have_last_ = false;
+    return read();
+  }
+  out.cpu_known = true;
+  out.cpu_ns = v[0];
+  // A thread's time on a CPU is brought up to date only at ticks and switches; the count of
+  // times scheduled moves whenever it reaches a CPU. Without it (kernels without
+  // CONFIG_SCHED_INFO show 0) an unchanged line proves nothing.
+  const bool unchanged = have_last_ && v[2] != 0 && v[0] == last_[0] && v[1] == last_[1] &&
+                         v[2] == last_[2];
+  if (unchanged && !last_running_) {
     out.ok = true;
     out.running = false;
-    out.cpu_known = true;
-    out.cpu_ns = ns;
-    return out;
+  } else {
+    ++stat_reads_;
+    out.ok = stat_fd_ >= 0 && statRunning(stat_fd_, &out.running);
   }
-  out = read();
-  if (out.cpu_known && out.cpu_ns < ns) out.cpu_ns = ns;
+  have_last_ = out.ok;
+  last_running_ = out.running;
+  std::memcpy(last_, v, sizeof last_);
   return out;
 }
 

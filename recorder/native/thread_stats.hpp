@@ -29,15 +29,24 @@ class ThreadStatFiles {
   bool open() const { return stat_fd_ >= 0; }
   // Reads both files.
   ThreadCpu read();
-  // Cheaper for idle threads: reads schedstat, and stat (for the state) only when the thread
-  // was runnable at the previous look or consumed CPU since then. A sleeping thread that has
-  // not run since is still not running (at worst it was woken this instant).
-  ThreadCpu readSince(uint64_t last_cpu_ns, bool have_last, bool was_running);
+  // The state and CPU time for one sample, reading stat (3 us) only when the answer may have
+  // changed. schedstat (1 us) is read every time: when its three counters (time on a CPU,
+  // time waiting on a runqueue, times scheduled) are all as at the previous call and the
+  // thread was not runnable then, it has not been scheduled since, so it is still not
+  // runnable (at worst it was woken this instant and has not reached a CPU yet). Otherwise
+  // stat says whether it is runnable now. spec/cpython-layouts.md ("CPU status") has the rule.
+  ThreadCpu sample();
+  uint64_t statReads() const { return stat_reads_; }
 
  private:
   void closeAll();
   int stat_fd_ = -1;
   int schedstat_fd_ = -1;
+  // The previous sample: schedstat's counters and whether the thread was runnable.
+  bool have_last_ = false;
+  bool last_running_ = true;
+  uint64_t last_[3] = {0, 0, 0};
+  uint64_t stat_reads_ = 0;
 };
 
 // The thread's name as the kernel knows it (/proc/PID/task/TID/comm).

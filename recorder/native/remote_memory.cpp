@@ -116,6 +116,41 @@ ReadStatus RemoteMemory::readMany(const ReadRequest* reqs, size_t n) {
   return static_cast<size_t>(got) == total ? ReadStatus::kOk : ReadStatus::kUnmapped;
 }
 
+size_t RemoteMemory::readLeading(const ReadRequest* reqs, size_t n, ReadStatus* status) {
+  *status = ReadStatus::kOk;
+  if (n == 0) return 0;
+  if (!use_vm_readv_ || n > 1024) {
+    for (size_t i = 0; i < n; ++i) {
+      ReadStatus st = read(reqs[i].addr, reqs[i].dst, reqs[i].len);
+      if (st != ReadStatus::kOk) {
+        *status = st;
+        return i;
+      }
+    }
+    return n;
+  }
+  struct iovec local[1024];
+  struct iovec remote[1024];
+  for (size_t i = 0; i < n; ++i) {
+    local[i] = {reqs[i].dst, reqs[i].len};
+    remote[i] = {reinterpret_cast<void*>(reqs[i].addr), reqs[i].len};
+  }
+  ++syscalls_;
+  ssize_t got = process_vm_readv(pid_, local, n, remote, n, 0);
+  if (got < 0) {
+    if (errno == ENOSYS) {
+      use_vm_readv_ = false;
+      return readLeading(reqs, n, status);
+    }
+    *status = classify(errno);
+    return 0;
+  }
+  size_t whole = 0, sum = 0;
+  while (whole < n && sum + reqs[whole].len <= static_cast<size_t>(got)) sum += reqs[whole++].len;
+  if (whole < n) *status = ReadStatus::kUnmapped;
+  return whole;
+}
+
 ReadStatus RemoteMemory::probe(uint64_t addr) {
   uint8_t b;
   return read(addr, &b, 1);

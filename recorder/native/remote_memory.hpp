@@ -43,6 +43,10 @@ class RemoteMemory {
   size_t readSome(uint64_t addr, void* dst, size_t len, ReadStatus* status);
   // Several independent reads in one system call (at most 1024). kOk when all succeeded whole.
   ReadStatus readMany(const ReadRequest* reqs, size_t n);
+  // Like readMany, but reports how many leading requests were read whole (a request that
+  // fails ends the transfer; the kernel never splits one). Returns that count; *status is the
+  // system call's error when it returned nothing.
+  size_t readLeading(const ReadRequest* reqs, size_t n, ReadStatus* status);
 
   template <typename T>
   bool readValue(uint64_t addr, T& out) {

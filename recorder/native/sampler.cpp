@@ -251,7 +251,9 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
   }
   PassHead head;
-  ReadStatus st = t.unwinder->readPassHead(head);
+  // One system call for the pass head and every thread seen last time (see Unwinder::readPass).
+  ReadStatus st = t.unwinder->readPass(head, t.order);
+  t.order.clear();
   if (st != ReadStatus::kOk) {
     char state = processState(t.pid);
     if (st == ReadStatus::kNoProcess || state == 0 || state == 'Z' || state == 'X') {
@@ -275,6 +277,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
     Thread& th = track(t, th_head, ts);
     Unwinder::updateHint(th_head, th.hint);
+    t.order.push_back({th_head.tstate, th_head.thread_id, th.hint});
     if (th.seen_pass == pass_) {  // a cycle in the list: a torn read
       list_ok = false;
       break;

@@ -102,6 +102,7 @@ class Sampler {
     std::unique_ptr<Unwinder> unwinder;
     std::unique_ptr<CodeCache> codes;
     std::unordered_map<uint64_t, Thread> threads;  // by tstate address
+    std::vector<PrefetchThread> order;              // the threads of the last pass, in order
   };
 
   void run();

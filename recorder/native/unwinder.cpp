@@ -103,11 +103,158 @@ void Unwinder::updateHint(const ThreadHead& t, StackHint& hint) {
   hint.used = t.datastack_top > t.datastack_chunk ? t.datastack_top - t.datastack_chunk : 0;
 }
 
+ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& known) {
+  pf_.clear();
+  pf_cursor_ = 0;
+  uint64_t interp = proc_.mainInterpreter();
+  if (!interp) return ReadStatus::kUnmapped;
+  size_t gil_len = static_cast<size_t>(gil_hi_ - gil_lo_);
+  uint8_t gil[64];
+  const bool with_gil = gil_addr_ && gil_len <= sizeof gil;
+  if (known.empty() || l_.tstate_size > 1024) return readPassHead(out);
+  // Up to four requests per thread within the kernel's 1024.
+  const size_t count = std::min<size_t>(known.size(), 250);
+  const size_t tlen = static_cast<size_t>(l_.tstate_size);
+  const bool iframes = l_.frame_model == FrameModel::kInterpreterFrame;
+  const bool pthread_tid = l_.tstate_native_thread_id == kAbsent && pthread_tid_offset_ >= 0;
+  pf_.resize(count);
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const PrefetchThread& k = known[i];
+    Prefetched& p = pf_[i];
+    p.tstate = k.tstate;
+    p.ts_off = total;
+    total += tlen;
+    if (iframes && k.hint.chunk && k.hint.used < kChunkProbe) {
+      p.chunk = k.hint.chunk;
+      p.chunk_len = std::min<size_t>(kChunkProbe, static_cast<size_t>(k.hint.used) + 2048);
+      p.chunk_off = total;
+      total += p.chunk_len;
+      if (l_.tstate_cframe != kAbsent && k.hint.cframe) p.cframe = k.hint.cframe;
+    }
+    if (pthread_tid && k.thread_id) p.thread_id = k.thread_id;
+  }
+  pf_buf_.resize(total);
+  pf_reqs_.clear();
+  pf_owner_.clear();
+  pf_reqs_.push_back({interp + static_cast<uint64_t>(l_.interp_threads_head), &out.threads_head, 8});
+  pf_owner_.push_back({0, 255});
+  if (with_gil) {
+    pf_reqs_.push_back({gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len});
+    pf_owner_.push_back({0, 255});
+  }
+  const size_t head_reqs = pf_reqs_.size();
+  for (size_t i = 0; i < count; ++i) {
+    Prefetched& p = pf_[i];
+    const auto idx = static_cast<uint32_t>(i);
+    pf_reqs_.push_back({p.tstate, pf_buf_.data() + p.ts_off, tlen});
+    pf_owner_.push_back({idx, 0});
+    if (p.chunk) {
+      pf_reqs_.push_back({p.chunk, pf_buf_.data() + p.chunk_off, p.chunk_len});
+      pf_owner_.push_back({idx, 1});
+    }
+    if (p.cframe) {
+      pf_reqs_.push_back({p.cframe + static_cast<uint64_t>(l_.cframe_current_frame), &p.frame, 8});
+      pf_owner_.push_back({idx, 2});
+    }
+    if (p.thread_id) {
+      pf_reqs_.push_back(
+          {p.thread_id + static_cast<uint64_t>(pthread_tid_offset_), &p.tid, sizeof p.tid});
+      pf_owner_.push_back({idx, 3});
+    }
+  }
+  const size_t n = pf_reqs_.size();
+  size_t at = 0;
+  for (int restarts = 0; at < n && restarts < 8; ++restarts) {
+    ReadStatus st;
+    size_t got = proc_.mem().readLeading(pf_reqs_.data() + at, n - at, &st);
+    for (size_t j = at; j < at + got; ++j) {
+      const auto [idx, what] = pf_owner_[j];
+      if (what == 255) continue;
+      Prefetched& p = pf_[idx];
+      if (what == 0) p.ts_ok = true;
+      else if (what == 1) p.chunk_ok = true;
+      else if (what == 2) p.cframe_ok = true;
+      else p.tid_ok = true;
+    }
+    at += got;
+    if (at >= n) break;
+    if (at < head_reqs) {
+      // The head itself could not be read: say why the ordinary way, read nothing ahead.
+      pf_.clear();
+      return readPassHead(out);
+    }
+    ++at;  // skip the request that failed
+  }
+  out.gil_known = with_gil;
+  if (with_gil) {
+    int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
+    int32_t holder_off =
+        (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_last_holder : l_.gil_last_holder);
+    StructView v(gil, gil_len);
+    out.gil_locked = v.get<int32_t>(locked_off - gil_lo_) != 0;
+    out.gil_holder = v.ptr(holder_off - gil_lo_);
+  }
+  return ReadStatus::kOk;
+}
+
+void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
+                           const Prefetched* pf) {
+  StructView v(buf, len);
+  out.tstate = tstate;
+  out.next = v.ptr(l_.tstate_next);
+  out.thread_id = v.ptr(l_.tstate_thread_id);
+  out.native_tid = l_.tstate_native_thread_id != kAbsent ? v.ptr(l_.tstate_native_thread_id) : 0;
+  if (l_.tstate_frame != kAbsent) out.frame = v.ptr(l_.tstate_frame);
+  else if (l_.tstate_cframe != kAbsent) out.frame = v.ptr(l_.tstate_cframe);
+  else out.frame = v.ptr(l_.tstate_current_frame);
+  out.datastack_chunk = l_.tstate_datastack_chunk != kAbsent ? v.ptr(l_.tstate_datastack_chunk) : 0;
+  out.datastack_top = l_.tstate_datastack_top != kAbsent ? v.ptr(l_.tstate_datastack_top) : 0;
+  if (l_.tstate_native_thread_id == kAbsent && out.thread_id) {
+    // The pthread's tid read ahead counts only for the same pthread_t it was read from.
+    if (pf && pf->tid_ok && pf->thread_id == out.thread_id && pf->tid > 0) {
+      out.native_tid = static_cast<uint64_t>(pf->tid);
+      return;
+    }
+    if (!pthread_calibrated_) calibratePthreadTid(out.thread_id);
+    if (pthread_tid_offset_ >= 0) {
+      int32_t tid = 0;
+      if (proc_.mem().readValue(out.thread_id + static_cast<uint64_t>(pthread_tid_offset_), tid) &&
+          tid > 0)
+        out.native_tid = static_cast<uint64_t>(tid);
+    }
+  }
+}
+
 ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
+  spec_cframe_ = spec_chunk_ = 0;
+  if (hint) {
+    // Read ahead by readPass, in list order as a rule.
+    const Prefetched* pf = nullptr;
+    if (pf_cursor_ < pf_.size() && pf_[pf_cursor_].tstate == tstate) {
+      pf = &pf_[pf_cursor_++];
+    } else {
+      for (const auto& q : pf_)
+        if (q.tstate == tstate) pf = &q;
+    }
+    if (pf && pf->ts_ok) {
+      if (pf->chunk_ok) {
+        spec_chunk_ = pf->chunk;
+        spec_data_ = pf_buf_.data() + pf->chunk_off;
+        spec_len_ = pf->chunk_len;
+        if (pf->cframe_ok) {
+          spec_cframe_ = pf->cframe;
+          spec_frame_ = pf->frame;
+        }
+      }
+      parseThread(tstate, pf_buf_.data() + pf->ts_off, static_cast<size_t>(l_.tstate_size), out,
+                  pf);
+      return ReadStatus::kOk;
+    }
+  }
   uint8_t buf[1024];
   size_t len = static_cast<size_t>(l_.tstate_size);
   if (len > sizeof buf) return ReadStatus::kOther;
-  spec_cframe_ = spec_chunk_ = 0;
   ReadStatus st = ReadStatus::kOther;
   if (hint && l_.frame_model == FrameModel::kInterpreterFrame && hint->chunk &&
       hint->used < kChunkProbe) {
@@ -123,31 +270,14 @@ ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHin
     if (proc_.mem().readMany(reqs, n) == ReadStatus::kOk) {
       st = ReadStatus::kOk;
       spec_chunk_ = hint->chunk;
+      spec_data_ = spec_buf_.data();
       spec_len_ = chunk_len;
       if (n == 3) spec_cframe_ = hint->cframe;
     }
   }
   if (st != ReadStatus::kOk) st = proc_.mem().read(tstate, buf, len);
   if (st != ReadStatus::kOk) return st;
-  StructView v(buf, len);
-  out.tstate = tstate;
-  out.next = v.ptr(l_.tstate_next);
-  out.thread_id = v.ptr(l_.tstate_thread_id);
-  out.native_tid = l_.tstate_native_thread_id != kAbsent ? v.ptr(l_.tstate_native_thread_id) : 0;
-  if (l_.tstate_frame != kAbsent) out.frame = v.ptr(l_.tstate_frame);
-  else if (l_.tstate_cframe != kAbsent) out.frame = v.ptr(l_.tstate_cframe);
-  else out.frame = v.ptr(l_.tstate_current_frame);
-  out.datastack_chunk = l_.tstate_datastack_chunk != kAbsent ? v.ptr(l_.tstate_datastack_chunk) : 0;
-  out.datastack_top = l_.tstate_datastack_top != kAbsent ? v.ptr(l_.tstate_datastack_top) : 0;
-  if (l_.tstate_native_thread_id == kAbsent && out.thread_id) {
-    if (!pthread_calibrated_) calibratePthreadTid(out.thread_id);
-    if (pthread_tid_offset_ >= 0) {
-      int32_t tid = 0;
-      if (proc_.mem().readValue(out.thread_id + static_cast<uint64_t>(pthread_tid_offset_), tid) &&
-          tid > 0)
-        out.native_tid = static_cast<uint64_t>(tid);
-    }
-  }
+  parseThread(tstate, buf, len, out, nullptr);
   return ReadStatus::kOk;
 }
 
@@ -305,7 +435,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     if (spec_chunk == t.datastack_chunk && used <= spec_len_ &&
         used >= static_cast<uint64_t>(l_.chunk_data)) {
       // Read ahead with the thread state: no further system call.
-      chunk_buf_.assign(spec_buf_.begin(), spec_buf_.begin() + static_cast<ptrdiff_t>(used));
+      chunk_buf_.assign(spec_data_, spec_data_ + used);
       next_chunk_ = StructView(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
       chunks_.push_back({t.datastack_chunk, t.datastack_top, 0});
     } else {

@@ -49,6 +49,13 @@ struct StackHint {
   uint64_t used = 0;
 };
 
+// A thread seen in the previous pass, to read ahead with the next pass head.
+struct PrefetchThread {
+  uint64_t tstate = 0;
+  uint64_t thread_id = 0;
+  StackHint hint;
+};
+
 struct UnwinderStats {
   uint64_t chunk_reads = 0;
   uint64_t frame_reads = 0;  // frames read one by one (not from a bulk chunk read)
@@ -62,7 +69,13 @@ class Unwinder {
 
   // The head of the thread list and the GIL state, in one read. Status kOk or why not.
   ReadStatus readPassHead(PassHead& out);
+  // The pass head and, in the same system call, the thread states of the threads seen in the
+  // previous pass, with their stacks' read-ahead (3.11+) and OS thread ids (3.8-3.10). A
+  // request that fails (an exited thread, a freed chunk) ends the kernel's transfer: the rest
+  // is read again from the request after it, and what stays unread is read thread by thread.
+  ReadStatus readPass(PassHead& out, const std::vector<PrefetchThread>& known);
   // One thread state. On 3.8-3.10 also reads the OS thread id from the pthread structure.
+  // With a hint, uses what readPass read for this thread; without one, reads afresh.
   ReadStatus readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint = nullptr);
   static void updateHint(const ThreadHead& t, StackHint& hint);
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
@@ -99,6 +112,29 @@ class Unwinder {
   uint64_t spec_chunk_ = 0;
   size_t spec_len_ = 0;
   std::vector<uint8_t> spec_buf_;
+  const uint8_t* spec_data_ = nullptr;
+  // What readPass read for each thread (offsets into pf_buf_), in the previous pass's order.
+  struct Prefetched {
+    uint64_t tstate = 0;
+    size_t ts_off = 0;
+    bool ts_ok = false;
+    uint64_t chunk = 0;
+    size_t chunk_off = 0, chunk_len = 0;
+    bool chunk_ok = false;
+    uint64_t cframe = 0;
+    uint64_t frame = 0;
+    bool cframe_ok = false;
+    uint64_t thread_id = 0;
+    int32_t tid = 0;
+    bool tid_ok = false;
+  };
+  std::vector<Prefetched> pf_;
+  std::vector<uint8_t> pf_buf_;
+  std::vector<ReadRequest> pf_reqs_;
+  std::vector<std::pair<uint32_t, uint8_t>> pf_owner_;  // per request: thread, what
+  size_t pf_cursor_ = 0;
+  void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
+                   const Prefetched* pf);
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.
   struct SoloFrame {

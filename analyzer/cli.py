@@ -193,7 +193,8 @@ def _run_reporter(
 @click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
               help="Rows to show (0: all).")
 @click.option("--pstats", is_flag=True,
-              help="Write a pstats file (default RECORDING.pstats) for pstats, snakeviz, gprof2dot.")
+              help="Write a pstats file (default RECORDING.pstats) for pstats, snakeviz, "
+                   "gprof2dot.")
 @click.option("--collapsed", is_flag=True,
               help="Write collapsed stacks (default RECORDING.collapsed; -o - for stdout) for "
                    "flamegraph.pl and inferno.")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -135,11 +134,11 @@ class Runs:
     Columns are arrays, or read-only memoryviews of the native timeline's own (no copy).
     """
 
-    node: Sequence[int]
-    count: Sequence[int]
-    weight: Sequence[int]
-    cpu: Sequence[int]
-    first_ts: Sequence[int]
+    node: array[int] | memoryview
+    count: array[int] | memoryview
+    weight: array[int] | memoryview
+    cpu: array[int] | memoryview
+    first_ts: array[int] | memoryview
 
     def __len__(self) -> int:
         return len(self.node)

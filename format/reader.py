@@ -25,8 +25,10 @@ from .reference import decode_defs as ref_decode_defs
 
 try:
     from . import _format as _native
+
+    _HAVE_NATIVE = True
 except ImportError:  # the native codec could not be built or loaded here
-    _native = None
+    _HAVE_NATIVE = False
 
 __all__ = [
     "ChunkInfo",
@@ -42,7 +44,7 @@ __all__ = [
 
 
 def native_available() -> bool:
-    return _native is not None
+    return _HAVE_NATIVE
 
 
 @dataclass(frozen=True)
@@ -354,11 +356,11 @@ class Recording:
         self.close()
 
 
-_DecodeError: type[Exception] = _native.DecodeError if _native is not None else RefDecodeError
+_DecodeError: type[Exception] = _native.DecodeError if _HAVE_NATIVE else RefDecodeError
 
 
 def _decode_defs(payload: bytes) -> Any:
-    if _native is not None:
+    if _HAVE_NATIVE:
         return _native.decode_defs(payload)
     return ref_decode_defs(payload)
 
@@ -375,8 +377,8 @@ class SampleStream:
     ) -> None:
         self.rec = rec
         self.from_ts, self.to_ts = from_ts, to_ts
-        use_native = _native is not None if native is None else native
-        if use_native and _native is None:
+        use_native = _HAVE_NATIVE if native is None else native
+        if use_native and not _HAVE_NATIVE:
             raise FormatError("the native codec is not available")
         self.native = use_native
         cap = rec.interval_ticks * C.WEIGHT_CAP_INTERVALS
@@ -433,7 +435,9 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
         header, problem = unpack_header(raw)
         if header is None:
             assert problem is not None
-            cls = UnsupportedVersionError if "format" in problem else NotARecordingError
+            cls: type[FormatError] = (
+                UnsupportedVersionError if "format" in problem else NotARecordingError
+            )
             if "truncated" in problem or "corrupt" in problem:
                 cls = CorruptRecordingError
             raise cls(f"{p}: {problem}")

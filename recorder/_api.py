@@ -32,8 +32,14 @@ __all__ = ["RecordOptions", "RecordResult", "record", "dump_process", "parse_rat
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k)?\s*(hz)?\s*$", re.IGNORECASE)
 
 
+MAX_RATE_HZ = 1_000_000.0  # "max": passes back to back, no sleeping (the sampler's floor)
+
+
 def parse_rate(text: str | float | int) -> float:
-    """'1000', '10k', '10khz', '250hz', '1.5k' -> samples per second."""
+    """'1000', '10k', '10khz', '250hz', '1.5k' -> samples per second; 'max' -> as fast as
+    possible."""
+    if isinstance(text, str) and text.strip().lower() == "max":
+        return MAX_RATE_HZ
     if isinstance(text, (int, float)):
         value = float(text)
     else:
@@ -43,7 +49,7 @@ def parse_rate(text: str | float | int) -> float:
                 f"invalid rate {text!r}", help="give samples per second, e.g. 1000, 10k or 10khz"
             )
         value = float(m.group(1)) * (1000 if m.group(2) else 1)
-    if not (0 < value <= 100_000):
+    if not (0 < value <= 100_000) and value != MAX_RATE_HZ:
         raise RecorderError(
             f"rate {value:g} Hz is out of range", help="choose a rate between 1 Hz and 100 kHz"
         )
@@ -69,6 +75,7 @@ class RecordOptions:
     blocking: bool = False
     force: bool = False
     quiet: bool = False
+    realtime: bool = True  # SCHED_FIFO for the sampling thread where permitted
     attach_timeout: float = 10.0
 
 
@@ -277,7 +284,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     created_wall_ns = time.time_ns()
     created_mono_ns = time.monotonic_ns()
     try:
-        sampler = rec.Sampler(pid, interval_ns, created_mono_ns, opts.blocking, opts.subprocesses)
+        sampler = rec.Sampler(pid, interval_ns, created_mono_ns, opts.blocking, opts.subprocesses,
+                              opts.realtime)
     except BaseException:
         if child is not None and child.poll() is None:
             child.kill()
@@ -370,6 +378,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             "truncated_stacks": st["truncated_stacks"],
             "code_objects": st["code_objects"],
             "stopped_by": stopped_by,
+            "realtime": st["realtime"],
+            "retries": st["retries"],
         }
         if exit_code is not None:
             final_stats["exit_code"] = exit_code

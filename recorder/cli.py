@@ -68,21 +68,24 @@ def _fail(exc: PsrecError, verbose: bool) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The recording to write (.psr).")
 @click.option("-r", "--rate", default="1000", show_default=True,
-              help="Samples per second: 1000, 10k or 10khz.")
+              help="Samples per second: 1000, 10k or 10khz; max: as fast as possible.")
 @click.option("-d", "--duration", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds to record (default: until the target exits or Ctrl-C).")
 @click.option("--subprocesses", is_flag=True,
               help="Also record child Python processes (e.g. multiprocessing workers).")
 @click.option("--blocking", is_flag=True,
               help="Pause the target during each sample for exactly consistent stacks.")
+@click.option("--no-realtime", is_flag=True,
+              help="Never give the sampling thread real-time priority (it asks for SCHED_FIFO "
+                   "where permitted, to keep to its deadlines on a busy machine).")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: float | None,
-           subprocesses: bool, blocking: bool, force: bool, quiet: bool, verbose: bool,
-           target: tuple[str, ...]) -> None:
+           subprocesses: bool, blocking: bool, no_realtime: bool, force: bool, quiet: bool,
+           verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b
@@ -92,7 +95,8 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
     parent = ctx.find_root().params if ctx.parent is not None else {}
     verbose = verbose or bool(parent.get("verbose"))
     try:
-        code = _record(output, rate, duration, subprocesses, blocking, force, quiet, target)
+        code = _record(output, rate, duration, subprocesses, blocking, force, quiet, target,
+                       realtime=not no_realtime)
     except PsrecError as exc:
         _fail(exc, verbose)
     except KeyboardInterrupt:
@@ -104,8 +108,8 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
 
 
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
-            force: bool, quiet: bool, target: tuple[str, ...]) -> int:
-    from ._api import RecordOptions, parse_rate
+            force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = True) -> int:
+    from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
     from .errors import RecorderError
 
@@ -130,6 +134,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         blocking=blocking,
         force=force,
         quiet=quiet,
+        realtime=realtime,
     )
     result = run(opts)
     st = result.stats
@@ -139,9 +144,10 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         total = st["samples"] + st["sample_errors"]
         err = 100.0 * st["sample_errors"] / total if total else 0.0
         per = result.bytes_written / st["samples"] if st["samples"] else 0.0
+        requested = "max" if opts.rate_hz == MAX_RATE_HZ else f"{opts.rate_hz:g} Hz"
         click.echo(
             f"psrec: {st['samples']:,} samples in {secs:.1f} s, {achieved:,.1f} Hz achieved "
-            f"({opts.rate_hz:g} requested), {st['missed_deadlines']:,} missed deadlines, "
+            f"({requested} requested), {st['missed_deadlines']:,} missed deadlines, "
             f"{err:.2f}% errors",
             err=True,
         )

@@ -62,6 +62,8 @@ nb::dict statsDict(const SamplerStats& s) {
   d["elapsed_ns"] = s.elapsed_ns;
   d["finished"] = s.finished;
   d["target_exited"] = s.target_exited;
+  d["realtime"] = s.realtime;
+  d["retries"] = s.retries;
   return d;
 }
 
@@ -123,18 +125,20 @@ NB_MODULE(_recorder, m) {
   nb::class_<Sampler>(m, "Sampler")
       .def("__init__",
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
-              bool blocking, bool subprocesses) {
+              bool blocking, bool subprocesses, bool realtime) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
              c.created_mono_ns = created_mono_ns;
              c.blocking = blocking;
              c.subprocesses = subprocesses;
+             c.realtime = realtime;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
            nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
-           nb::arg("blocking") = false, nb::arg("subprocesses") = false)
+           nb::arg("blocking") = false, nb::arg("subprocesses") = false,
+           nb::arg("realtime") = true)
       .def("target_info", [](Sampler& s) { return infoDict(s.targetInfo()); })
       .def("start", &Sampler::start)
       .def("wait", &Sampler::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>())

@@ -31,6 +31,7 @@ struct SamplerConfig {
   uint64_t created_mono_ns = 0;  // CLOCK_MONOTONIC reading that timestamps count from
   bool blocking = false;
   bool subprocesses = false;
+  bool realtime = true;  // try SCHED_FIFO for the sampling thread (see Sampler::setRealtime)
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
 };
@@ -56,7 +57,12 @@ struct SamplerStats {
   uint64_t elapsed_ns = 0;
   bool finished = false;
   bool target_exited = false;
+  uint64_t retries = 0;   // threads read a second time in a pass after a torn read
+  bool realtime = false;  // the sampling thread ran (or runs) with SCHED_FIFO
 };
+
+// Intervals at or below this run passes back to back ("as fast as possible").
+constexpr uint64_t kFreeRunningNs = 1000;
 
 class Sampler {
  public:
@@ -106,6 +112,7 @@ class Sampler {
   };
 
   void run();
+  static bool setRealtime(bool on);
   uint64_t ticks(uint64_t mono_ns) const;
   void samplePass(uint64_t ts, uint64_t* errors);
   void sampleTarget(Target& t, uint64_t ts, uint64_t* errors);
@@ -139,9 +146,10 @@ class Sampler {
     std::atomic<uint64_t> passes{0}, samples{0}, sample_errors{0}, pass_errors{0},
         missed_deadlines{0}, late_passes{0}, lateness_ns_total{0}, lateness_ns_max{0},
         sampling_ns_total{0}, sampling_cpu_ns{0}, live_threads{0}, threads_seen{0},
-        processes{0}, chunks{0}, truncated_stacks{0}, code_objects{0}, syscalls{0},
+        processes{0}, chunks{0}, truncated_stacks{0}, code_objects{0}, syscalls{0}, retries{0},
         elapsed_ns{0};
     std::atomic<bool> target_exited{false};
+    std::atomic<bool> realtime{false};
   } st_;
   uint64_t start_ns_ = 0;
 };

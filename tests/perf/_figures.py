@@ -7,6 +7,7 @@ figures (size per thread-sample, decode speed, writer throughput).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -211,7 +212,7 @@ def fig_rate(ctx: Ctx) -> None:
         cost_target = 50.0 if wl == "deep" else 3.0
         ctx.add(Row("1", f"highest rate, {wl}.py", unit, "higher", rate,
                     "≥ 2× best peer", lambda p, b: b is not None and p.median >= 2 * b.median,
-                    note="psrec -r 100k, its ceiling; py-spy -r 1M; Austin -i 1"
+                    note=f"psrec -r {ctx.tc.psrec_max_rate}; py-spy -r 1000000; Austin -i 1"
                     if wl == "basic" else ""))
         ctx.add(Row("1", f"CPU per thread-sample while sampling, {wl}.py", "µs", "lower", cost,
                     f"≤ {cost_target:g} µs", lambda p, b, c=cost_target: p.median <= c))
@@ -456,14 +457,15 @@ def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
                     vals[t] = summarize(errs)
                     se_vals[t] = summarize(ses)
                 how = "time-weighted" if weighted else "by sample count"
+                chk: Callable[[Summary, Summary | None], bool] | None = None
                 if rate >= 1000 and weighted:
                     tgt = "every run within ±1 pp"
-                    chk = (lambda p, b: max(abs(p.lo), abs(p.hi)) <= 1.0)
+                    chk = _all_within_1pp
                 elif weighted:
                     tgt = "every run within 2 SE"
-                    chk = (lambda p, b, w=tuple(within): bool(w) and all(w))
+                    chk = functools.partial(_all_true, tuple(within))
                 else:
-                    tgt, chk = "", None
+                    tgt = ""
                 ctx.add(Row("5", f"fibonacci share error at {rate} Hz, {how}", "pp", "closer0",
                             vals, tgt, chk))
                 if weighted:
@@ -482,6 +484,14 @@ def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
                 vals[t] = summarize(v)
             ctx.add(Row("2", f"samples in main() ÷ rate × elapsed at {rate} Hz, fixed_work.py",
                         "%", "none", vals))
+
+
+def _all_within_1pp(p: Summary, b: Summary | None) -> bool:
+    return max(abs(p.lo), abs(p.hi)) <= 1.0
+
+
+def _all_true(flags: tuple[bool, ...], p: Summary, b: Summary | None) -> bool:
+    return bool(flags) and all(flags)
 
 
 # -- figure 4: output size -------------------------------------------------------------------

@@ -41,6 +41,7 @@ class Toolchain:
     austin_version: str | None
     psrec_version: str | None
     psrec_record: bool  # whether `psrec record` exists yet
+    psrec_max_rate: str  # "max" where `psrec record -r max` exists, else its highest rate
     psrec_analyzer: dict[str, bool]
     notes: list[str] = field(default_factory=list)
 
@@ -161,6 +162,11 @@ def ensure_tools(venv_dir: str, log: Any) -> Toolchain:
     commands = set(re.findall(r"^\s{2}(\w[\w-]*)\s", help_text.split("Commands:")[-1],
                               re.MULTILINE))
     analyzer = {"report": "report" in commands, "export": "export" in commands}
+    max_rate = "100000"
+    if "record" in commands:
+        rec_help = _run([sys.executable, "-m", "psrec", "record", "--help"], timeout=60).stdout
+        if re.search(r"\bmax\b", rec_help):
+            max_rate = "max"
     if "report" in commands:
         rh = _run([sys.executable, "-m", "psrec", "report", "--help"], timeout=60).stdout
         analyzer["collapsed"] = "--collapsed" in rh
@@ -179,6 +185,7 @@ def ensure_tools(venv_dir: str, log: Any) -> Toolchain:
         austin_version=austin_v,
         psrec_version=psrec_v,
         psrec_record="record" in commands,
+        psrec_max_rate=max_rate,
         psrec_analyzer=analyzer,
         notes=notes,
     )
@@ -186,9 +193,10 @@ def ensure_tools(venv_dir: str, log: Any) -> Toolchain:
 
 # -- command lines -------------------------------------------------------------------------
 
-# "As fast as it can": psrec at the highest rate it accepts (100 kHz), py-spy --rate 1 MHz (it
-# sleeps only when ahead of its schedule), Austin -i 1 µs.
-MAX_RATE_HZ = {"psrec": 100_000, "py-spy": 1_000_000, "austin": 1_000_000}
+# "As fast as it can": psrec -r max (passes back to back; where it lacks that, its ceiling,
+# 100 kHz), py-spy --rate 1 MHz (it sleeps only when ahead of its schedule), Austin -i 1 µs.
+# 0 stands for psrec's own "max".
+MAX_RATE_HZ = {"psrec": 0, "py-spy": 1_000_000, "austin": 1_000_000}
 
 
 def record_argv(
@@ -209,7 +217,8 @@ def record_argv(
     """
     assert (pid is None) != (command is None)
     if tool == "psrec":
-        argv = [tc.python, "-m", "psrec", "record", "-q", "-o", out, "-r", str(rate_hz)]
+        rate = tc.psrec_max_rate if rate_hz == 0 else str(rate_hz)
+        argv = [tc.python, "-m", "psrec", "record", "-q", "-o", out, "-r", rate]
         if blocking:
             argv.append("--blocking")
         return argv + ([str(pid)] if pid is not None else ["--", *command])  # type: ignore[misc]
@@ -259,15 +268,11 @@ def parse_stderr_counts(tool: str, stderr: bytes) -> tuple[int | None, int | Non
     """(thread-samples, errors) as the tool reports them on stderr."""
     text = _ANSI.sub(b"", stderr).decode("utf-8", "replace")
     if tool == "py-spy":
-        m = None
-        for m in re.finditer(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)", text):
-            pass
-        return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        found = re.findall(r"Samples:\s*(\d+)\s+Errors:\s*(\d+)", text)
+        return (int(found[-1][0]), int(found[-1][1])) if found else (None, None)
     if tool == "austin":
-        m = None
-        for m in re.finditer(r"Error rate\s*:\s*(\d+)/(\d+)", text):
-            pass
-        return (int(m.group(2)), int(m.group(1))) if m else (None, None)
+        found = re.findall(r"Error rate\s*:\s*(\d+)/(\d+)", text)
+        return (int(found[-1][1]), int(found[-1][0])) if found else (None, None)
     return None, None
 
 

@@ -380,6 +380,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             "stopped_by": stopped_by,
             "realtime": st["realtime"],
             "retries": st["retries"],
+            "stat_reads": st["stat_reads"],
         }
         if exit_code is not None:
             final_stats["exit_code"] = exit_code

@@ -64,6 +64,7 @@ nb::dict statsDict(const SamplerStats& s) {
   d["target_exited"] = s.target_exited;
   d["realtime"] = s.realtime;
   d["retries"] = s.retries;
+  d["stat_reads"] = s.stat_reads;
   return d;
 }
 

@@ -427,7 +427,9 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   }
   bool has_cpu = false;
   uint64_t cpu_ticks = 0;
+  const uint64_t stat_reads = th.files.statReads();
   ThreadCpu cpu = th.files.sample();
+  st_.stat_reads.fetch_add(th.files.statReads() - stat_reads, std::memory_order_relaxed);
   if (cpu.ok) {
     if (cpu.running) status |= fmt::kStatusOnCpu;
     if (cpu.cpu_known) {
@@ -536,6 +538,7 @@ SamplerStats Sampler::stats() const {
   s.target_exited = st_.target_exited.load();
   s.realtime = st_.realtime.load();
   s.retries = st_.retries.load();
+  s.stat_reads = st_.stat_reads.load();
   s.finished = finished_;
   return s;
 }

@@ -124,9 +124,9 @@ ThreadCpu ThreadStatFiles::sample() {
   // CONFIG_SCHED_INFO show 0) an unchanged line proves nothing.
   const bool unchanged = have_last_ && v[2] != 0 && v[0] == last_[0] && v[1] == last_[1] &&
                          v[2] == last_[2];
-  if (unchanged && !last_running_) {
+  if (unchanged) {
     out.ok = true;
-    out.running = false;
+    out.running = last_running_;
   } else {
     ++stat_reads_;
     out.ok = stat_fd_ >= 0 && statRunning(stat_fd_, &out.running);

@@ -29,12 +29,12 @@ class ThreadStatFiles {
   bool open() const { return stat_fd_ >= 0; }
   // Reads both files.
   ThreadCpu read();
-  // The state and CPU time for one sample, reading stat (3 us) only when the answer may have
+  // The state and CPU time for one sample, reading stat (3 us) only when the state may have
   // changed. schedstat (1 us) is read every time: when its three counters (time on a CPU,
-  // time waiting on a runqueue, times scheduled) are all as at the previous call and the
-  // thread was not runnable then, it has not been scheduled since, so it is still not
-  // runnable (at worst it was woken this instant and has not reached a CPU yet). Otherwise
-  // stat says whether it is runnable now. spec/cpython-layouts.md ("CPU status") has the rule.
+  // time waiting on a runqueue, times scheduled) are all as at the previous call, the thread
+  // has not been switched in or out since, so its state is the one seen then (at worst it was
+  // woken this instant and has not reached a CPU yet). Otherwise stat says. The reasoning is
+  // in spec/cpython-layouts.md ("CPU").
   ThreadCpu sample();
   uint64_t statReads() const { return stat_reads_; }
 

@@ -40,3 +40,18 @@ def test_max_rate_runs_back_to_back(python: str, tmp_path: Path) -> None:
     assert st["missed_deadlines"] == 0 and st["late_passes"] == 0, st
     assert not st["realtime"], st
     assert st["passes"] / (st["duration_ns"] / 1e9) > 2000, st
+
+
+@pytest.mark.parametrize("python", python_params()[-1:])
+def test_stat_is_read_only_for_threads_switched_since_their_last_sample(
+    python: str, tmp_path: Path
+) -> None:
+    """Two of rec_threads.py's three threads sleep and the busy one is switched only at ticks
+    and preemptions: most CPU states come from schedstat alone (the CPU flags themselves are
+    checked in test_record_live.py)."""
+    out = tmp_path / "stat.psr"
+    with target(python, "rec_threads.py") as t:
+        record(out, t.pid, "-r", "1000", duration=1.5)
+    st = _stats(out)
+    assert st["samples"] > 1000, st
+    assert st["stat_reads"] < 0.5 * st["samples"], st

@@ -368,11 +368,20 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width) 
 
 const uint8_t* Unwinder::frameBytes(uint64_t addr) {
   const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
+  if (last_chunk_ < chunks_.size()) {
+    const auto& c = chunks_[last_chunk_];
+    if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
+      return chunk_buf_.data() + c.offset + (addr - c.start);
+  }
   for (;;) {
-    for (const auto& c : chunks_) {
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      const auto& c = chunks_[i];
       // Written so that a torn pointer near 2^64 cannot wrap around into range.
-      if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
+      if (addr >= c.start && c.end - c.start >= size &&
+          addr - c.start <= c.end - c.start - size) {
+        last_chunk_ = i;
         return chunk_buf_.data() + c.offset + (addr - c.start);
+      }
     }
     // Not in what we have: older chunks hold outer frames; frames outside every chunk
     // (generators, C-stack entry frames) are read on their own.
@@ -426,6 +435,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
   }
   chunk_buf_.clear();
   chunks_.clear();
+  last_chunk_ = 0;
   solo_.clear();
   solo_buf_.clear();
   next_chunk_ = 0;

@@ -31,6 +31,19 @@ inline int64_t needI64(ByteReader& r, const char* what) {
   return static_cast<int64_t>(v);
 }
 
+// Where a key of two 32-bit halves starts probing in a table of a power-of-two size (at
+// least 8). Keys that differ only in the low three bits go to neighbouring slots (trie nodes
+// made one after another, frames of one function, are often used together, and then share
+// cache lines); groups of eight are spread by a hash of the rest, so that runs of consecutive
+// keys (one thread's nodes 0..n) never pile up into long probe sequences.
+inline size_t groupedSlot(uint64_t key) {
+  uint64_t g = key >> 3;  // every bit of the group moves the low bits the mask keeps
+  g ^= g >> 33;
+  g *= 0xFF51AFD7ED558CCDULL;
+  g ^= g >> 33;
+  return static_cast<size_t>(g << 3 | (key & 7));
+}
+
 }  // namespace
 
 StackTrie::StackTrie() : index_(1024, Slot{0, 0}) {
@@ -43,7 +56,7 @@ StackTrie::StackTrie() : index_(1024, Slot{0, 0}) {
 size_t StackTrie::indexSlot(uint64_t key) const {
   // The slot holding key, or the free slot where it would go.
   const size_t mask = index_.size() - 1;
-  size_t i = static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask;
+  size_t i = groupedSlot(key) & mask;
   while (index_[i].node != 0 && index_[i].key != key) i = (i + 1) & mask;
   return i;
 }
@@ -306,13 +319,14 @@ void Accumulator::newGeneration() const {
   }
 }
 
+
 void Accumulator::grow() {
   std::vector<Slot> old(std::max<size_t>(1024, table_.size() * 2));
   old.swap(table_);
   const size_t mask = table_.size() - 1;
   for (const Slot& s : old) {
     if (s.gen != gen_) continue;
-    size_t i = static_cast<size_t>(s.key * 0x9E3779B97F4A7C15ULL >> 20) & mask;
+    size_t i = groupedSlot(s.key) & mask;
     while (table_[i].gen == gen_) i = (i + 1) & mask;
     table_[i] = s;
   }
@@ -328,7 +342,7 @@ uint32_t Accumulator::cellFor(const Key& k) {
   if (2 * (used_ + 1) > table_.size()) grow();
   const uint64_t key = static_cast<uint64_t>(k.thread) << 32 | k.node;
   const size_t mask = table_.size() - 1;
-  for (size_t i = static_cast<size_t>(key * 0x9E3779B97F4A7C15ULL >> 20) & mask;;
+  for (size_t i = groupedSlot(key) & mask;;
        i = (i + 1) & mask) {
     Slot& s = table_[i];
     if (s.gen != gen_) {

@@ -69,9 +69,13 @@ def collapsed(path: str, *args: str) -> str:
 
 
 def cumulative(p: Profile, name: str) -> tuple[int, int]:
-    """(samples, estimated ticks) of every stack with function `name` on it."""
+    """(samples, estimated ticks) of every stack with the target's function `name` on it.
+
+    Only functions of the target scripts count: the interpreter's own (site.main while it
+    starts) can share a name.
+    """
     for k, t in function_totals(p, p.cells).items():
-        if k.name == name:
+        if k.name == name and k.filename.startswith(str(TARGETS)):
             return t.total_count, t.total
     return 0, 0
 

@@ -291,16 +291,34 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             child.kill()
             child.wait()
         raise
+    # SIGTERM is handled from before the output exists: a recording interrupted at any point
+    # from here on is closed cleanly. Until the loop below runs, the handler only notes it.
+    terminated = [False]
+    in_loop = [False]
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        terminated[0] = True
+        if in_loop[0]:
+            raise _Terminate()
+
+    old_term: Any = None
+    if threading.current_thread() is threading.main_thread():
+        old_term = signal.signal(signal.SIGTERM, on_term)
     info = sampler.target_info()
     if not command:
         command = rec.command_line(pid).split()
-    writer = PsrWriter(
-        opts.output,
-        metadata=_metadata(rec, info, opts, pid, command, interval_ns),
-        created_wall_ns=created_wall_ns,
-        created_mono_ns=created_mono_ns,
-        force=True,  # checked above, before anything started
-    )
+    try:
+        writer = PsrWriter(
+            opts.output,
+            metadata=_metadata(rec, info, opts, pid, command, interval_ns),
+            created_wall_ns=created_wall_ns,
+            created_mono_ns=created_mono_ns,
+            force=True,  # checked above, before anything started
+        )
+    except BaseException:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+        raise
 
     write_error: list[BaseException] = []
 
@@ -317,18 +335,15 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
 
     writer_thread = threading.Thread(target=write_loop, name="psrec-writer", daemon=True)
 
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        raise _Terminate()
-
-    old_term: Any = None
-    if threading.current_thread() is threading.main_thread():
-        old_term = signal.signal(signal.SIGTERM, on_term)
     status = _StatusLine(stream, stream.isatty() and not opts.quiet)
     stopped_by = "exit"
     start = time.monotonic()
     sampler.start()
     writer_thread.start()
     try:
+        in_loop[0] = True
+        if terminated[0]:
+            raise _Terminate()
         while not sampler.wait(0.1):
             if write_error:
                 break

@@ -175,3 +175,31 @@ def test_killed_recorder_leaves_a_readable_file(tmp_path: Path) -> None:
     samples = load(out)
     assert len(samples) > 500
     assert any(s.leaf == "finite_work" for s in samples)
+
+
+@needs_python
+def test_sigterm_as_soon_as_the_file_exists_closes_it_cleanly(tmp_path: Path) -> None:
+    """SIGTERM is handled from before the output is created, not only once sampling runs."""
+    import time
+
+    from psrec.format import open_recording
+
+    failures = []
+    with target(ANY_PYTHON, "rec_finite.py", "30") as t:
+        for i in range(5):
+            out = tmp_path / f"x{i}.psr"
+            p = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out),
+                                  str(t.pid)], stderr=subprocess.PIPE, text=True,
+                                 cwd=str(TARGETS))
+            try:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not out.exists():
+                    time.sleep(0.0005)
+                p.terminate()
+                _, err = p.communicate(timeout=20)
+            finally:
+                stop(p)  # type: ignore[arg-type]
+            with open_recording(out) as rec:
+                if not (rec.clean and rec.stats["stopped_by"] == "terminate"):
+                    failures.append(f"run {i}: clean={rec.clean} {rec.stats} {err[-300:]}")
+    assert not failures, "\n".join(failures)

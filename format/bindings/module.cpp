@@ -21,9 +21,10 @@ using namespace psrec::format;
 
 namespace {
 
-template <typename T>
-nb::bytes asBytes(const std::vector<T>& v) {
-  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+template <typename Col>
+nb::bytes asBytes(const Col& v) {
+  return nb::bytes(reinterpret_cast<const char*>(v.data()),
+                   v.size() * sizeof(typename Col::value_type));
 }
 
 std::string_view view(const nb::bytes& b) { return {b.c_str(), b.size()}; }
@@ -37,8 +38,9 @@ std::vector<T> toVector(const Column<T>& c) {
   return std::vector<T>(c.data(), c.data() + c.shape(0));
 }
 
-template <typename T>
-nb::object viewOf(const std::vector<T>& v, nb::handle owner) {
+template <typename Col>
+nb::object viewOf(const Col& v, nb::handle owner) {
+  using T = typename Col::value_type;
   size_t shape[1] = {v.size()};
   return nb::cast(nb::ndarray<nb::memview, const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>(
       const_cast<T*>(v.data()), 1, shape, owner));

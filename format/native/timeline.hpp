@@ -7,18 +7,82 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "format/native/decoder.hpp"
 
 namespace psrec::format {
 
+// A growing column of plain values kept in malloc'd memory: growing it is a realloc, which
+// moves a large block by remapping its pages instead of copying them (a timeline's columns
+// reach tens of megabytes, and std::vector would copy them at every doubling).
+template <typename T>
+class RunColumn {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  using value_type = T;
+  RunColumn() = default;
+  RunColumn(const RunColumn& o) { *this = o; }
+  RunColumn(RunColumn&& o) noexcept { swap(o); }
+  RunColumn& operator=(const RunColumn& o) {
+    if (this != &o) {
+      resize(o.size_);
+      if (o.size_) std::memcpy(data_, o.data_, o.size_ * sizeof(T));
+    }
+    return *this;
+  }
+  RunColumn& operator=(RunColumn&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  ~RunColumn() { std::free(data_); }
+
+  void push_back(T v) {
+    if (size_ == cap_) reserve(cap_ ? cap_ * 2 : 256);
+    data_[size_++] = v;
+  }
+  void reserve(size_t n) {
+    if (n <= cap_) return;
+    T* p = static_cast<T*>(std::realloc(data_, n * sizeof(T)));
+    if (p == nullptr) throw std::bad_alloc();
+    data_ = p;
+    cap_ = n;
+  }
+  void resize(size_t n) {  // new values are left uninitialised
+    reserve(n);
+    size_ = n;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T& back() { return data_[size_ - 1]; }
+  const T& back() const { return data_[size_ - 1]; }
+
+ private:
+  void swap(RunColumn& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(cap_, o.cap_);
+  }
+  T* data_ = nullptr;
+  size_t size_ = 0, cap_ = 0;
+};
+
 struct TimelineRuns {
-  std::vector<uint32_t> node;
-  std::vector<uint32_t> count;    // samples merged into the run
-  std::vector<uint64_t> weight;   // sum of their weights (ticks)
-  std::vector<uint64_t> cpu;      // sum of their CPU ticks
-  std::vector<int64_t> first_ts;  // timestamp of the run's first sample
+  RunColumn<uint32_t> node;
+  RunColumn<uint32_t> count;    // samples merged into the run
+  RunColumn<uint64_t> weight;   // sum of their weights (ticks)
+  RunColumn<uint64_t> cpu;      // sum of their CPU ticks
+  RunColumn<int64_t> first_ts;  // timestamp of the run's first sample
   size_t size() const { return node.size(); }
 };
 

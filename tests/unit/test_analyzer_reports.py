@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from analyzer_synth import BUSY, F_A, F_B, MAIN, Synth, expected, two_thread_recording
@@ -314,10 +315,13 @@ def test_native_cells_when_chunks_come_out_of_time_order(tmp_path: Path) -> None
     for chunk in (sealed[2], sealed[0], sealed[4], sealed[1], sealed[3]):
         s.w.write_sealed(*chunk)
     s.w.close({"samples": len(s.samples)})
+
+    def cells(p: Profile) -> list[tuple[Any, ...]]:
+        return sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
+
     for view in (View(), View(mode="gil", start="0.5")):
         a = Profile.load(s.path, view, slice_seconds=0.25, native=True)
         b = Profile.load(s.path, view, slice_seconds=0.25, native=False)
-        cells = lambda p: sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
         assert len({(c.slice, c.thread, c.node) for c in a.cells}) == len(a.cells)
         assert cells(a) == cells(b)
         assert a.selected == b.selected

@@ -336,7 +336,8 @@ void Unwinder::noteSolo(uint64_t addr, const uint8_t* bytes, size_t len, bool le
   solo_.push_back({addr, at, leaf});
 }
 
-bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width) {
+bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
+                          uint64_t leaf_ptr, uint64_t leaf) {
   // A frame read on its own is not part of one bulk copy: re-read all of them at once and
   // require them unchanged (links, code, and the caller's instruction: a caller that moved on
   // means the callee we read belongs to another call). The leaf's own instruction may move.
@@ -344,13 +345,19 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width) 
   verify_buf_.resize(solo_buf_.size());
   std::vector<ReadRequest> reqs;
   reqs.reserve(std::min<size_t>(solo_.size(), 1024));
-  for (size_t at = 0; at < solo_.size(); at += 1024) {
+  uint64_t leaf_now = 0;
+  for (size_t at = 0; at < solo_.size(); at += 1023) {
     reqs.clear();
-    size_t end = std::min(solo_.size(), at + 1024);
+    // The innermost frame must still be the thread's current one: a frame that returned
+    // keeps its contents (a zombie frame on 3.8-3.10), and its caller, read after it, may
+    // already be at its next call.
+    if (at == 0 && leaf_ptr) reqs.push_back({leaf_ptr, &leaf_now, 8});
+    size_t end = std::min(solo_.size(), at + 1023);
     for (size_t i = at; i < end; ++i)
       reqs.push_back({solo_[i].addr, verify_buf_.data() + solo_[i].offset, len});
     if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
   }
+  if (leaf_ptr && leaf_now != leaf) return false;
   for (const SoloFrame& f : solo_) {
     const uint8_t* a = solo_buf_.data() + f.offset;
     const uint8_t* b = verify_buf_.data() + f.offset;
@@ -416,7 +423,9 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       out.push_back(f);
       addr = v.ptr(l_.frame_back);
     }
-    if (!verifySolo(len, l_.frame_lasti, 4)) return WalkResult::kError;
+    if (!verifySolo(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
+                    t.frame))
+      return WalkResult::kError;
     return WalkResult::kOk;
   }
 

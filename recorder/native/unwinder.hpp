@@ -181,7 +181,10 @@ class Unwinder {
   std::vector<uint8_t> solo_buf_;
   std::vector<uint8_t> verify_buf_;
   void noteSolo(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf);
-  bool verifySolo(size_t len, int32_t instr_offset, size_t instr_width);
+  // leaf_ptr/leaf: where the thread state points at its innermost frame, and the frame the
+  // walk started from; checked in the same read (0: no check).
+  bool verifySolo(size_t len, int32_t instr_offset, size_t instr_width, uint64_t leaf_ptr = 0,
+                  uint64_t leaf = 0);
   UnwinderStats stats_;
 };
 

@@ -149,6 +149,7 @@ void Sampler::run() {
   const uint64_t cpu0 = threadCpuNs();
   // The thread's CPU time costs a system call: read it once per window, not per pass.
   uint64_t window_ns = start_ns_, window_cpu = cpu0;
+  int busy_windows = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     uint64_t t0 = monotonicNs();
     if (!free_running && t0 < deadline) {
@@ -194,9 +195,12 @@ void Sampler::run() {
     if (t1 - window_ns >= 100000000ull) {
       const uint64_t cpu = threadCpuNs();
       st_.sampling_cpu_ns.store(cpu - cpu0, std::memory_order_relaxed);
-      // A real-time thread busy more than half the time (passes grew longer than planned)
-      // would starve the target on a small machine: back to normal scheduling for good.
-      if (realtime && (cpu - window_cpu) * 2 > t1 - window_ns) {
+      // A real-time thread busy more than 3/4 of the time (passes grew longer than planned)
+      // would starve the target on a small machine: after three such windows in a row (the
+      // first passes, which resolve every code object, are slower) back to normal scheduling
+      // for good.
+      busy_windows = (cpu - window_cpu) * 4 > (t1 - window_ns) * 3 ? busy_windows + 1 : 0;
+      if (realtime && busy_windows >= 3) {
         setRealtime(false);
         realtime = false;
         st_.realtime.store(false, std::memory_order_relaxed);

@@ -42,12 +42,13 @@ def _loadavg() -> list[float]:
 
 def _native_builds() -> dict[str, str]:
     """Which native modules of psrec this run used, and when they were built."""
-    import importlib
+    import importlib.util
 
     out = {}
     for mod in ("psrec.format._format", "psrec.recorder._recorder"):
         try:
-            path = importlib.import_module(mod).__file__ or "?"
+            spec = importlib.util.find_spec(mod)
+            path = (spec.origin if spec else None) or "?"
             built = dt.datetime.fromtimestamp(os.path.getmtime(path), dt.timezone.utc)
             out[mod] = f"{path} (built {built.isoformat(timespec='seconds')})"
         except (ImportError, OSError) as exc:
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     _proc.install_signal_handlers()
     started = time.monotonic()
     load_start = _loadavg()
+    builds_start = _native_builds()
     tc = ensure_tools(args.venv, _log)
     _log(f"target python {tc.target_version} ({tc.target_python}); py-spy {tc.py_spy_version}; "
          f"austin {tc.austin_version}; psrec {tc.psrec_version} "
@@ -151,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
         "tools": tc.as_dict(),
         "psrec_native": _native_builds(),
+        "psrec_native_at_start": builds_start,
     }
     unavailable = dict(ctx.unavailable)
     table = render_table(ctx.rows, unavailable)
@@ -164,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         "Each cell: median [min–max] over the runs; psrec ÷ best peer compares medians.\n"
     )
     notes = [f"- {n}" for n in tc.notes]
+    if builds_start != meta["psrec_native"]:
+        notes.append("- psrec's native modules were rebuilt during this run: figures run before "
+                     f"and after used different builds ({meta['psrec_native']})")
     notes += [f"- figure {k} failed: {v}" for k, v in failures.items()]
     notes += [f"- {t}: {why}" for t, why in unavailable.items()]
     print(header)

@@ -93,10 +93,6 @@ class Accumulator:
     def cells(self) -> list[tuple[int, int, int, int, int, int, int, int]]: ...
     def columns(self) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]: ...
 
-def merge_runs(
-    arg0: bytes, arg1: bytes, arg2: bytes, arg3: bytes, arg4: bytes, arg5: bytes, /
-) -> tuple[bytes, bytes, bytes, bytes, bytes]: ...
-
 class Timeline:
     def __init__(
         self,

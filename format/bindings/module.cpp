@@ -243,33 +243,6 @@ NB_MODULE(_format, m) {
                               asBytes(weight), asBytes(cpu), asBytes(gil), asBytes(on_cpu));
       });
 
-  m.def("merge_runs", [](const nb::bytes& node, const nb::bytes& count, const nb::bytes& weight,
-                         const nb::bytes& cpu, const nb::bytes& first_ts, const nb::bytes& canon) {
-    auto load = [](const nb::bytes& b, auto& v) {
-      using T = typename std::decay_t<decltype(v)>::value_type;
-      v.resize(b.size() / sizeof(T));
-      std::memcpy(v.data(), b.c_str(), v.size() * sizeof(T));
-    };
-    TimelineRuns in, out;
-    std::vector<uint32_t> c;
-    load(node, in.node);
-    load(count, in.count);
-    load(weight, in.weight);
-    load(cpu, in.cpu);
-    load(first_ts, in.first_ts);
-    load(canon, c);
-    const size_t n = in.node.size();
-    if (in.count.size() != n || in.weight.size() != n || in.cpu.size() != n ||
-        in.first_ts.size() != n)
-      throw nb::value_error("merge_runs: columns of different lengths");
-    {
-      nb::gil_scoped_release release;
-      out = mergeRuns(in, c);
-    }
-    return nb::make_tuple(asBytes(out.node), asBytes(out.count), asBytes(out.weight),
-                          asBytes(out.cpu), asBytes(out.first_ts));
-  });
-
   nb::class_<Timeline>(m, "Timeline")
       .def(
           "__init__",

@@ -171,14 +171,7 @@ def expected_function_runs(rec: Synth, thread: str) -> tuple[list[tuple[str, ...
     return stacks, weights
 
 
-@pytest.mark.parametrize("native_merge", [True, False], ids=["native", "python"])
-def test_by_function_merges_runs_of_the_same_function(
-    rec: Synth, native_merge: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not native_merge:
-        from psrec.format import _format
-
-        monkeypatch.delattr(_format, "merge_runs")
+def test_by_function_merges_runs_of_the_same_function(rec: Synth) -> None:
     doc = export(rec.path, "--thread", "MainThread")
     validate(doc)
     want_stacks, want_weights = expected_function_runs(rec, "MainThread")

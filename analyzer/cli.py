@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-
 from psrec import __version__
 from psrec.format import PsrecError, open_recording
 
@@ -89,7 +88,8 @@ def info(recording: str, as_json: bool) -> None:
         md = d["metadata"]
         rows = [
             ("file", f"{d['file']} ({d['size_bytes']:,} bytes, format {d['format']})"),
-            ("state", "closed cleanly" if d["closed_cleanly"] else "recovered (not closed cleanly)"),
+            ("state", "closed cleanly" if d["closed_cleanly"]
+                      else "recovered (not closed cleanly)"),
             ("created", d["created"]),
             ("target", f"pid {md.get('pid', '?')}: {' '.join(md.get('command') or []) or '?'}"),
             ("python", str(md.get("python_version", "?"))),

@@ -102,7 +102,7 @@ def test_pstats_loads_and_totals_equal_selection(rec: Synth, tmp_path: Path) -> 
     assert st.total_tt == pytest.approx(  # type: ignore[attr-defined]
         sum(x.weight for x in rec.samples) / 1e6)
     raw = marshal.loads(out.read_bytes())
-    for key, (cc, nc, tt, ct, callers) in raw.items():
+    for key, (_cc, nc, tt, ct, callers) in raw.items():
         assert isinstance(key, tuple) and len(key) == 3
         assert ct >= tt - 1e-12
         for value in callers.values():
@@ -189,7 +189,10 @@ def test_modes_on_status(tmp_path: Path) -> None:
             "sleeper": ((MAIN, ("t.py", "sleep", 40)), 0, 0),
         })
     s.close()
-    names = lambda p: set(own_by_name(p))
+
+    def names(p: Profile) -> set[str]:
+        return set(own_by_name(p))
+
     assert names(Profile.load(s.path)) == {"compute", "parse2", "sleep"}
     cpu = Profile.load(s.path, View(mode="cpu"))
     assert names(cpu) == {"compute", "parse2"}
@@ -288,7 +291,10 @@ def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
     for view in (View(), View(mode="cpu"), View(by="line", start="0.1", end="0.3")):
         a = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=True)
         b = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=False)
-        key = lambda p: sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
+
+        def key(p: Profile) -> list[Any]:
+            return sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
+
         assert key(a) == key(b)
         assert PstatsReporter.build(a) == PstatsReporter.build(b)
         assert a.timelines is not None and b.timelines is not None

@@ -16,7 +16,8 @@ from psrec.analyzer.speedscope import check_consistency
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_CANDIDATES = [
     REPO.parent / "shared" / "speedscope" / "file-format-schema.json",
-    Path(os.environ.get("PSREC_SPEEDSCOPE_DIR", "/nonexistent")) / "dist/release/file-format-schema.json",
+    Path(os.environ.get("PSREC_SPEEDSCOPE_DIR", "/nonexistent"))
+    / "dist/release/file-format-schema.json",
     Path(os.environ.get("PSREC_E2E_CACHE", "/tmp/psrec-e2e-cache"))
     / "node_modules/speedscope/dist/release/file-format-schema.json",
 ]

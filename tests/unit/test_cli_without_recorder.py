@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 # Runs the CLI with the native recorder module made unimportable.

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from psrec.format import _constants as C
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,16 +67,19 @@ def test_spec_table_matches_python_and_native(title: str) -> None:
     assert rows, f"table {title!r} has no rows"
     cpp = cpp_constants()
     for name, value in rows.items():
-        assert getattr(C, name) == value, f"{name}: spec says {value}, format/_constants.py says {getattr(C, name)}"
+        ours = getattr(C, name)
+        assert ours == value, f"{name}: spec says {value}, format/_constants.py says {ours}"
         if name in ("MAX_PAYLOAD", "MAX_RAW"):
             continue  # enforced by the Python reader only
-        assert cpp.get(cpp_name(name)) == value, f"{name}: spec says {value}, constants.hpp says {cpp.get(cpp_name(name))}"
+        native = cpp.get(cpp_name(name))
+        assert native == value, f"{name}: spec says {value}, constants.hpp says {native}"
 
 
 def test_every_code_constant_is_in_the_spec() -> None:
     specified = {name for rows in checked_tables().values() for name in rows}
     for name in dir(C):
-        if re.match(r"(CHUNK|REC|ENTRY|STATUS)_", name) and name not in ("CHUNK_SYNC", "CHUNK_NAMES", "CHUNK_HEADER_SIZE", "ENTRY_FLAG_BITS"):
+        not_tabled = ("CHUNK_SYNC", "CHUNK_NAMES", "CHUNK_HEADER_SIZE", "ENTRY_FLAG_BITS")
+        if re.match(r"(CHUNK|REC|ENTRY|STATUS)_", name) and name not in not_tabled:
             assert name in specified, f"{name} is in format/_constants.py but not in the spec"
     for cname in cpp_constants():
         py = [n for n in dir(C) if cpp_name(n) == cname]
@@ -90,5 +92,6 @@ def test_spec_header_layout_matches_writer() -> None:
     raw = Header(C.FORMAT_MAJOR, C.FORMAT_MINOR, 1, 2, 1000).pack()
     assert len(raw) == C.HEADER_SIZE
     assert raw[:8] == C.MAGIC
-    assert "`89 50 53 52 0D 0A 1A 0A`" in SPEC and C.MAGIC == bytes.fromhex("89 50 53 52 0D 0A 1A 0A")
+    assert "`89 50 53 52 0D 0A 1A 0A`" in SPEC
+    assert bytes.fromhex("89 50 53 52 0D 0A 1A 0A") == C.MAGIC
     assert C.TRAILER_MAGIC.decode() == "PSR-END\n" and "`PSR-END\\n`" in SPEC

@@ -324,6 +324,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
     th.seen_pass = pass_;
     bool ok = sampleThread(t, th, th_head, head, ts);
+    t.unwinder->noteOutside(th.hint);
     if (!ok) {
       // A torn read: the thread changed its stack while we copied it. Forget what the last
       // sample resolved (it may be half replaced) and read the thread once more, at once and
@@ -337,6 +338,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
         th_head = again;
         Unwinder::updateHint(th_head, th.hint);
         ok = sampleThread(t, th, th_head, head, ts);
+        t.unwinder->noteOutside(th.hint);
         if (!ok) {
           th.raw.clear();
           th.ids.clear();
@@ -347,6 +349,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       encoder_.sampleError(th.ref);
       ++*errors;
     }
+    t.order.back().hint = th.hint;
     tstate = th_head.next;
   }
   for (auto it = t.threads.begin(); it != t.threads.end();) {

@@ -112,8 +112,8 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
   uint8_t gil[64];
   const bool with_gil = gil_addr_ && gil_len <= sizeof gil;
   if (known.empty() || l_.tstate_size > 1024) return readPassHead(out);
-  // Up to four requests per thread within the kernel's 1024.
-  const size_t count = std::min<size_t>(known.size(), 250);
+  // Up to eight requests per thread within the kernel's 1024.
+  const size_t count = std::min<size_t>(known.size(), 127);
   const size_t tlen = static_cast<size_t>(l_.tstate_size);
   const bool iframes = l_.frame_model == FrameModel::kInterpreterFrame;
   const bool pthread_tid = l_.tstate_native_thread_id == kAbsent && pthread_tid_offset_ >= 0;
@@ -131,6 +131,12 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
       p.chunk_off = total;
       total += p.chunk_len;
       if (l_.tstate_cframe != kAbsent && k.hint.cframe) p.cframe = k.hint.cframe;
+      p.outside_n = std::min<uint8_t>(k.hint.outside_n, StackHint::kMaxOutside);
+      for (size_t j = 0; j < p.outside_n; ++j) {
+        p.outside[j] = k.hint.outside[j];
+        p.outside_off[j] = total;
+        total += static_cast<size_t>(l_.iframe_size);
+      }
     }
     if (pthread_tid && k.thread_id) p.thread_id = k.thread_id;
   }
@@ -157,6 +163,11 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
       pf_reqs_.push_back({p.cframe + static_cast<uint64_t>(l_.cframe_current_frame), &p.frame, 8});
       pf_owner_.push_back({idx, 2});
     }
+    for (size_t j = 0; j < p.outside_n; ++j) {
+      pf_reqs_.push_back({p.outside[j], pf_buf_.data() + p.outside_off[j],
+                          static_cast<size_t>(l_.iframe_size)});
+      pf_owner_.push_back({idx, static_cast<uint8_t>(4 + j)});
+    }
     if (p.thread_id) {
       pf_reqs_.push_back(
           {p.thread_id + static_cast<uint64_t>(pthread_tid_offset_), &p.tid, sizeof p.tid});
@@ -175,7 +186,8 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
       if (what == 0) p.ts_ok = true;
       else if (what == 1) p.chunk_ok = true;
       else if (what == 2) p.cframe_ok = true;
-      else p.tid_ok = true;
+      else if (what == 3) p.tid_ok = true;
+      else p.outside_ok[what - 4] = true;
     }
     at += got;
     if (at >= n) break;
@@ -226,8 +238,17 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   }
 }
 
+void Unwinder::noteOutside(StackHint& hint) const {
+  hint.outside_n = 0;
+  for (uint64_t a : walk_outside_) {
+    if (hint.outside_n == StackHint::kMaxOutside) break;
+    hint.outside[hint.outside_n++] = a;
+  }
+}
+
 ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
   spec_cframe_ = spec_chunk_ = 0;
+  spec_out_n_ = 0;
   if (hint) {
     // Read ahead by readPass, in list order as a rule.
     const Prefetched* pf = nullptr;
@@ -245,6 +266,12 @@ ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHin
         if (pf->cframe_ok) {
           spec_cframe_ = pf->cframe;
           spec_frame_ = pf->frame;
+        }
+        // Copied in the same system call as the chunk: as consistent with it as its frames.
+        for (size_t j = 0; j < pf->outside_n; ++j) {
+          if (!pf->outside_ok[j]) continue;
+          spec_out_addr_[spec_out_n_] = pf->outside[j];
+          spec_out_ptr_[spec_out_n_++] = pf_buf_.data() + pf->outside_off[j];
         }
       }
       parseThread(tstate, pf_buf_.data() + pf->ts_off, static_cast<size_t>(l_.tstate_size), out,
@@ -394,6 +421,9 @@ const uint8_t* Unwinder::frameBytes(uint64_t addr) {
     // (generators, C-stack entry frames) are read on their own.
     if (!next_chunk_ || chunk_loads_ >= 256 || !loadChunk(next_chunk_, 0)) break;
   }
+  walk_outside_.push_back(addr);
+  for (size_t j = 0; j < spec_out_n_; ++j)
+    if (spec_out_addr_[j] == addr) return spec_out_ptr_[j];
   ++stats_.frame_reads;
   if (size > sizeof scratch_ || proc_.mem().read(addr, scratch_, size) != ReadStatus::kOk)
     return nullptr;
@@ -403,6 +433,7 @@ const uint8_t* Unwinder::frameBytes(uint64_t addr) {
 
 WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth) {
   out.clear();
+  walk_outside_.clear();
   if (l_.frame_model == FrameModel::kFrameObject) {
     uint8_t buf[256];
     size_t len = static_cast<size_t>(l_.frame_size);

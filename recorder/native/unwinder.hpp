@@ -49,6 +49,11 @@ struct StackHint {
   uint64_t cframe = 0;
   uint64_t chunk = 0;
   uint64_t used = 0;
+  // Frames outside the data stack that the last walk met (3.12+ entry frames on the C
+  // stack, generator frames): read ahead in the same system call as the chunk.
+  static constexpr size_t kMaxOutside = 4;
+  uint64_t outside[kMaxOutside] = {};
+  uint8_t outside_n = 0;
 };
 
 // A thread seen in the previous pass, to read ahead with the next pass head.
@@ -112,6 +117,8 @@ class Unwinder {
   // With a hint, uses what readPass read for this thread; without one, reads afresh.
   ReadStatus readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint = nullptr);
   static void updateHint(const ThreadHead& t, StackHint& hint);
+  // After a walk: the frames it found outside the data stack, for the next pass's hint.
+  void noteOutside(StackHint& hint) const;
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
 
@@ -162,12 +169,21 @@ class Unwinder {
     uint64_t thread_id = 0;
     int32_t tid = 0;
     bool tid_ok = false;
+    uint64_t outside[StackHint::kMaxOutside] = {};
+    size_t outside_off[StackHint::kMaxOutside] = {};
+    bool outside_ok[StackHint::kMaxOutside] = {};
+    uint8_t outside_n = 0;
   };
   std::vector<Prefetched> pf_;
   std::vector<uint8_t> pf_buf_;
   std::vector<ReadRequest> pf_reqs_;
   std::vector<std::pair<uint32_t, uint8_t>> pf_owner_;  // per request: thread, what
   size_t pf_cursor_ = 0;
+  // Outside frames read ahead for the thread being walked, and those the walk met.
+  uint64_t spec_out_addr_[StackHint::kMaxOutside] = {};
+  const uint8_t* spec_out_ptr_[StackHint::kMaxOutside] = {};
+  size_t spec_out_n_ = 0;
+  std::vector<uint64_t> walk_outside_;
   void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                    const Prefetched* pf);
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack

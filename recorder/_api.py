@@ -75,7 +75,7 @@ class RecordOptions:
     blocking: bool = False
     force: bool = False
     quiet: bool = False
-    realtime: bool = True  # SCHED_FIFO for the sampling thread where permitted
+    realtime: bool = False  # SCHED_FIFO for the sampling thread where permitted
     attach_timeout: float = 10.0
 
 

@@ -75,16 +75,17 @@ def _fail(exc: PsrecError, verbose: bool) -> None:
               help="Also record child Python processes (e.g. multiprocessing workers).")
 @click.option("--blocking", is_flag=True,
               help="Pause the target during each sample for exactly consistent stacks.")
-@click.option("--no-realtime", is_flag=True,
-              help="Never give the sampling thread real-time priority (it asks for SCHED_FIFO "
-                   "where permitted, to keep to its deadlines on a busy machine).")
+@click.option("--realtime", is_flag=True,
+              help="Give the sampling thread real-time priority (SCHED_FIFO, where permitted) "
+                   "to keep to its deadlines on a busy machine; it preempts the target, so "
+                   "the target slows down more.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: float | None,
-           subprocesses: bool, blocking: bool, no_realtime: bool, force: bool, quiet: bool,
+           subprocesses: bool, blocking: bool, realtime: bool, force: bool, quiet: bool,
            verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
@@ -96,7 +97,7 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
     verbose = verbose or bool(parent.get("verbose"))
     try:
         code = _record(output, rate, duration, subprocesses, blocking, force, quiet, target,
-                       realtime=not no_realtime)
+                       realtime=realtime)
     except PsrecError as exc:
         _fail(exc, verbose)
     except KeyboardInterrupt:
@@ -108,7 +109,7 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
 
 
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
-            force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = True) -> int:
+            force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
     from .errors import RecorderError

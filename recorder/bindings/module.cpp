@@ -139,7 +139,7 @@ NB_MODULE(_recorder, m) {
            },
            nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
            nb::arg("blocking") = false, nb::arg("subprocesses") = false,
-           nb::arg("realtime") = true)
+           nb::arg("realtime") = false)
       .def("target_info", [](Sampler& s) { return infoDict(s.targetInfo()); })
       .def("start", &Sampler::start)
       .def("wait", &Sampler::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>())

@@ -31,7 +31,7 @@ struct SamplerConfig {
   uint64_t created_mono_ns = 0;  // CLOCK_MONOTONIC reading that timestamps count from
   bool blocking = false;
   bool subprocesses = false;
-  bool realtime = true;  // try SCHED_FIFO for the sampling thread (see Sampler::setRealtime)
+  bool realtime = false;  // try SCHED_FIFO for the sampling thread (see Sampler::setRealtime)
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
 };

@@ -55,3 +55,19 @@ def test_stat_is_read_only_for_threads_switched_since_their_last_sample(
     st = _stats(out)
     assert st["samples"] > 1000, st
     assert st["stat_reads"] < 0.5 * st["samples"], st
+
+
+@pytest.mark.parametrize("python", python_params()[-1:])
+def test_realtime_priority_only_when_asked(python: str, tmp_path: Path) -> None:
+    """By default the sampler never preempts the target with real-time priority; --realtime
+    asks for it (granted here only with CAP_SYS_NICE or an RLIMIT_RTPRIO, as root has)."""
+    import os
+    import resource
+
+    plain, asked = tmp_path / "plain.psr", tmp_path / "rt.psr"
+    with target(python, "rec_threads.py") as t:
+        record(plain, t.pid, "-r", "1000", duration=0.5)
+        record(asked, t.pid, "-r", "1000", "--realtime", duration=0.5)
+    assert not _stats(plain)["realtime"]
+    may_rt = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0
+    assert _stats(asked)["realtime"] == may_rt

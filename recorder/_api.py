@@ -114,7 +114,8 @@ def _check_output(path: str, force: bool) -> None:
 
 def _resolve_command(command: tuple[str, ...]) -> list[str]:
     if not command:
-        raise RecorderError("no command given after --", help="psrec record -o out.psr -- python app.py")
+        raise RecorderError("no command given after --",
+                            help="psrec record -o out.psr -- python app.py")
     exe = command[0]
     if os.sep in exe:
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
@@ -170,7 +171,8 @@ def _wait_for_python(rec: ModuleType, proc: subprocess.Popen[bytes], timeout: fl
         proc.kill()
         proc.wait()
     if isinstance(last, NotPythonError):
-        raise NotPythonError(f"{proc.args[0]} did not start a CPython interpreter within {timeout:g} s")
+        raise NotPythonError(
+            f"{proc.args[0]} did not start a CPython interpreter within {timeout:g} s")
     if last is not None and not isinstance(last, NoSuchProcessError):
         raise last
     raise RecorderError(f"{proc.args[0]} did not initialise Python within {timeout:g} s")

@@ -44,7 +44,8 @@ class NotPythonError(RecorderError):
 
 
 class UnsupportedPythonError(RecorderError):
-    default_help = "psrec records CPython 3.8 to 3.13 (GIL builds); run the program with one of them"
+    default_help = ("psrec records CPython 3.8 to 3.13 (GIL builds); "
+                    "run the program with one of them")
 
 
 class TargetReadError(RecorderError):

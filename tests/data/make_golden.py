@@ -17,9 +17,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "unit"))
 
-from format_helpers import new_writer, read_file
-from psrec.format import _constants as C
-from psrec.format import _format
+from format_helpers import new_writer, read_file  # noqa: E402  (after the path insert)
+from psrec.format import _constants as C  # noqa: E402
+from psrec.format import _format  # noqa: E402
 
 EVENT_NAMES = {v: k for k, v in vars(C).items() if k.startswith("REC_")}
 

@@ -17,6 +17,7 @@ from psrec.analyzer.profile import Profile, View
 from psrec.analyzer.reporters import function_totals
 
 TARGETS = Path(__file__).resolve().parents[1] / "targets"
+WORKLOADS = Path(__file__).resolve().parents[1] / "perf" / "workloads"
 PSREC = [sys.executable, "-m", "psrec"]
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
@@ -42,11 +43,11 @@ def recorder(tmp_path_factory: pytest.TempPathFactory) -> None:
         pytest.skip(f"psrec record cannot record here (exit {r.returncode}: {last})")
 
 
-def record(tmp_path: Path, name: str, rate: str, *args: str) -> tuple[str, str]:
-    out = tmp_path / f"{name}-{rate}.psr"
+def record(tmp_path: Path, script: Path, rate: str, *args: str) -> tuple[str, str]:
+    out = tmp_path / f"{script.stem}-{rate}.psr"
     r = subprocess.run(
         [*PSREC, "record", "-q", "-r", rate, "-o", str(out), "--", sys.executable,
-         str(TARGETS / name), *args],
+         str(script), *args],
         capture_output=True, text=True, timeout=240, check=False)
     assert r.returncode == 0, f"psrec record failed: {r.stderr}"
     return str(out), r.stdout
@@ -75,14 +76,14 @@ def cumulative(p: Profile, name: str) -> tuple[int, int]:
     starts) can share a name.
     """
     for k, t in function_totals(p, p.cells).items():
-        if k.name == name and k.filename.startswith(str(TARGETS)):
+        if k.name == name and k.filename.startswith((str(TARGETS), str(WORKLOADS))):
             return t.total_count, t.total
     return 0, 0
 
 
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rate: str) -> None:
-    path, stdout = record(tmp_path, "analyzer_fixed_work.py", rate, "29", "3")
+    path, stdout = record(tmp_path, WORKLOADS / "fixed_work.py", rate, "29", "3")
     m = re.search(r"fib_share=([0-9.]+)", stdout)
     assert m, stdout
     truth = float(m.group(1))
@@ -114,7 +115,7 @@ def marked_threads(p: Profile, marker: str) -> list[int]:
 
 
 def test_sleeping_thread_shows_in_wall_and_not_in_cpu(recorder: None, tmp_path: Path) -> None:
-    path, _ = record(tmp_path, "analyzer_sleeper.py", "1000", "2")
+    path, _ = record(tmp_path, TARGETS / "analyzer_sleeper.py", "1000", "2")
     wall_profile = Profile.load(path, View(mode="wall"))
     sleeper = marked_threads(wall_profile, "nap")
     assert len(sleeper) == 1, collapsed(path, "--per-thread")
@@ -131,7 +132,7 @@ def test_sleeping_thread_shows_in_wall_and_not_in_cpu(recorder: None, tmp_path: 
 
 
 def test_gil_waiter_shows_in_wall_and_not_in_gil(recorder: None, tmp_path: Path) -> None:
-    path, _ = record(tmp_path, "analyzer_gil_waiter.py", "1000")
+    path, _ = record(tmp_path, TARGETS / "analyzer_gil_waiter.py", "1000")
     wall = Profile.load(path, View(mode="wall"))
     hog_n, _ = cumulative(wall, "hog")
     waiting_n, _ = cumulative(wall, "waiter_loop")

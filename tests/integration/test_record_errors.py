@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from rec_live import PYTHONS, UNSUPPORTED, TARGETS, psrec, stop, target
+from rec_live import PYTHONS, TARGETS, UNSUPPORTED, psrec, stop, target
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
 ANY_PYTHON = PYTHONS[0][1] if PYTHONS else None

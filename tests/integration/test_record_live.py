@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from psrec.format import constants as C
 from rec_live import (
     collapsed,
@@ -164,7 +163,7 @@ def test_no_shim_frames_on_reentry(python: str, tmp_path: Path) -> None:
         assert s.stack[i - 1][1:] == ("reentry_caller", call_line), collapsed(keyed)
         assert s.functions[: i - 1] == ("<module>",), collapsed(keyed)
     for s in samples:
-        for filename, func, line in s.stack:
+        for filename, func, _line in s.stack:
             assert filename and func and not func.startswith("<shim"), s.stack
 
 
@@ -228,7 +227,7 @@ def test_subprocesses_recorded_with_their_pids(python: str, tmp_path: Path) -> N
 @pytest.mark.parametrize("python", PYTHONS)
 def test_thread_churn_never_crashes_and_errors_stay_rare(python: str, tmp_path: Path) -> None:
     out = tmp_path / "churn.psr"
-    with target(python, "rec_churn.py") as t:
+    with target(python, "../perf/workloads/threads.py") as t:
         record(out, t.pid, duration=3.0)
     from psrec.format import open_recording
 

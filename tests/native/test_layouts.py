@@ -22,7 +22,8 @@ CPYTHON = HERE.parent.parent / "recorder" / "native" / "cpython"
 
 
 def include_dir(python: str) -> Path | None:
-    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+    query = "import sysconfig; print(sysconfig.get_paths()['include'])"
+    out = subprocess.run([python, "-c", query],
                          capture_output=True, text=True, timeout=30)
     p = Path(out.stdout.strip())
     return p if (p / "internal").is_dir() else None

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import click
-
 from psrec.format.errors import PsrecError
 
 __all__ = ["record", "dump_pid", "format_dump"]

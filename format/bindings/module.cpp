@@ -61,13 +61,7 @@ AccumulatorQuery makeQuery(int64_t from_ts, int64_t to_ts,
   AccumulatorQuery q;
   q.from_ts = from_ts;
   q.to_ts = to_ts;
-  if (threads) {
-    uint32_t top = 0;
-    for (uint32_t t : *threads) top = std::max(top, t);
-    q.threads.assign(top + 1, 0);
-    for (uint32_t t : *threads) q.threads[t] = 1;
-    if (threads->empty()) q.threads.assign(1, 0);  // select nothing
-  }
+  if (threads) q.selectThreads(*threads);
   q.status_mask = status_mask;
   q.status_value = status_value;
   return q;
@@ -187,18 +181,7 @@ NB_MODULE(_format, m) {
           [](Accumulator* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
              uint8_t status_value, int64_t slice_origin, int64_t slice_ticks) {
-            AccumulatorQuery q;
-            q.from_ts = from_ts;
-            q.to_ts = to_ts;
-            if (threads) {
-              uint32_t top = 0;
-              for (uint32_t t : *threads) top = std::max(top, t);
-              q.threads.assign(top + 1, 0);
-              for (uint32_t t : *threads) q.threads[t] = 1;
-              if (threads->empty()) q.threads.assign(1, 0);  // select nothing
-            }
-            q.status_mask = status_mask;
-            q.status_value = status_value;
+            AccumulatorQuery q = makeQuery(from_ts, to_ts, threads, status_mask, status_value);
             q.slice_origin = slice_origin;
             q.slice_ticks = slice_ticks;
             new (self) Accumulator(std::move(q));

@@ -386,14 +386,11 @@ const Accumulator::CellList& Accumulator::cells() const {
 
 void Accumulator::add(const SampleColumns& c) {
   const size_t n = c.size();
-  const bool all_threads = q_.threads.empty();
   for (size_t i = 0; i < n; ++i) {
     const int64_t ts = c.ts[i];
-    if (ts < q_.from_ts || ts >= q_.to_ts) continue;
     const uint32_t th = c.thread[i];
-    if (!all_threads && (th >= q_.threads.size() || !q_.threads[th])) continue;
     const uint8_t st = c.status[i];
-    if ((st & q_.status_mask) != q_.status_value) continue;
+    if (!q_.keeps(ts, th, st)) continue;
     uint32_t slice = 0;
     if (q_.slice_ticks > 0) {
       slice = static_cast<uint32_t>((ts - q_.slice_origin) / q_.slice_ticks);

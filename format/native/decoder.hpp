@@ -4,6 +4,7 @@
 // trie node, so memory grows with the number of distinct stacks, not of samples.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -146,6 +147,20 @@ struct AccumulatorQuery {
   uint8_t status_value = 0;
   int64_t slice_origin = 0;
   int64_t slice_ticks = 0;  // 0: no slicing
+
+  // Keeps only these thread refs (an empty list keeps none).
+  void selectThreads(const std::vector<uint32_t>& refs) {
+    uint32_t top = 0;
+    for (uint32_t t : refs) top = std::max(top, t);
+    threads.assign(static_cast<size_t>(top) + 1, 0);
+    for (uint32_t t : refs) threads[t] = 1;
+  }
+  // Whether the sample passes the window, thread and status filter.
+  bool keeps(int64_t ts, uint32_t thread, uint8_t status) const {
+    if (ts < from_ts || ts >= to_ts) return false;
+    if (!threads.empty() && (thread >= threads.size() || !threads[thread])) return false;
+    return (status & status_mask) == status_value;
+  }
 };
 
 struct AccumulatorCell {

@@ -6,13 +6,10 @@ const TimelineRuns Timeline::kEmpty{};
 
 void Timeline::add(const SampleColumns& c) {
   const size_t n = c.size();
-  const bool all_threads = q_.threads.empty();
   for (size_t i = 0; i < n; ++i) {
     const int64_t ts = c.ts[i];
-    if (ts < q_.from_ts || ts >= q_.to_ts) continue;
     const uint32_t th = c.thread[i];
-    if (!all_threads && (th >= q_.threads.size() || !q_.threads[th])) continue;
-    if ((c.status[i] & q_.status_mask) != q_.status_value) continue;
+    if (!q_.keeps(ts, th, c.status[i])) continue;
     if (th >= runs_.size()) runs_.resize(static_cast<size_t>(th) + 1);
     TimelineRuns& r = runs_[th];
     const uint32_t node = c.node[i];

@@ -388,6 +388,16 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   size_t same = 0;
   const size_t n = walk_.size();
   while (same < n && same < th.raw.size() && walk_[same] == th.raw[same]) ++same;
+  // A frame whose address held another function in the previous sample was called since:
+  // its caller, copied earlier in the same bulk read, may still show the line before that
+  // call. Check those callers (one read). A slot refilled by the same function, as in a fast
+  // recursion, is not checked: its caller moving on is no sign of a torn copy.
+  callers_.clear();
+  for (size_t i = std::max<size_t>(same, 1); i < n && i < th.raw.size(); ++i) {
+    if (walk_[i].addr == th.raw[i].addr && walk_[i].code != th.raw[i].code)
+      callers_.push_back(i - 1);
+  }
+  if (!t.unwinder->verifyCallers(walk_, callers_.data(), callers_.size())) return false;
   CodeCache& codes = *t.codes;
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {

@@ -135,6 +135,7 @@ class Sampler {
   uint64_t last_scan_ns_ = 0;
   std::vector<RawFrame> walk_;
   std::vector<uint64_t> code_addrs_;
+  std::vector<size_t> callers_;  // frames whose callee changed function in place
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

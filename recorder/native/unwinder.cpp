@@ -17,6 +17,7 @@ namespace {
 
 constexpr size_t kChunkProbe = 16 * 1024;  // DATA_STACK_CHUNK_SIZE: the smallest chunk
 constexpr uint64_t kMaxChunkBytes = 16u << 20;
+constexpr uint8_t kOwnedByGenerator = 1;  // FRAME_OWNED_BY_GENERATOR (same header)
 constexpr uint8_t kOwnedByCStack = 3;  // FRAME_OWNED_BY_CSTACK (Include/internal/pycore_frame.h)
 
 std::set<int32_t> taskIds(pid_t pid) {
@@ -54,6 +55,18 @@ Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
   chunk_buf_.reserve(64 * 1024);
 }
 
+// The GIL's state from the bytes [gil_lo_, gil_hi_) of its struct; gil is null when unread.
+void Unwinder::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const {
+  out.gil_known = gil != nullptr;
+  if (!gil) return;
+  int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
+  int32_t holder_off =
+      (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_last_holder : l_.gil_last_holder);
+  StructView v(gil, gil_len);
+  out.gil_locked = v.get<int32_t>(locked_off - gil_lo_) != 0;
+  out.gil_holder = v.ptr(holder_off - gil_lo_);
+}
+
 ReadStatus Unwinder::readPassHead(PassHead& out) {
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;
@@ -66,15 +79,7 @@ ReadStatus Unwinder::readPassHead(PassHead& out) {
   if (with_gil) reqs[n++] = {gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len};
   ReadStatus st = proc_.mem().readMany(reqs, n);
   if (st != ReadStatus::kOk) return st;
-  out.gil_known = with_gil;
-  if (with_gil) {
-    int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
-    int32_t holder_off =
-        (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_last_holder : l_.gil_last_holder);
-    StructView v(gil, gil_len);
-    out.gil_locked = v.get<int32_t>(locked_off - gil_lo_) != 0;
-    out.gil_holder = v.ptr(holder_off - gil_lo_);
-  }
+  parseGil(with_gil ? gil : nullptr, gil_len, out);
   return ReadStatus::kOk;
 }
 
@@ -198,15 +203,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
     }
     ++at;  // skip the request that failed
   }
-  out.gil_known = with_gil;
-  if (with_gil) {
-    int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
-    int32_t holder_off =
-        (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_last_holder : l_.gil_last_holder);
-    StructView v(gil, gil_len);
-    out.gil_locked = v.get<int32_t>(locked_off - gil_lo_) != 0;
-    out.gil_holder = v.ptr(holder_off - gil_lo_);
-  }
+  parseGil(with_gil ? gil : nullptr, gil_len, out);
   return ReadStatus::kOk;
 }
 
@@ -400,6 +397,30 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
   return true;
 }
 
+bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* which,
+                             size_t count) {
+  // One bulk copy is not one snapshot: it runs from low to high addresses while the target
+  // runs, so a caller can be copied before its callee returned and the callee after another
+  // function took its place (the same address, the caller at its next line). Re-read such
+  // callers at once and require each one's code, link and instruction unchanged.
+  if (l_.frame_model != FrameModel::kInterpreterFrame || count == 0) return true;
+  const size_t len = static_cast<size_t>(l_.iframe_size);
+  verify_buf_.resize(count * len);
+  std::vector<ReadRequest> reqs;
+  reqs.reserve(count);
+  for (size_t k = 0; k < count; ++k)
+    reqs.push_back({frames[which[k]].addr, verify_buf_.data() + k * len, len});
+  if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
+  for (size_t k = 0; k < count; ++k) {
+    StructView v(verify_buf_.data() + k * len, len);
+    const RawFrame& f = frames[which[k]];
+    if (v.ptr(l_.iframe_code) != f.code || v.ptr(l_.iframe_previous) != f.prev ||
+        v.ptr(l_.iframe_instr) != f.instr)
+      return false;
+  }
+  return true;
+}
+
 const uint8_t* Unwinder::frameBytes(uint64_t addr) {
   const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
   if (last_chunk_ < chunks_.size()) {
@@ -502,10 +523,14 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     uint64_t prev = v.ptr(l_.iframe_previous);
     if (owner > kOwnedByCStack || (owner == kOwnedByCStack && !l_.has_cstack_owner))
       return WalkResult::kError;  // not a frame: a torn read
+    // A generator drops its frame's `previous` link when it suspends: a suspended frame on a
+    // running stack means the copy caught the generator between a yield and a resume.
+    if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
     if (owner != kOwnedByCStack) {
       // Shim frames owned by the C stack (3.12+) run no Python code: never report them.
       RawFrame f;
       f.addr = addr;
+      f.prev = prev;
       f.code = v.ptr(l_.iframe_code);
       f.instr = v.ptr(l_.iframe_instr);
       if (!f.code) return WalkResult::kError;

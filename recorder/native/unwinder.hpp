@@ -18,6 +18,7 @@ struct RawFrame {
   uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
   uint64_t code = 0;   // its code object
   uint64_t instr = 0;  // f_lasti (3.8-3.10) or the instruction pointer (3.11+)
+  uint64_t prev = 0;   // 3.11+: the `previous` link as read (not part of the comparison)
   bool operator==(const RawFrame& o) const {
     return addr == o.addr && code == o.code && instr == o.instr;
   }
@@ -121,6 +122,9 @@ class Unwinder {
   void noteOutside(StackHint& hint) const;
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
+  // 3.11+: whether the callers frames[which[..]] of frames walked from one bulk copy still
+  // read the same (see the .cpp).
+  bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count);
 
   const UnwinderStats& stats() const { return stats_; }
 
@@ -138,6 +142,7 @@ class Unwinder {
   const cpython::Layout& l_;
   uint64_t gil_addr_ = 0;  // struct _gil_runtime_state in the target
   int32_t gil_lo_ = 0, gil_hi_ = 0;
+  void parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const;
   // 3.8-3.10: offset of the kernel tid inside glibc's struct pthread (found at run time).
   int32_t pthread_tid_offset_ = -1;
   bool pthread_calibrated_ = false;

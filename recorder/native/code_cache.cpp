@@ -84,7 +84,31 @@ bool CodeCache::resolve(CodeInfo& info) {
   if (!readUnicode(info.key.filename, info.filename)) return false;
   if (!readUnicode(info.key.name, info.name)) return false;
   if (!readBytes(info.key.linetable, info.linetable, 1 << 20)) return false;
+  // 3.13+ pushes a trampoline frame under every __init__ called by CALL_ALLOC_AND_ENTER_INIT:
+  // the static code object _Py_InitCleanup (Python/specialize.c), whose file and name are
+  // both "__init__"; no code compiled from a file has that file name.
+  info.shim = proc_.layout().version_hex >= 0x030D0000 && info.filename == "__init__" &&
+              info.name == "__init__";
   return true;
+}
+
+uint8_t CodeCache::pushes(CodeInfo& info, uint64_t raw_instr) {
+  const auto& l = proc_.layout();
+  const cpython::CallSites& sites = l.call_sites;
+  if (!sites.known()) return 3;
+  int off = byteOffset(info.addr, raw_instr);
+  if (off < 0) return 0;  // not started: it cannot be calling
+  auto it = info.call_sites.find(off);
+  if (it != info.call_sites.end()) return it->second;
+  const uint64_t at = info.addr + static_cast<uint64_t>(l.code_adaptive) + static_cast<uint64_t>(off);
+  const size_t back = std::min<size_t>(sites.max_back, static_cast<size_t>(off) / 2);
+  uint16_t units[16];
+  if (back + 1 > sizeof units / sizeof units[0] ||
+      proc_.mem().read(at - back * 2, units, (back + 1) * 2) != ReadStatus::kOk)
+    return 0;
+  uint8_t what = sites.pushes(units, back + 1);
+  info.call_sites.emplace(off, what);
+  return what;
 }
 
 int CodeCache::byteOffset(uint64_t code_addr, uint64_t raw_instr) const {

@@ -34,10 +34,13 @@ struct CodeInfo {
   std::string name;  // co_qualname where the version has it, else co_name
   std::string linetable;
   int firstlineno = 0;
+  // An interpreter trampoline rather than Python code (see CodeCache::resolve).
+  bool shim = false;
   uint64_t validated_pass = 0;
   // Ids in the recording's encoder; 0 until first used.
   uint32_t function_id = 0;
   std::unordered_map<int32_t, uint32_t> frame_ids;  // instruction byte offset -> frame id
+  std::unordered_map<int32_t, uint8_t> call_sites;  // instruction byte offset -> what it pushes
 
   int lineAt(cpython::LineTable kind, int byte_offset) const;
 };
@@ -61,6 +64,15 @@ class CodeCache {
   }
   // The entry for addr if it was validated in the given pass.
   CodeInfo* get(uint64_t addr, uint64_t pass);
+  // The entry for addr, validated or not: for a frame known to be alive since it was.
+  CodeInfo* peek(uint64_t addr) {
+    auto it = entries_.find(addr);
+    return it == entries_.end() ? nullptr : it->second.get();
+  }
+  // 3.11+: what the instruction at raw_instr (a frame's instruction pointer) can push: bit 0
+  // a function's frame, bit 1 a generator's (cpython/call_sites.hpp); 3 where the version has
+  // no table, 0 when it cannot be read. Read from the target once per offset.
+  uint8_t pushes(CodeInfo& info, uint64_t raw_instr);
   // Validates and resolves a single code object now (for one-off dumps).
   CodeInfo* lookup(uint64_t addr, uint64_t pass) {
     return prepare(&addr, 1, pass) ? get(addr, pass) : nullptr;

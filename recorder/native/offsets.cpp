@@ -28,6 +28,8 @@ void finishLayout(Layout& l) {
   l.code_size = end({l.object_type, l.var_size, l.code_filename, l.code_name, l.code_qualname,
                      l.code_firstlineno, l.code_linetable},
                     8);
+  if (l.frame_model == FrameModel::kInterpreterFrame)
+    l.call_sites = callSitesFor((l.version_hex >> 16) & 0xFF);
 }
 
 }  // namespace psrec::cpython

@@ -326,11 +326,9 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     bool ok = sampleThread(t, th, th_head, head, ts);
     t.unwinder->noteOutside(th.hint);
     if (!ok) {
-      // A torn read: the thread changed its stack while we copied it. Forget what the last
-      // sample resolved (it may be half replaced) and read the thread once more, at once and
-      // without read-ahead; only a second failure is counted as an error.
-      th.raw.clear();
-      th.ids.clear();
+      // A torn read: the thread changed its stack while we copied it. Read it once more, at
+      // once and without read-ahead, still compared with its last good sample; only a second
+      // failure is counted as an error.
       ThreadHead again;
       if (t.unwinder->readThread(tstate, again, nullptr) == ReadStatus::kOk &&
           again.thread_id == th_head.thread_id && again.native_tid == th_head.native_tid) {
@@ -339,10 +337,6 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
         Unwinder::updateHint(th_head, th.hint);
         ok = sampleThread(t, th, th_head, head, ts);
         t.unwinder->noteOutside(th.hint);
-        if (!ok) {
-          th.raw.clear();
-          th.ids.clear();
-        }
       }
     }
     if (!ok) {
@@ -392,9 +386,15 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   // its caller, copied earlier in the same bulk read, may still show the line before that
   // call. Check those callers (one read). A slot refilled by the same function, as in a fast
   // recursion, is not checked: its caller moving on is no sign of a torn copy.
+  // The same holds for a frame read apart from the chunk (a generator's, or one entered
+  // from C) that is new since the previous sample: it may have been read after its caller
+  // moved on. (A failed sample leaves the last good one in place to compare with.)
   callers_.clear();
-  for (size_t i = std::max<size_t>(same, 1); i < n && i < th.raw.size(); ++i) {
-    if (walk_[i].addr == th.raw[i].addr && walk_[i].code != th.raw[i].code)
+  for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
+    const bool had = i < th.raw.size();
+    const bool moved = !had || walk_[i].addr != th.raw[i].addr;
+    if ((had && !moved && walk_[i].code != th.raw[i].code) ||
+        (walk_[i].outside && (moved || walk_[i].code != th.raw[i].code)))
       callers_.push_back(i - 1);
   }
   if (!t.unwinder->verifyCallers(walk_, callers_.data(), callers_.size())) return false;
@@ -411,14 +411,38 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   }
   if (!code_addrs_.empty() && !codes.prepare(code_addrs_.data(), code_addrs_.size(), pass_))
     return false;
-  th.ids.resize(same);
+  infos_.assign(n, nullptr);
   const auto kind = t.proc->layout().line_table;
   for (size_t i = same; i < n; ++i) {
-    const RawFrame& f = walk_[i];
-    CodeInfo* info = codes.get(f.code, pass_);
+    CodeInfo* info = codes.get(walk_[i].code, pass_);
     if (!info) return false;
-    int off = codes.byteOffset(f.code, f.instr);
+    if (info->shim && !t.unwinder->shimCode()) {
+      // First sight of the __init__ trampoline: the walk leaves it out from now on.
+      t.unwinder->setShimCode(walk_[i].code);
+      return sampleThread(t, th, head, ph, ts);
+    }
+    const int off = codes.byteOffset(walk_[i].code, walk_[i].instr);
     if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
+    infos_[i] = info;
+  }
+  // A frame whose callee the interpreter pushed directly must be at an instruction that
+  // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has
+  // moved on: its callee returned after the copy began and what lies above it is stale, or
+  // the link to it was. Frames in the unchanged prefix were checked in an earlier sample.
+  if (t.proc->layout().call_sites.known()) {
+    for (size_t i = same ? same - 1 : 0; i + 1 < n; ++i) {
+      if (walk_[i + 1].entered) continue;
+      CodeInfo* info = infos_[i] ? infos_[i] : codes.peek(walk_[i].code);
+      const uint8_t need = walk_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
+      if (!info || !(codes.pushes(*info, walk_[i].instr) & need)) return false;
+    }
+  }
+  // Nothing above changed the thread's last sample; from here on it is replaced.
+  th.ids.resize(same);
+  for (size_t i = same; i < n; ++i) {
+    const RawFrame& f = walk_[i];
+    CodeInfo* info = infos_[i];
+    const int off = codes.byteOffset(f.code, f.instr);
     auto it = info->frame_ids.find(off);
     uint32_t id;
     if (it != info->frame_ids.end()) {

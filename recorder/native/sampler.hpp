@@ -136,6 +136,7 @@ class Sampler {
   std::vector<RawFrame> walk_;
   std::vector<uint64_t> code_addrs_;
   std::vector<size_t> callers_;  // frames whose callee changed function in place
+  std::vector<CodeInfo*> infos_;  // per frame of walk_ resolved in this sample
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -54,6 +54,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
         d.error = "stack changed while being read";
         break;
       }
+      if (info->shim) continue;  // the __init__ trampoline (3.13+): not Python code
       fd.filename = info->filename;
       fd.name = info->name;
       fd.line = info->lineAt(proc.layout().line_table, codes.byteOffset(f.code, f.instr));

@@ -17,8 +17,6 @@ namespace {
 
 constexpr size_t kChunkProbe = 16 * 1024;  // DATA_STACK_CHUNK_SIZE: the smallest chunk
 constexpr uint64_t kMaxChunkBytes = 16u << 20;
-constexpr uint8_t kOwnedByGenerator = 1;  // FRAME_OWNED_BY_GENERATOR (same header)
-constexpr uint8_t kOwnedByCStack = 3;  // FRAME_OWNED_BY_CSTACK (Include/internal/pycore_frame.h)
 
 std::set<int32_t> taskIds(pid_t pid) {
   std::set<int32_t> out;
@@ -516,6 +514,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
   }
   while (addr) {
     if (out.size() >= max_depth) return WalkResult::kTruncated;
+    const size_t outside_before = walk_outside_.size();
     const uint8_t* p = frameBytes(addr);
     if (!p) return WalkResult::kError;
     StructView v(p, static_cast<size_t>(l_.iframe_size));
@@ -526,15 +525,21 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     // A generator drops its frame's `previous` link when it suspends: a suspended frame on a
     // running stack means the copy caught the generator between a yield and a resume.
     if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
-    if (owner != kOwnedByCStack) {
-      // Shim frames owned by the C stack (3.12+) run no Python code: never report them.
+    if (owner == kOwnedByCStack) {
+      // Shim frames owned by the C stack (3.12+) run no Python code: never report them. The
+      // frame above one was entered from C.
+      if (!out.empty()) out.back().entered = true;
+    } else {
       RawFrame f;
       f.addr = addr;
       f.prev = prev;
       f.code = v.ptr(l_.iframe_code);
       f.instr = v.ptr(l_.iframe_instr);
+      f.owner = owner;
+      f.outside = walk_outside_.size() != outside_before;
+      if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
       if (!f.code) return WalkResult::kError;
-      out.push_back(f);
+      if (f.code != shim_code_ || !shim_code_) out.push_back(f);
     }
     if (prev == addr) return WalkResult::kError;
     addr = prev;

@@ -14,11 +14,18 @@
 
 namespace psrec::recorder {
 
+// _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h, 3.11+).
+constexpr uint8_t kOwnedByGenerator = 1;  // FRAME_OWNED_BY_GENERATOR
+constexpr uint8_t kOwnedByCStack = 3;     // FRAME_OWNED_BY_CSTACK (3.12+)
+
 struct RawFrame {
   uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
   uint64_t code = 0;   // its code object
   uint64_t instr = 0;  // f_lasti (3.8-3.10) or the instruction pointer (3.11+)
   uint64_t prev = 0;   // 3.11+: the `previous` link as read (not part of the comparison)
+  bool entered = false;  // 3.11+: entered from C (an entry frame), not pushed by its caller
+  uint8_t owner = 0;     // 3.11+: FRAME_OWNED_BY_THREAD (0) or _GENERATOR (1)
+  bool outside = false;  // 3.11+: read apart from the data-stack chunk it was walked from
   bool operator==(const RawFrame& o) const {
     return addr == o.addr && code == o.code && instr == o.instr;
   }
@@ -126,6 +133,11 @@ class Unwinder {
   // read the same (see the .cpp).
   bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count);
 
+  // A code object whose frames are interpreter trampolines, not Python code (3.13+'s
+  // _Py_InitCleanup, under __init__ calls): the walk leaves them out.
+  void setShimCode(uint64_t code) { shim_code_ = code; }
+  uint64_t shimCode() const { return shim_code_; }
+
   const UnwinderStats& stats() const { return stats_; }
 
  private:
@@ -207,6 +219,7 @@ class Unwinder {
   bool verifySolo(size_t len, int32_t instr_offset, size_t instr_width, uint64_t leaf_ptr = 0,
                   uint64_t leaf = 0);
   UnwinderStats stats_;
+  uint64_t shim_code_ = 0;
 };
 
 }  // namespace psrec::recorder

@@ -39,6 +39,7 @@ FIELDS = {
     "iframe.previous": "iframe_previous",
     "iframe.instr": "iframe_instr",
     "iframe.owner": "iframe_owner",
+    "iframe.is_entry": "iframe_is_entry",
     "iframe.localsplus": "iframe_size",
     "code.filename": "code_filename",
     "code.name": "code_name",

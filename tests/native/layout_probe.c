@@ -80,6 +80,9 @@ int main(void) {
 #if PY_VERSION_HEX >= 0x030B0000
   P("iframe.previous", offsetof(_PyInterpreterFrame, previous));
   P("iframe.owner", offsetof(_PyInterpreterFrame, owner));
+#if PY_VERSION_HEX < 0x030C0000
+  P("iframe.is_entry", offsetof(_PyInterpreterFrame, is_entry));
+#endif
   P("iframe.localsplus", offsetof(_PyInterpreterFrame, localsplus));
   P("code.qualname", offsetof(PyCodeObject, co_qualname));
   P("code.code_adaptive", offsetof(PyCodeObject, co_code_adaptive));

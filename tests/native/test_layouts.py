@@ -13,7 +13,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
-from rec_live import PYTHONS, target  # noqa: E402
+from rec_live import PYTHONS, minor_of, target  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 import gen_layout  # noqa: E402
@@ -76,3 +76,15 @@ def test_version_and_layout_source(python: str) -> None:
         assert info["version_hex"] == hexversion  # Py_Version / _Py_DebugOffsets: exact
     if hexversion >= 0x030D0000:
         assert info["layout_source"] == "_Py_DebugOffsets"
+
+
+@pytest.mark.parametrize("python", [pytest.param(p, id=i) for i, p in PYTHONS
+                                    if minor_of(p) >= (3, 11)])
+def test_call_site_table_matches_opcodes(python: str) -> None:
+    """cpython/call_sites.hpp holds, for the interpreter's version (3.11+; older frames are
+    objects read one by one, with no table), the opcode numbers its own opcode module gives,
+    specialized and instrumented ones included."""
+    block = subprocess.run([python, str(HERE / "gen_call_sites.py")], capture_output=True,
+                           text=True, check=True, timeout=30).stdout
+    header = (CPYTHON / "call_sites.hpp").read_text()
+    assert block in header, f"recorder/native/cpython/call_sites.hpp lacks, for {python}:\n{block}"

@@ -5,6 +5,9 @@ same_address: two functions called in turn from one caller: the same frame addre
 recursion: a static recursion DEPTH frames deep (argv[2], default 1000).
 reentry: Python called back from C (sorted's key): no shim or entry frame may show.
 threads: two threads with disjoint functions: frames of different threads never mix.
+call_kinds: every way the interpreter calls Python code, directly or through C, each from
+    its own line (argv[2] "traced": with a line tracer installed, so that 3.12+ runs
+    instrumented instructions).
 """
 
 import sys
@@ -105,6 +108,74 @@ def beta_loop(started):
         beta_mid()
 
 
+def via_plain():
+    return spin(3000)
+
+
+def via_keywords(n=0):
+    return spin(3000)
+
+
+def via_star(*args):
+    return spin(3000)
+
+
+class Kinds:
+    def __init__(self):
+        spin(3000)
+
+    def __getitem__(self, key):
+        return spin(3000)
+
+    @property
+    def prop(self):
+        return spin(3000)
+
+    def method(self):
+        return spin(3000)
+
+
+class Overridden:
+    def __getattribute__(self, name):
+        return spin(3000)
+
+
+def via_generator():
+    yield spin(3000)
+
+
+def via_delegation():
+    yield from via_generator()
+
+
+def via_c_key(v):
+    return spin(3000)
+
+
+def call_kinds_loop():
+    k = Kinds()
+    o = Overridden()
+    ready()
+    while True:
+        via_plain()  # LINE kind_plain
+        via_keywords(n=1)  # LINE kind_keywords
+        via_star(*(1, 2))  # LINE kind_star
+        Kinds()  # LINE kind_init
+        _ = k[0]  # LINE kind_getitem
+        _ = k.prop  # LINE kind_prop
+        k.method()  # LINE kind_method
+        _ = o.anything  # LINE kind_getattribute
+        for _ in via_generator():  # LINE kind_for
+            pass
+        for _ in via_delegation():  # LINE kind_send
+            pass
+        sorted([1], key=via_c_key)  # LINE kind_c
+
+
+def line_tracer(frame, event, arg):
+    return line_tracer
+
+
 def two_threads():
     started = threading.Barrier(3)
     threading.Thread(target=alpha_loop, args=(started,), daemon=True).start()
@@ -129,5 +200,9 @@ if __name__ == "__main__":
         reentry_caller()
     elif mode == "threads":
         two_threads()
+    elif mode == "call_kinds":
+        if sys.argv[2:] == ["traced"]:
+            sys.settrace(line_tracer)
+        call_kinds_loop()
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "recorder/native/cpython/call_sites.hpp"
+
 namespace psrec::cpython {
 
 constexpr int32_t kAbsent = -1;
@@ -70,6 +72,7 @@ struct Layout {
   int32_t iframe_previous = kAbsent;
   int32_t iframe_instr = kAbsent;     // prev_instr (3.11-3.12) / instr_ptr (3.13)
   int32_t iframe_owner = kAbsent;     // char
+  int32_t iframe_is_entry = kAbsent;  // bool, 3.11 (3.12+ marks entries with a shim frame)
   int32_t iframe_size = 0;            // offset of localsplus: the header we copy
 
   // PyCodeObject
@@ -89,9 +92,13 @@ struct Layout {
   int32_t unicode_state = kAbsent;
   int32_t unicode_ascii_size = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
   int32_t unicode_compact_size = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
+
+  // Instructions a frame calling a Python function directly can be at (3.11-3.13).
+  CallSites call_sites;
 };
 
-// Computes the copy sizes (tstate_size, frame_size, code_size) from the offsets.
+// Computes the copy sizes (tstate_size, frame_size, code_size) from the offsets, and picks the
+// version's call-site table.
 void finishLayout(Layout& l);
 
 }  // namespace psrec::cpython

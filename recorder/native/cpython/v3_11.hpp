@@ -36,6 +36,7 @@ inline Layout layout() {
   l.iframe_instr = 56;
   l.iframe_previous = 48;
   l.iframe_owner = 69;
+  l.iframe_is_entry = 68;
   l.iframe_size = 72;
   l.code_qualname = 128;
   l.code_adaptive = 184;

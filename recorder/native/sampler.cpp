@@ -431,7 +431,10 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   // the link to it was. Frames in the unchanged prefix were checked in an earlier sample.
   if (t.proc->layout().call_sites.known()) {
     for (size_t i = same ? same - 1 : 0; i + 1 < n; ++i) {
-      if (walk_[i + 1].entered) continue;
+      // A recursion's frames look alike whichever of its calls they came from: a copy that
+      // caught one between two calls still shows the right functions, and rejecting it would
+      // bias the profile against fast recursive calls.
+      if (walk_[i + 1].entered || walk_[i + 1].code == walk_[i].code) continue;
       CodeInfo* info = infos_[i] ? infos_[i] : codes.peek(walk_[i].code);
       const uint8_t need = walk_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
       if (!info || !(codes.pushes(*info, walk_[i].instr) & need)) return false;

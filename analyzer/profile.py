@@ -281,7 +281,7 @@ class Profile:
                 f"--to ({view.end}) is not after --from ({view.start})",
                 help="give a window whose end comes after its start",
             )
-        refs = _match_threads(view.threads, defs, rec.path) if view.threads else None
+        refs = _match_threads(view.threads, rec, defs, native) if view.threads else None
 
         mask, value = MODES[view.mode]
         stream = rec.stream(from_ts, to_ts, native=native)
@@ -330,20 +330,13 @@ class Profile:
             sample_errors=stream.errors,
             warnings=list(rec.warnings),
         )
-        prof._apply_renames()
+        prof.defs.apply_renames(prof.events)
         if warn is not None:
             for w in prof.warnings:
                 warn(w)
         if prof.selected == 0:
             raise SelectionError(prof._nothing_selected(total), help=prof._nothing_help(total))
         return prof
-
-    def _apply_renames(self) -> None:
-        for etype, ts, ref, name_id, _ in self.events:
-            if etype == C.REC_THREAD_RENAME and ref in self.threads:
-                name = self.defs.strings.get(name_id, "")
-                self.threads[ref].names.append((ts, name))
-                self.threads[ref].name = name
 
     def _window_text(self) -> str:
         a = "start" if self.from_ts is None else f"{self.seconds(self.from_ts):.3f} s"
@@ -540,25 +533,41 @@ def _to_ticks(text: str, rec: Recording, option: str) -> int:
     return round(seconds * 1e9 / float(rec.tick_ns))
 
 
-def _match_threads(specs: tuple[str, ...], defs: Definitions, path: str) -> list[int]:
+def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:
+    if number is not None and number in (t.os_tid, t.python_tid):
+        return True
+    return t.name == spec or any(n == spec for _, n in t.names)
+
+
+def _match_threads(
+    specs: tuple[str, ...], rec: Recording, defs: Definitions, native: bool | None
+) -> list[int]:
+    """Threads by OS or Python thread id, or by any name they had. A name a thread got only
+    later (THREAD_RENAME, e.g. threading's name read after the thread started) is in the data
+    chunks: they are read once more to find it."""
     refs: list[int] = []
+    renamed = False
     for spec in specs:
-        found = []
         s = spec.strip()
         number: int | None = None
         try:
             number = int(s, 0)
         except ValueError:
             pass
-        for t in defs.threads.values():
-            if number is not None and number in (t.os_tid, t.python_tid) or t.name == s:
-                found.append(t.ref)
+        found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
+        if not found and not renamed:
+            scan = rec.stream(native=native)
+            for _ in scan:
+                pass
+            defs.apply_renames(scan.events)
+            renamed = True
+            found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
         if not found:
             names = sorted({f"{t.name or '?'} (tid {t.os_tid or t.python_tid})"
                             for t in defs.threads.values()})
             shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
             raise SelectionError(
-                f"no thread named or numbered {spec!r} in {path}",
+                f"no thread named or numbered {spec!r} in {rec.path}",
                 help=f"threads in this recording: {shown or 'none'}",
             )
         refs.extend(r for r in found if r not in refs)

@@ -28,6 +28,7 @@ def info(rec: Recording) -> dict[str, Any]:
             last = max(last, s["last_ts"])
     duration_s = (last - first) * rec.tick_ns / 1e9 if passes > 1 else 0.0
     missed = sum(e[3] for e in stream.events if e[0] == C.REC_PASS_ERRORS)
+    defs.apply_renames(stream.events)
     data_bytes = sum(c.length + C.CHUNK_HEADER_SIZE for c in rec.chunks
                      if c.type in (C.CHUNK_DATA, C.CHUNK_DEFS))
     created = _dt.datetime.fromtimestamp(rec.header.created_wall_ns / 1e9, _dt.timezone.utc)

@@ -127,6 +127,18 @@ class Definitions:
             self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
         self.unknown_records += unknown
 
+    def apply_renames(self, events: list[tuple[int, int, int, int, int]]) -> None:
+        """Gives each thread the names THREAD_RENAME events gave it, in time order; its name
+        becomes the last one. Applying the same events again changes nothing."""
+        renames: dict[int, list[tuple[int, str]]] = {}
+        for etype, ts, ref, name_id, _ in events:
+            if etype == C.REC_THREAD_RENAME and ref in self.threads:
+                renames.setdefault(ref, []).append((ts, self.strings.get(name_id, "")))
+        for ref, names in renames.items():
+            names.sort(key=lambda n: n[0])
+            self.threads[ref].names = names
+            self.threads[ref].name = names[-1][1]
+
     def frame(self, frame_id: int) -> Frame:
         f = self.frames.get(frame_id)
         if f is None:

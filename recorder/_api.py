@@ -203,7 +203,9 @@ def _metadata(rec: ModuleType, info: dict[str, Any], opts: RecordOptions, pid: i
             "subprocesses": opts.subprocesses,
             "duration": opts.duration,
             "mode": "launch" if opts.command else "attach",
-            "thread_names": "os",  # thread names are the kernel's (/proc/PID/task/TID/comm)
+            # threading's names (Thread.name); the kernel's (/proc/PID/task/TID/comm) for
+            # threads threading does not know
+            "thread_names": "python",
             "gil_requested": False,  # the GIL_REQUESTED bit is never known
         },
     }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "recorder/native/line_table.hpp"
+#include "recorder/native/py_objects.hpp"
 
 namespace psrec::recorder {
 
@@ -81,9 +82,9 @@ CodeInfo* CodeCache::get(uint64_t addr, uint64_t pass) {
 
 bool CodeCache::resolve(CodeInfo& info) {
   ++resolutions_;
-  if (!readUnicode(info.key.filename, info.filename)) return false;
-  if (!readUnicode(info.key.name, info.name)) return false;
-  if (!readBytes(info.key.linetable, info.linetable, 1 << 20)) return false;
+  if (!readUnicode(proc_.mem(), proc_.layout(), info.key.filename, info.filename)) return false;
+  if (!readUnicode(proc_.mem(), proc_.layout(), info.key.name, info.name)) return false;
+  if (!readBytes(proc_.mem(), proc_.layout(), info.key.linetable, info.linetable, 1 << 20)) return false;
   // 3.13+ pushes a trampoline frame under every __init__ called by CALL_ALLOC_AND_ENTER_INIT:
   // the static code object _Py_InitCleanup (Python/specialize.c), whose file and name are
   // both "__init__"; no code compiled from a file has that file name.
@@ -124,66 +125,6 @@ int CodeCache::byteOffset(uint64_t code_addr, uint64_t raw_instr) const {
   uint64_t off = raw_instr - first;
   if (off > (1u << 30)) return -2;
   return static_cast<int>(off & ~uint64_t{1});
-}
-
-bool CodeCache::readUnicode(uint64_t addr, std::string& out) {
-  const auto& l = proc_.layout();
-  uint8_t head[128];
-  size_t hsize = static_cast<size_t>(l.unicode_compact_size);
-  if (hsize > sizeof head || proc_.mem().read(addr, head, hsize) != ReadStatus::kOk) return false;
-  StructView v(head, hsize);
-  uint32_t state = v.get<uint32_t>(l.unicode_state);
-  int64_t length = v.get<int64_t>(l.unicode_length);
-  // PyASCIIObject.state bit-fields: interned:2, kind:3, compact:1, ascii:1 (3.8-3.13).
-  uint32_t kind = (state >> 2) & 7;
-  bool compact = (state >> 5) & 1;
-  bool ascii = (state >> 6) & 1;
-  if (!compact || length < 0 || length > 4096 || (kind != 1 && kind != 2 && kind != 4))
-    return false;
-  uint64_t data = addr + static_cast<uint64_t>(ascii ? l.unicode_ascii_size : l.unicode_compact_size);
-  std::string raw(static_cast<size_t>(length) * kind, '\0');
-  if (!raw.empty() && proc_.mem().read(data, raw.data(), raw.size()) != ReadStatus::kOk)
-    return false;
-  out.clear();
-  if (ascii) {
-    out = std::move(raw);
-    return true;
-  }
-  auto put = [&](uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  };
-  for (int64_t i = 0; i < length; ++i) {
-    uint32_t cp = 0;
-    std::memcpy(&cp, raw.data() + i * kind, kind);  // little-endian
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) cp = 0xFFFD;
-    put(cp);
-  }
-  return true;
-}
-
-bool CodeCache::readBytes(uint64_t addr, std::string& out, size_t max_len) {
-  const auto& l = proc_.layout();
-  int64_t size = 0;
-  if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l.var_size), size)) return false;
-  if (size < 0 || static_cast<size_t>(size) > max_len) return false;
-  out.assign(static_cast<size_t>(size), '\0');
-  if (size == 0) return true;
-  return proc_.mem().read(addr + static_cast<uint64_t>(l.bytes_sval), out.data(), out.size()) ==
-         ReadStatus::kOk;
 }
 
 }  // namespace psrec::recorder

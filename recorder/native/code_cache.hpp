@@ -86,8 +86,6 @@ class CodeCache {
   uint64_t invalidations() const { return invalidations_; }
 
   // Strings and bytes of the target (bounded); false when unreadable or not compact.
-  bool readUnicode(uint64_t addr, std::string& out);
-  bool readBytes(uint64_t addr, std::string& out, size_t max_len);
 
  private:
   bool resolve(CodeInfo& info);

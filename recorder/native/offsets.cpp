@@ -28,8 +28,12 @@ void finishLayout(Layout& l) {
   l.code_size = end({l.object_type, l.var_size, l.code_filename, l.code_name, l.code_qualname,
                      l.code_firstlineno, l.code_linetable},
                     8);
-  if (l.frame_model == FrameModel::kInterpreterFrame)
-    l.call_sites = callSitesFor((l.version_hex >> 16) & 0xFF);
+  const uint32_t minor = (l.version_hex >> 16) & 0xFF;
+  if (l.frame_model == FrameModel::kInterpreterFrame) l.call_sites = callSitesFor(minor);
+  l.instance_dict = minor < 11    ? InstanceDict::kDictOffset
+                    : minor == 11 ? InstanceDict::kManagedPair
+                    : minor == 12 ? InstanceDict::kTaggedPointer
+                                  : InstanceDict::kInlineValues;
 }
 
 }  // namespace psrec::cpython
@@ -72,6 +76,8 @@ enum DebugField : size_t {
   kCodeFirstlineno = 39, kCodeArgcount = 40, kCodeLocalsplusnames = 41,
   kCodeLocalspluskinds = 42, kCodeAdaptive = 43,
   kObjectSize = 44, kObjectType = 45,
+  kTypeSize = 46, kTypeName = 47, kTypeRepr = 48, kTypeFlags = 49,
+  kDictSize = 56, kDictKeys = 57, kDictValues = 58,
   kBytesSize = 64, kBytesObSize = 65, kBytesSval = 66,
   kUnicodeSize = 67, kUnicodeState = 68, kUnicodeLength = 69, kUnicodeAsciiSize = 70,
 };
@@ -122,6 +128,8 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
       {kCodeLinetable, kCodeSize, 8},              {kCodeFirstlineno, kCodeSize, 4},
       {kCodeAdaptive, kCodeSize, 0},               {kUnicodeState, kUnicodeSize, 4},
       {kUnicodeLength, kUnicodeSize, 8},           {kBytesSval, kBytesSize, 0},
+      {kTypeFlags, kTypeSize, 8},                  {kDictKeys, kDictSize, 8},
+      {kDictValues, kDictSize, 8},
   };
   for (const auto& c : checks) {
     if (!within(c[0], c[1], c[2])) {
@@ -176,6 +184,22 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   l.unicode_ascii_size = i32(kUnicodeAsciiSize);
   // PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 (3.12+).
   l.unicode_compact_size = l.unicode_ascii_size + 16;
+  // Thread names: the debug block has tp_flags, ma_keys and ma_values; the rest of the object
+  // model is taken from 3.13 (if a later version moved it, threads keep their OS names).
+  const Layout base = cpython::v3_13::layout();
+  l.type_basicsize = base.type_basicsize;
+  l.type_flags = i32(kTypeFlags);
+  l.type_dictoffset = base.type_dictoffset;
+  l.heaptype_cached_keys = base.heaptype_cached_keys;
+  l.dict_keys = i32(kDictKeys);
+  l.dict_values = i32(kDictValues);
+  l.dictkeys_log2_size = base.dictkeys_log2_size;
+  l.dictkeys_log2_index_bytes = base.dictkeys_log2_index_bytes;
+  l.dictkeys_kind = base.dictkeys_kind;
+  l.dictkeys_nentries = base.dictkeys_nentries;
+  l.dictkeys_indices = base.dictkeys_indices;
+  l.dictvalues_values = base.dictvalues_values;
+  l.module_dict = base.module_dict;
   cpython::finishLayout(l);
   return l;
 }

@@ -135,12 +135,7 @@ void Sampler::run() {
   const bool free_running = interval <= kFreeRunningNs;
   start_ns_ = monotonicNs();
   for (auto& t : targets_) {
-    if (t->root && !t->unwinder) {
-      t->unwinder = std::make_unique<Unwinder>(*t->proc);
-      t->codes = std::make_unique<CodeCache>(*t->proc);
-      encoder_.processStart(ticks(start_ns_), static_cast<uint64_t>(t->pid), 0,
-                            processCommandLine(t->pid));
-    }
+    if (t->root && !t->unwinder) openTarget(*t, ticks(start_ns_), 0);
   }
   // Real-time priority only with a low duty cycle: a free-running loop must not own a CPU.
   bool realtime = config_.realtime && !free_running && setRealtime(true);
@@ -235,6 +230,8 @@ void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
     codes += t->codes->size();
   }
   encoder_.endPass();
+  for (auto& t : targets_)
+    if (t->alive) readNames(*t, ts);
   const auto& es = encoder_.stats();
   st_.passes.store(es.passes, std::memory_order_relaxed);
   st_.samples.store(es.samples, std::memory_order_relaxed);
@@ -243,6 +240,41 @@ void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
   st_.live_threads.store(live, std::memory_order_relaxed);
   st_.syscalls.store(syscalls, std::memory_order_relaxed);
   st_.code_objects.store(codes, std::memory_order_relaxed);
+}
+
+void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
+  t.unwinder = std::make_unique<Unwinder>(*t.proc);
+  t.codes = std::make_unique<CodeCache>(*t.proc);
+  t.names = std::make_unique<ThreadNames>(*t.proc);
+  // Threads already running get threading's names in their first record.
+  t.names->read(t.py_names, true);
+  t.names_ts = ts ? ts : 1;
+  encoder_.processStart(ts, static_cast<uint64_t>(t.pid), static_cast<uint64_t>(ppid),
+                        processCommandLine(t.pid));
+}
+
+// Thread names come from threading (Thread.name), read after the pass: every second for
+// renames, and every 20 ms while a thread seen in the last second has no name from it yet
+// (threading registers a thread only once it runs). Until then a thread has the kernel's name.
+void Sampler::readNames(Target& t, uint64_t ts) {
+  constexpr uint64_t kRenameTicks = 1000000, kNewThreadTicks = 20000;  // 1 us ticks
+  const uint64_t since = ts - t.names_ts;
+  const bool fresh = !t.names_ts || since >= kRenameTicks;
+  if (!fresh && !(t.names_wanted && since >= kNewThreadTicks)) return;
+  t.names_ts = ts ? ts : 1;
+  t.names_wanted = false;
+  t.names->read(t.py_names, fresh);
+  for (auto& [addr, th] : t.threads) {
+    auto it = t.py_names.find(th.thread_id);
+    if (it == t.py_names.end()) {
+      if (!th.python_named && ts - th.first_ts < kRenameTicks) t.names_wanted = true;
+      continue;
+    }
+    th.python_named = true;
+    if (it->second == th.name) continue;
+    th.name = it->second;
+    encoder_.threadRename(th.ref, ts, th.name);
+  }
 }
 
 void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
@@ -265,16 +297,35 @@ Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts) 
   th.tstate = head.tstate;
   th.thread_id = head.thread_id;
   th.native_tid = head.native_tid;
-  std::string name;
+  th.first_ts = ts;
+  auto named = t.py_names.find(head.thread_id);
+  if (named != t.py_names.end()) {
+    th.name = named->second;
+    th.python_named = true;
+  } else {
+    t.names_wanted = true;
+  }
   if (head.native_tid) {
     pid_t tid = static_cast<pid_t>(head.native_tid);
     th.files = ThreadStatFiles(t.pid, tid);
-    name = threadComm(t.pid, tid);
+    if (!th.python_named) th.name = threadComm(t.pid, tid);
   }
-  th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid, name,
-                              ts);
+  th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid,
+                              th.name, ts);
   st_.threads_seen.fetch_add(1, std::memory_order_relaxed);
   return t.threads.emplace(head.tstate, std::move(th)).first->second;
+}
+
+// A thread state made for a thread that has not started yet: the thread starting it creates
+// it, and until the new thread binds it, it carries no ids (3.12+) or the creating thread's
+// (3.8-3.11). No thread runs it, so there is nothing to sample.
+bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const {
+  if (!head.thread_id && !head.native_tid) return true;
+  for (const auto& [addr, other] : t.threads)
+    if (addr != tstate && other.thread_id == head.thread_id &&
+        other.native_tid == head.native_tid && other.seen_pass + 1 >= pass_)
+      return true;
+  return false;
 }
 
 void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
@@ -311,9 +362,16 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     ThreadHead th_head;
     auto known = t.threads.find(tstate);
     const StackHint* hint = known != t.threads.end() ? &known->second.hint : nullptr;
-    if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk) {
+    // A kernel thread id above PID_MAX_LIMIT (2^22) means the state was freed while we read
+    // it: the list itself cannot be trusted past it.
+    if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk ||
+        th_head.native_tid > (1u << 22)) {
       list_ok = false;
       break;
+    }
+    if (known == t.threads.end() && unstarted(t, tstate, th_head)) {
+      tstate = th_head.next;
+      continue;
     }
     Thread& th = track(t, th_head, ts);
     Unwinder::updateHint(th_head, th.hint);
@@ -517,10 +575,7 @@ void Sampler::addChild(pid_t pid, pid_t ppid, uint64_t ts) {
     t->ppid = ppid;
     t->proc = PythonProcess::attach(pid);
     if (!t->proc->mainInterpreter()) throw RecorderError(ErrorCode::kNotPython, "not initialised");
-    t->unwinder = std::make_unique<Unwinder>(*t->proc);
-    t->codes = std::make_unique<CodeCache>(*t->proc);
-    encoder_.processStart(ts, static_cast<uint64_t>(pid), static_cast<uint64_t>(ppid),
-                          processCommandLine(pid));
+    openTarget(*t, ts, ppid);
     pending_children_.erase(pid);
     targets_.push_back(std::move(t));
     st_.processes.fetch_add(1, std::memory_order_relaxed);

@@ -20,6 +20,7 @@
 #include "format/native/encoder.hpp"
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/python_process.hpp"
+#include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_stats.hpp"
 #include "recorder/native/unwinder.hpp"
 
@@ -92,6 +93,9 @@ class Sampler {
     uint64_t thread_id = 0;
     uint64_t native_tid = 0;
     uint32_t ref = 0;
+    std::string name;          // as last recorded
+    bool python_named = false;  // name is threading's, not the kernel's
+    uint64_t first_ts = 0;
     ThreadStatFiles files;
     bool has_cpu = false;
     uint64_t cpu_reported_ns = 0;
@@ -108,6 +112,10 @@ class Sampler {
     std::unique_ptr<PythonProcess> proc;
     std::unique_ptr<Unwinder> unwinder;
     std::unique_ptr<CodeCache> codes;
+    std::unique_ptr<ThreadNames> names;
+    std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
+    uint64_t names_ts = 0;       // when py_names was last read (0: never)
+    bool names_wanted = false;   // a thread seen recently has no Python name yet
     std::unordered_map<uint64_t, Thread> threads;  // by tstate address
     std::vector<PrefetchThread> order;              // the threads of the last pass, in order
   };
@@ -120,6 +128,9 @@ class Sampler {
   bool sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
                     uint64_t ts);
   Thread& track(Target& t, const ThreadHead& head, uint64_t ts);
+  bool unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const;
+  void readNames(Target& t, uint64_t ts);
+  void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);
   void scanChildren(uint64_t ts);
   void addChild(pid_t pid, pid_t ppid, uint64_t ts);

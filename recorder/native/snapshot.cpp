@@ -4,6 +4,7 @@
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
 #include "recorder/native/process_pause.hpp"
+#include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_stats.hpp"
 #include "recorder/native/unwinder.hpp"
 
@@ -26,19 +27,27 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
   if (st != ReadStatus::kOk)
     throw RecorderError(ErrorCode::kReadFailed, "cannot read the interpreter state of process " +
                                                     std::to_string(proc.pid()));
+  std::unordered_map<uint64_t, std::string> names;
+  ThreadNames(proc).read(names, true);
   uint64_t tstate = head.threads_head;
   std::vector<RawFrame> raw;
   uint64_t pass = 1;
   for (int n = 0; tstate && n < 4096; ++n) {
     ThreadHead t;
     if (unwinder.readThread(tstate, t) != ReadStatus::kOk) break;
+    if (!t.thread_id && !t.native_tid) {  // not started yet (see Sampler::sampleTarget)
+      tstate = t.next;
+      continue;
+    }
     ThreadDump d;
     d.python_tid = t.thread_id;
     d.native_tid = t.native_tid;
     d.gil_known = head.gil_known;
     d.gil_held = head.gil_known && head.gil_locked && head.gil_holder == tstate;
+    auto named = names.find(t.thread_id);
+    if (named != names.end()) d.name = named->second;
     if (t.native_tid) {
-      d.name = threadComm(proc.pid(), static_cast<pid_t>(t.native_tid));
+      if (d.name.empty()) d.name = threadComm(proc.pid(), static_cast<pid_t>(t.native_tid));
       ThreadStatFiles files(proc.pid(), static_cast<pid_t>(t.native_tid));
       ThreadCpu cpu = files.read();
       d.cpu_known = cpu.ok;

@@ -112,11 +112,12 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 @contextmanager
 def target(python: str, script: str, *args: str, ready: str = "ready",
-           timeout: float = 30.0) -> Iterator[Target]:
-    """Starts tests/targets/SCRIPT and waits until it prints `ready` from its innermost frame."""
+           timeout: float = 30.0, stdin: bool = False) -> Iterator[Target]:
+    """Starts tests/targets/SCRIPT and waits until it prints `ready` from its innermost frame.
+    With stdin, the target's standard input is a pipe the test writes cues to."""
     proc = subprocess.Popen(
         [python, str(TARGETS / script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=str(TARGETS), text=True,
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, cwd=str(TARGETS), text=True,
     )
     try:
         _wait_line(proc, ready, timeout)
@@ -128,6 +129,21 @@ def target(python: str, script: str, *args: str, ready: str = "ready",
 def psrec(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "psrec", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=str(TARGETS))
+
+
+def psrec_async(*args: str) -> subprocess.Popen[str]:
+    """psrec running in the background (stderr piped, for the test to show on failure)."""
+    return subprocess.Popen([sys.executable, "-m", "psrec", *args], stderr=subprocess.PIPE,
+                            text=True, cwd=str(TARGETS))
+
+
+def wait_recording(path: Path, proc: subprocess.Popen[str], timeout: float = 20.0) -> None:
+    """Waits until a background `psrec record` has written its file's header and metadata."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() or path.stat().st_size < 200:
+        assert proc.poll() is None, f"psrec record exited ({proc.returncode})"
+        assert time.monotonic() < deadline, f"{path} not written within {timeout} s"
+        time.sleep(0.02)
 
 
 def record(path: Path, pid: int, *extra: str, duration: float = 1.5) -> None:
@@ -157,7 +173,7 @@ class Sample:
 def load(path: Path) -> list[Sample]:
     from psrec.format import open_recording
 
-    out: list[Sample] = []
+    rows = []
     with open_recording(path) as rec:
         defs = rec.definitions()
         stream = rec.stream(native=False)
@@ -171,10 +187,14 @@ def load(path: Path) -> list[Sample]:
                     stack.append((f.function.filename, f.function.name, f.line))
                     node = parents[node]
                 stack.reverse()
-                t = defs.threads[batch.thread[i]]
-                out.append(Sample(batch.ts[i], t.pid, t.name, t.os_tid, tuple(stack),
-                                  batch.status[i], batch.cpu[i]))
-    return out
+                rows.append((batch.ts[i], batch.thread[i], tuple(stack), batch.status[i],
+                             batch.cpu[i]))
+        # Each sample carries its thread's last name (names read after a thread started
+        # arrive as renames).
+        defs.apply_renames(stream.events)
+    t = defs.threads
+    return [Sample(ts, t[ref].pid, t[ref].name, t[ref].os_tid, stack, status, cpu)
+            for ts, ref, stack, status, cpu in rows]
 
 
 def collapsed(samples: list[Sample], limit: int = 15) -> str:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rec_live import PYTHONS, TARGETS, UNSUPPORTED, psrec, stop, target
+from rec_live import PYTHONS, TARGETS, UNSUPPORTED, psrec, psrec_async, stop, target, wait_recording
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
 ANY_PYTHON = PYTHONS[0][1] if PYTHONS else None
@@ -136,14 +136,9 @@ def test_target_dying_mid_recording_keeps_what_was_recorded(tmp_path: Path) -> N
 def test_sigterm_closes_the_file_cleanly(tmp_path: Path) -> None:
     out = tmp_path / "x.psr"
     with target(ANY_PYTHON, "rec_finite.py", "30") as t:
-        p = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out),
-                              str(t.pid)], stderr=subprocess.PIPE, text=True, cwd=str(TARGETS))
+        p = psrec_async("record", "-q", "-o", str(out), str(t.pid))
         try:
-            import time
-
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and (not out.exists() or out.stat().st_size < 200):
-                time.sleep(0.05)
+            wait_recording(out, p)
             p.terminate()
             p.wait(20)
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -14,9 +15,11 @@ from rec_live import (
     minor_of,
     missing_note,
     psrec,
+    psrec_async,
     python_params,
     record,
     target,
+    wait_recording,
 )
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
@@ -307,3 +310,35 @@ def test_dump_prints_every_thread(python: str) -> None:
     assert "busy_inner" in text and "sleepy_inner" in text and "main_sleep" in text, text
     assert '"busy-worker"' in text and "cpu: running" in text, text
     assert text.count("Thread 0x") >= 3
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_thread_names_from_threading(python: str, tmp_path: Path) -> None:
+    """Threads carry threading's names, also when renamed or started while recording; a thread
+    threading does not know keeps its kernel name."""
+    from psrec.format import open_recording
+
+    out = tmp_path / "names.psr"
+    with target(python, "rec_names.py", stdin=True) as t:
+        rec = psrec_async("record", "-q", "-o", str(out), "-d", "2.5", str(t.pid))
+        wait_recording(out, rec)
+        time.sleep(0.3)  # the names of the threads at attach are read by now
+        assert t.proc.stdin is not None
+        t.proc.stdin.write("go\n")
+        t.proc.stdin.flush()
+        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+    samples = load(out)
+    names = Counter(s.thread for s in samples)
+    want = {"main-renamed", "after-rename", "ünïcode-名前", "late-start", "os-only"}
+    assert set(names) == want, names
+    with open_recording(out) as r:
+        defs = r.definitions()
+        first = {d.name for d in defs.threads.values()}
+        assert "before-rename" in first and "after-rename" not in first, first
+        assert {"main-renamed", "ünïcode-名前", "os-only"} <= first, first
+    main = [s for s in samples if s.os_tid == t.pid]
+    assert main and {s.thread for s in main} == {"main-renamed"}
+    # A thread is selected by any name it had.
+    for name in ("before-rename", "after-rename", "late-start"):
+        r = psrec("report", str(out), "--thread", name)
+        assert r.returncode == 0 and "sleeper" in r.stdout, (name, r.stdout, r.stderr)

@@ -54,6 +54,32 @@ FIELDS = {
     "unicode.state": "unicode_state",
     "unicode.ascii_size": "unicode_ascii_size",
     "unicode.compact_size": "unicode_compact_size",
+    "type.basicsize": "type_basicsize",
+    "type.flags": "type_flags",
+    "type.dictoffset": "type_dictoffset",
+    "heaptype.cached_keys": "heaptype_cached_keys",
+    "dict.keys": "dict_keys",
+    "dict.values": "dict_values",
+    "dictkeys.size": "dictkeys_size",
+    "dictkeys.log2_size": "dictkeys_log2_size",
+    "dictkeys.log2_index_bytes": "dictkeys_log2_index_bytes",
+    "dictkeys.kind": "dictkeys_kind",
+    "dictkeys.nentries": "dictkeys_nentries",
+    "dictkeys.indices": "dictkeys_indices",
+    "dictvalues.values": "dictvalues_values",
+    "module.dict": "module_dict",
+}
+
+# Before 3.11 the dict keys object and the module object are private to their .c files
+# (Objects/dict-common.h: dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, dk_indices;
+# Objects/moduleobject.c: PyObject_HEAD, md_dict), so no installed header can be probed for
+# them. These are their offsets on LP64; the live thread-name tests check them.
+BEFORE_3_11 = {
+    "dictkeys.size": 8,
+    "dictkeys.nentries": 32,
+    "dictkeys.indices": 40,
+    "dictvalues.values": 0,
+    "module.dict": 16,
 }
 
 
@@ -63,6 +89,8 @@ def parse_probe(text: str) -> dict[str, int]:
 
 def render(values: dict[str, int]) -> str:
     minor = (values["version_hex"] >> 16) & 0xFF
+    if minor < 11:
+        values = {**values, **BEFORE_3_11}
     model = "kInterpreterFrame" if minor >= 11 else "kFrameObject"
     table = {8: "kLnotab", 9: "kLnotab", 10: "kLinetable"}.get(minor, "kLocations")
     body = "\n".join(f"  l.{FIELDS[k]} = {v};" for k, v in values.items() if k in FIELDS)

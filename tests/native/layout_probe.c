@@ -21,6 +21,10 @@
 #include "internal/pycore_ceval_state.h"
 #endif
 #include "internal/pycore_gil.h"
+#if PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_dict.h"
+#include "internal/pycore_moduleobject.h"
+#endif
 
 #define P(name, value) printf("%s %ld\n", name, (long)(value))
 
@@ -102,5 +106,21 @@ int main(void) {
   P("unicode.state", offsetof(PyASCIIObject, state));
   P("unicode.ascii_size", sizeof(PyASCIIObject));
   P("unicode.compact_size", sizeof(PyCompactUnicodeObject));
+  /* Objects read to find thread names (threading._active and Thread._name). */
+  P("type.basicsize", offsetof(PyTypeObject, tp_basicsize));
+  P("type.flags", offsetof(PyTypeObject, tp_flags));
+  P("type.dictoffset", offsetof(PyTypeObject, tp_dictoffset));
+  P("heaptype.cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
+  P("dict.keys", offsetof(PyDictObject, ma_keys));
+  P("dict.values", offsetof(PyDictObject, ma_values));
+#if PY_VERSION_HEX >= 0x030B0000
+  P("dictkeys.log2_size", offsetof(PyDictKeysObject, dk_log2_size));
+  P("dictkeys.log2_index_bytes", offsetof(PyDictKeysObject, dk_log2_index_bytes));
+  P("dictkeys.kind", offsetof(PyDictKeysObject, dk_kind));
+  P("dictkeys.nentries", offsetof(PyDictKeysObject, dk_nentries));
+  P("dictkeys.indices", offsetof(PyDictKeysObject, dk_indices));
+  P("dictvalues.values", offsetof(PyDictValues, values));
+  P("module.dict", offsetof(PyModuleObject, md_dict));
+#endif
   return 0;
 }

@@ -7,7 +7,8 @@ import threading
 
 
 def set_os_thread_name(name):
-    """Names the calling thread for the kernel (/proc/PID/task/TID/comm), as psrec reports it."""
+    """Names the calling thread for the kernel (/proc/PID/task/TID/comm), the name psrec reports
+    for a thread threading does not know."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
 

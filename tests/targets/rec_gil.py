@@ -2,21 +2,19 @@
 
 import threading
 
-from rec_common import ready, set_os_thread_name
+from rec_common import ready
 
 holder_ready = threading.Event()
 waiter_ready = threading.Event()
 
 
 def hold_gil():
-    set_os_thread_name("gil-holder")
     holder_ready.set()
     while True:
         sum(range(10**7))  # LINE hold_gil: a C loop that never releases the GIL
 
 
 def want_gil():
-    set_os_thread_name("gil-waiter")
     waiter_ready.set()
     x = 0
     while True:
@@ -24,8 +22,8 @@ def want_gil():
 
 
 def main():
-    threading.Thread(target=hold_gil, daemon=True).start()
-    threading.Thread(target=want_gil, daemon=True).start()
+    threading.Thread(target=hold_gil, name="gil-holder", daemon=True).start()
+    threading.Thread(target=want_gil, name="gil-waiter", daemon=True).start()
     holder_ready.wait()
     waiter_ready.wait()
     ready()

@@ -1,4 +1,5 @@
-"""A busy thread, a sleeping thread and a sleeping main thread, each with an OS name.
+"""A busy thread, a sleeping thread and a sleeping main thread, named by threading (the OS
+names differ: psrec reports threading's).
 
 Lines marked LINE are asserted by tests/integration/test_record_live.py.
 """
@@ -19,7 +20,7 @@ def busy_inner():
 
 
 def busy_worker():
-    set_os_thread_name("busy-worker")
+    set_os_thread_name("os-busy")
     busy_inner()
 
 
@@ -30,7 +31,7 @@ def sleepy_inner():
 
 
 def sleepy_worker():
-    set_os_thread_name("sleepy-worker")
+    set_os_thread_name("os-sleepy")
     sleepy_inner()
 
 
@@ -42,6 +43,6 @@ def main_sleep():
 
 
 if __name__ == "__main__":
-    threading.Thread(target=busy_worker, daemon=True).start()
-    threading.Thread(target=sleepy_worker, daemon=True).start()
+    threading.Thread(target=busy_worker, name="busy-worker", daemon=True).start()
+    threading.Thread(target=sleepy_worker, name="sleepy-worker", daemon=True).start()
     main_sleep()

@@ -23,6 +23,14 @@ enum class LineTable : uint8_t {
   kLocations,  // 3.11+ co_linetable: the location table (PEP 626 / 657 format)
 };
 
+// Where an instance of a Python class keeps its attributes.
+enum class InstanceDict : uint8_t {
+  kDictOffset,    // 3.8-3.10: a dict pointer at tp_dictoffset
+  kManagedPair,   // 3.11: values pointer at obj-32, dict pointer at obj-24
+  kTaggedPointer, // 3.12: one word at obj-24, a dict, or values-1 (odd) for values
+  kInlineValues,  // 3.13+: values inline at obj+tp_basicsize, dict pointer at obj-24
+};
+
 struct Layout {
   uint32_t version_hex = 0;  // PY_VERSION_HEX of the table (micro may be 0)
   FrameModel frame_model = FrameModel::kFrameObject;
@@ -92,6 +100,23 @@ struct Layout {
   int32_t unicode_state = kAbsent;
   int32_t unicode_ascii_size = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
   int32_t unicode_compact_size = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
+
+  // Objects read to name threads (threading._active, Thread._name); see InstanceDict.
+  int32_t type_basicsize = kAbsent;
+  int32_t type_flags = kAbsent;        // unsigned long
+  int32_t type_dictoffset = kAbsent;   // 3.8-3.10: where an instance keeps its __dict__
+  int32_t heaptype_cached_keys = kAbsent;  // keys shared by a class's instances
+  int32_t dict_keys = kAbsent;         // PyDictObject.ma_keys
+  int32_t dict_values = kAbsent;       // PyDictObject.ma_values (split tables)
+  int32_t dictkeys_size = kAbsent;     // 3.8-3.10: Py_ssize_t dk_size
+  int32_t dictkeys_log2_size = kAbsent;         // 3.11+: uint8_t
+  int32_t dictkeys_log2_index_bytes = kAbsent;  // 3.11+: uint8_t
+  int32_t dictkeys_kind = kAbsent;              // 3.11+: uint8_t (general, unicode, split)
+  int32_t dictkeys_nentries = kAbsent;
+  int32_t dictkeys_indices = kAbsent;  // the hash index, followed by the entries
+  int32_t dictvalues_values = kAbsent; // the values array within a split table's values
+  int32_t module_dict = kAbsent;       // PyModuleObject.md_dict
+  InstanceDict instance_dict = InstanceDict::kDictOffset;  // set by finishLayout
 
   // Instructions a frame calling a Python function directly can be at (3.11-3.13).
   CallSites call_sites;

@@ -51,6 +51,19 @@ inline Layout layout() {
   l.unicode_state = 32;
   l.unicode_ascii_size = 40;
   l.unicode_compact_size = 56;
+  l.type_basicsize = 32;
+  l.type_flags = 168;
+  l.type_dictoffset = 288;
+  l.heaptype_cached_keys = 880;
+  l.dict_keys = 32;
+  l.dict_values = 40;
+  l.dictkeys_log2_size = 8;
+  l.dictkeys_log2_index_bytes = 9;
+  l.dictkeys_kind = 10;
+  l.dictkeys_nentries = 24;
+  l.dictkeys_indices = 32;
+  l.dictvalues_values = 0;
+  l.module_dict = 16;
   finishLayout(l);
   return l;
 }

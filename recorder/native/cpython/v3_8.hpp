@@ -38,6 +38,17 @@ inline Layout layout() {
   l.unicode_state = 32;
   l.unicode_ascii_size = 48;
   l.unicode_compact_size = 72;
+  l.type_basicsize = 32;
+  l.type_flags = 168;
+  l.type_dictoffset = 288;
+  l.heaptype_cached_keys = 872;
+  l.dict_keys = 32;
+  l.dict_values = 40;
+  l.dictkeys_size = 8;
+  l.dictkeys_nentries = 32;
+  l.dictkeys_indices = 40;
+  l.dictvalues_values = 0;
+  l.module_dict = 16;
   finishLayout(l);
   return l;
 }

@@ -76,6 +76,7 @@ class RecordOptions:
     force: bool = False
     quiet: bool = False
     realtime: bool = False  # SCHED_FIFO for the sampling thread where permitted
+    cpu_source: str = "auto"  # "auto": context switches where permitted, else /proc; "procfs"
     attach_timeout: float = 10.0
 
 
@@ -206,6 +207,7 @@ def _metadata(rec: ModuleType, info: dict[str, Any], opts: RecordOptions, pid: i
             # threading's names (Thread.name); the kernel's (/proc/PID/task/TID/comm) for
             # threads threading does not know
             "thread_names": "python",
+            "cpu_source": opts.cpu_source,
             "gil_requested": False,  # the GIL_REQUESTED bit is never known
         },
     }
@@ -289,7 +291,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     created_mono_ns = time.monotonic_ns()
     try:
         sampler = rec.Sampler(pid, interval_ns, created_mono_ns, opts.blocking, opts.subprocesses,
-                              opts.realtime)
+                              opts.realtime, opts.cpu_source != "procfs")
     except BaseException:
         if child is not None and child.poll() is None:
             child.kill()
@@ -400,6 +402,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             "realtime": st["realtime"],
             "retries": st["retries"],
             "stat_reads": st["stat_reads"],
+            "switch_samples": st["switch_samples"],
         }
         if exit_code is not None:
             final_stats["exit_code"] = exit_code

@@ -78,14 +78,20 @@ def _fail(exc: PsrecError, verbose: bool) -> None:
               help="Give the sampling thread real-time priority (SCHED_FIFO, where permitted) "
                    "to keep to its deadlines on a busy machine; it preempts the target, so "
                    "the target slows down more.")
+@click.option("--cpu-source", type=click.Choice(["auto", "procfs"]), default="auto",
+              show_default=True,
+              help="Where each thread's CPU state and time come from: auto reads its context "
+                   "switches from a perf event ring (no system call per sample) where "
+                   "perf_event_open is permitted, else /proc/PID/task/TID/{schedstat,stat}; "
+                   "procfs always reads the files.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: float | None,
-           subprocesses: bool, blocking: bool, realtime: bool, force: bool, quiet: bool,
-           verbose: bool, target: tuple[str, ...]) -> None:
+           subprocesses: bool, blocking: bool, realtime: bool, cpu_source: str, force: bool,
+           quiet: bool, verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b
@@ -96,7 +102,7 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
     verbose = verbose or bool(parent.get("verbose"))
     try:
         code = _record(output, rate, duration, subprocesses, blocking, force, quiet, target,
-                       realtime=realtime)
+                       realtime=realtime, cpu_source=cpu_source)
     except PsrecError as exc:
         _fail(exc, verbose)
     except KeyboardInterrupt:
@@ -108,7 +114,8 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
 
 
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
-            force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False) -> int:
+            force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
+            cpu_source: str = "auto") -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
     from .errors import RecorderError
@@ -135,6 +142,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         force=force,
         quiet=quiet,
         realtime=realtime,
+        cpu_source=cpu_source,
     )
     result = run(opts)
     st = result.stats

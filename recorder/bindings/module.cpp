@@ -65,6 +65,7 @@ nb::dict statsDict(const SamplerStats& s) {
   d["realtime"] = s.realtime;
   d["retries"] = s.retries;
   d["stat_reads"] = s.stat_reads;
+  d["switch_samples"] = s.switch_samples;
   return d;
 }
 
@@ -126,7 +127,7 @@ NB_MODULE(_recorder, m) {
   nb::class_<Sampler>(m, "Sampler")
       .def("__init__",
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
-              bool blocking, bool subprocesses, bool realtime) {
+              bool blocking, bool subprocesses, bool realtime, bool cpu_switches) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -134,12 +135,13 @@ NB_MODULE(_recorder, m) {
              c.blocking = blocking;
              c.subprocesses = subprocesses;
              c.realtime = realtime;
+             c.cpu_switches = cpu_switches;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
            nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
            nb::arg("blocking") = false, nb::arg("subprocesses") = false,
-           nb::arg("realtime") = false)
+           nb::arg("realtime") = false, nb::arg("cpu_switches") = true)
       .def("target_info", [](Sampler& s) { return infoDict(s.targetInfo()); })
       .def("start", &Sampler::start)
       .def("wait", &Sampler::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>())

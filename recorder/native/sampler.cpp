@@ -307,7 +307,7 @@ Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts) 
   }
   if (head.native_tid) {
     pid_t tid = static_cast<pid_t>(head.native_tid);
-    th.files = ThreadStatFiles(t.pid, tid);
+    th.files = ThreadStatFiles(t.pid, tid, config_.cpu_switches);
     if (!th.python_named) th.name = threadComm(t.pid, tid);
   }
   th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid,
@@ -532,6 +532,7 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   const uint64_t stat_reads = th.files.statReads();
   ThreadCpu cpu = th.files.sample();
   st_.stat_reads.fetch_add(th.files.statReads() - stat_reads, std::memory_order_relaxed);
+  if (th.files.fromSwitches()) st_.switch_samples.fetch_add(1, std::memory_order_relaxed);
   if (cpu.ok) {
     if (cpu.running) status |= fmt::kStatusOnCpu;
     if (cpu.cpu_known) {
@@ -638,6 +639,7 @@ SamplerStats Sampler::stats() const {
   s.realtime = st_.realtime.load();
   s.retries = st_.retries.load();
   s.stat_reads = st_.stat_reads.load();
+  s.switch_samples = st_.switch_samples.load();
   s.finished = finished_;
   return s;
 }

@@ -33,6 +33,7 @@ struct SamplerConfig {
   bool blocking = false;
   bool subprocesses = false;
   bool realtime = false;  // try SCHED_FIFO for the sampling thread (see Sampler::setRealtime)
+  bool cpu_switches = true;  // CPU state from context switches where permitted (SwitchRing)
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
 };
@@ -60,6 +61,7 @@ struct SamplerStats {
   bool target_exited = false;
   uint64_t retries = 0;   // threads read a second time in a pass after a torn read
   uint64_t stat_reads = 0;  // /proc/.../stat reads (the rest of the CPU states came from schedstat)
+  uint64_t switch_samples = 0;  // thread-samples whose CPU state came from context switches
   bool realtime = false;  // the sampling thread ran (or runs) with SCHED_FIFO
 };
 
@@ -160,7 +162,7 @@ class Sampler {
     std::atomic<uint64_t> passes{0}, samples{0}, sample_errors{0}, pass_errors{0},
         missed_deadlines{0}, late_passes{0}, lateness_ns_total{0}, lateness_ns_max{0},
         sampling_ns_total{0}, sampling_cpu_ns{0}, live_threads{0}, threads_seen{0},
-        processes{0}, chunks{0}, truncated_stacks{0}, code_objects{0}, syscalls{0}, retries{0}, stat_reads{0},
+        processes{0}, chunks{0}, truncated_stacks{0}, code_objects{0}, syscalls{0}, retries{0}, stat_reads{0}, switch_samples{0},
         elapsed_ns{0};
     std::atomic<bool> target_exited{false};
     std::atomic<bool> realtime{false};

@@ -48,7 +48,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
     if (named != names.end()) d.name = named->second;
     if (t.native_tid) {
       if (d.name.empty()) d.name = threadComm(proc.pid(), static_cast<pid_t>(t.native_tid));
-      ThreadStatFiles files(proc.pid(), static_cast<pid_t>(t.native_tid));
+      ThreadStatFiles files(proc.pid(), static_cast<pid_t>(t.native_tid), false);
       ThreadCpu cpu = files.read();
       d.cpu_known = cpu.ok;
       d.on_cpu = cpu.running;

@@ -1,6 +1,10 @@
 #include "recorder/native/thread_stats.hpp"
 
 #include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -31,30 +35,140 @@ char stateFromStat(const char* buf, size_t n) {
 
 }  // namespace
 
-ThreadStatFiles::ThreadStatFiles(pid_t pid, pid_t tid) {
-  stat_fd_ = openProc(pid, tid, "stat");
-  schedstat_fd_ = openProc(pid, tid, "schedstat");
+void Fd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
-ThreadStatFiles::~ThreadStatFiles() { closeAll(); }
+// A thread's context switches, as the kernel writes them into a perf event ring buffer
+// (PERF_RECORD_SWITCH, perf_event_open(2)): each switch in and out with its CLOCK_MONOTONIC
+// time, and whether a switch out was a preemption (the thread stays runnable). Reading the
+// ring is a few loads from shared memory, so a sample needs no system call for the thread's
+// state and CPU time. The state at the start comes from the files; only switches after that
+// are applied. Lost records (a full ring) make the owner resync from the files.
+class SwitchRing {
+ public:
+  static constexpr size_t kDataPages = 8;
 
-void ThreadStatFiles::closeAll() {
-  if (stat_fd_ >= 0) ::close(stat_fd_);
-  if (schedstat_fd_ >= 0) ::close(schedstat_fd_);
-  stat_fd_ = schedstat_fd_ = -1;
-}
-
-ThreadStatFiles::ThreadStatFiles(ThreadStatFiles&& o) noexcept
-    : stat_fd_(std::exchange(o.stat_fd_, -1)), schedstat_fd_(std::exchange(o.schedstat_fd_, -1)) {}
-
-ThreadStatFiles& ThreadStatFiles::operator=(ThreadStatFiles&& o) noexcept {
-  if (this != &o) {
-    closeAll();
-    stat_fd_ = std::exchange(o.stat_fd_, -1);
-    schedstat_fd_ = std::exchange(o.schedstat_fd_, -1);
+  static std::unique_ptr<SwitchRing> open(pid_t tid) {
+    perf_event_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_DUMMY;
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+    attr.sample_id_all = 1;
+    attr.context_switch = 1;
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.watermark = 1;  // never wake a reader: nobody polls the ring
+    attr.wakeup_watermark = static_cast<uint32_t>(kDataPages * pageSize());
+    int fd = static_cast<int>(
+        syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) return nullptr;
+    const size_t len = (1 + kDataPages) * pageSize();
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      return nullptr;
+    }
+    auto r = std::unique_ptr<SwitchRing>(new SwitchRing);
+    r->fd_ = Fd(fd);
+    r->map_ = static_cast<uint8_t*>(m);
+    r->len_ = len;
+    return r;
   }
-  return *this;
+  ~SwitchRing() {
+    if (map_) munmap(map_, len_);
+  }
+
+  // The state seen in the files at time now_ns: switches before it are already in it.
+  void start(bool running, uint64_t cpu_ns, uint64_t now_ns) {
+    skip();
+    on_cpu_ = running;
+    runnable_ = running;
+    since_ns_ = now_ns;
+    start_ns_ = now_ns;
+    cpu_ns_ = cpu_ns;
+  }
+  // Applies the switches since the last call; false when some were lost.
+  bool update() {
+    auto* page = reinterpret_cast<perf_event_mmap_page*>(map_);
+    const uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+    const uint64_t size = page->data_size ? page->data_size : kDataPages * pageSize();
+    const uint8_t* data = map_ + (page->data_offset ? page->data_offset : pageSize());
+    bool ok = true;
+    uint64_t tail = tail_;
+    while (tail + sizeof(perf_event_header) <= head) {
+      perf_event_header h;
+      copyOut(data, size, tail, &h, sizeof h);
+      if (h.size < sizeof h || tail + h.size > head) break;
+      if (h.type == PERF_RECORD_LOST) {
+        ok = false;
+      } else if (h.type == PERF_RECORD_SWITCH && h.size >= sizeof h + 16) {
+        uint64_t t = 0;
+        copyOut(data, size, tail + sizeof h + 8, &t, 8);  // after {pid, tid}
+        apply((h.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0,
+              (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0, t);
+      }
+      tail += h.size;
+    }
+    tail_ = tail;
+    __atomic_store_n(&page->data_tail, tail, __ATOMIC_RELEASE);
+    return ok;
+  }
+  bool running() const { return on_cpu_ || runnable_; }
+  uint64_t cpuNs(uint64_t now_ns) const {
+    return cpu_ns_ + (on_cpu_ && now_ns > since_ns_ ? now_ns - since_ns_ : 0);
+  }
+
+ private:
+  static size_t pageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+  static void copyOut(const uint8_t* data, uint64_t size, uint64_t pos, void* dst, size_t n) {
+    auto* d = static_cast<uint8_t*>(dst);
+    for (size_t i = 0; i < n; ++i) d[i] = data[(pos + i) % size];
+  }
+  void skip() {
+    auto* page = reinterpret_cast<perf_event_mmap_page*>(map_);
+    tail_ = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&page->data_tail, tail_, __ATOMIC_RELEASE);
+  }
+  void apply(bool out, bool preempted, uint64_t t) {
+    if (t < start_ns_) return;  // already in the state read from the files
+    if (out) {
+      if (on_cpu_ && t > since_ns_) cpu_ns_ += t - since_ns_;
+      on_cpu_ = false;
+      runnable_ = preempted;
+    } else {
+      on_cpu_ = true;
+      runnable_ = true;
+    }
+    since_ns_ = t;
+  }
+
+  Fd fd_;
+  uint8_t* map_ = nullptr;
+  size_t len_ = 0;
+  uint64_t tail_ = 0;
+  bool on_cpu_ = false, runnable_ = false;
+  uint64_t since_ns_ = 0, start_ns_ = 0, cpu_ns_ = 0;
+};
+
+ThreadStatFiles::ThreadStatFiles() = default;
+
+ThreadStatFiles::ThreadStatFiles(pid_t pid, pid_t tid, bool switches)
+    : stat_fd_(openProc(pid, tid, "stat")), schedstat_fd_(openProc(pid, tid, "schedstat")) {
+  if (switches && open()) {
+    ring_ = SwitchRing::open(tid);
+    if (ring_) startRing();
+  }
 }
+
+ThreadStatFiles::~ThreadStatFiles() = default;
+ThreadStatFiles::ThreadStatFiles(ThreadStatFiles&& o) noexcept = default;
+ThreadStatFiles& ThreadStatFiles::operator=(ThreadStatFiles&& o) noexcept = default;
 
 namespace {
 
@@ -84,15 +198,34 @@ bool statRunning(int fd, bool* running) {
 
 }  // namespace
 
+namespace {
+
+uint64_t monotonicNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+ThreadCpu ThreadStatFiles::startRing() {
+  ThreadCpu c = read();
+  if (c.ok && c.cpu_known)
+    ring_->start(c.running, c.cpu_ns, monotonicNow());
+  else
+    ring_.reset();
+  return c;
+}
+
 ThreadCpu ThreadStatFiles::read() {
   ThreadCpu out;
-  if (stat_fd_ < 0) return out;
+  if (stat_fd_.get() < 0) return out;
   ++stat_reads_;
-  if (!statRunning(stat_fd_, &out.running)) return out;
+  if (!statRunning(stat_fd_.get(), &out.running)) return out;
   out.ok = true;
-  if (schedstat_fd_ >= 0) {
+  if (schedstat_fd_.get() >= 0) {
     char buf[128];
-    ssize_t m = pread(schedstat_fd_, buf, sizeof buf - 1, 0);
+    ssize_t m = pread(schedstat_fd_.get(), buf, sizeof buf - 1, 0);
     uint64_t v[3];
     if (m > 0) {
       buf[m] = '\0';
@@ -106,10 +239,24 @@ ThreadCpu ThreadStatFiles::read() {
 }
 
 ThreadCpu ThreadStatFiles::sample() {
-  if (schedstat_fd_ < 0) return read();
+  if (ring_) {
+    if (ring_->update()) {
+      ThreadCpu out;
+      out.ok = out.cpu_known = true;
+      out.running = ring_->running();
+      out.cpu_ns = ring_->cpuNs(monotonicNow());
+      return out;
+    }
+    return startRing();  // switches were lost: start again from the files
+  }
+  return sampleFiles();
+}
+
+ThreadCpu ThreadStatFiles::sampleFiles() {
+  if (schedstat_fd_.get() < 0) return read();
   ThreadCpu out;
   char buf[128];
-  ssize_t m = pread(schedstat_fd_, buf, sizeof buf - 1, 0);
+  ssize_t m = pread(schedstat_fd_.get(), buf, sizeof buf - 1, 0);
   if (m <= 0) return out;  // the thread exited
   buf[m] = '\0';
   uint64_t v[3];
@@ -129,7 +276,7 @@ ThreadCpu ThreadStatFiles::sample() {
     out.running = last_running_;
   } else {
     ++stat_reads_;
-    out.ok = stat_fd_ >= 0 && statRunning(stat_fd_, &out.running);
+    out.ok = stat_fd_.get() >= 0 && statRunning(stat_fd_.get(), &out.running);
   }
   have_last_ = out.ok;
   last_running_ = out.running;

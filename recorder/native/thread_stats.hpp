@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace psrec::recorder {
@@ -16,32 +17,69 @@ struct ThreadCpu {
   uint64_t cpu_ns = 0;   // total CPU time consumed by the thread
 };
 
+// A file descriptor closed with its owner.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+class SwitchRing;
+
 class ThreadStatFiles {
  public:
-  ThreadStatFiles() = default;
-  ThreadStatFiles(pid_t pid, pid_t tid);
+  ThreadStatFiles();
+  // With switches, the thread's state and CPU time come from its context switches where the
+  // kernel reports them (see SwitchRing), and the files are read only to start and to resync.
+  ThreadStatFiles(pid_t pid, pid_t tid, bool switches = true);
   ~ThreadStatFiles();
   ThreadStatFiles(ThreadStatFiles&& o) noexcept;
   ThreadStatFiles& operator=(ThreadStatFiles&& o) noexcept;
   ThreadStatFiles(const ThreadStatFiles&) = delete;
   ThreadStatFiles& operator=(const ThreadStatFiles&) = delete;
 
-  bool open() const { return stat_fd_ >= 0; }
+  bool open() const { return stat_fd_.get() >= 0; }
   // Reads both files.
   ThreadCpu read();
-  // The state and CPU time for one sample, reading stat (3 us) only when the state may have
-  // changed. schedstat (1 us) is read every time: when its three counters (time on a CPU,
-  // time waiting on a runqueue, times scheduled) are all as at the previous call, the thread
-  // has not been switched in or out since, so its state is the one seen then (at worst it was
-  // woken this instant and has not reached a CPU yet). Otherwise stat says. The reasoning is
-  // in spec/cpython-layouts.md ("CPU").
+  // The state and CPU time for one sample. From the context-switch ring when there is one: no
+  // system call at all. Otherwise from the files, reading stat (3 us) only when the state may
+  // have changed. schedstat (1 us) is read every time: when its three counters (time on a
+  // CPU, time waiting on a runqueue, times scheduled) are all as at the previous call, the
+  // thread has not been switched in or out since, so its state is the one seen then (at worst
+  // it was woken this instant and has not reached a CPU yet). Otherwise stat says. The
+  // reasoning is in spec/cpython-layouts.md ("CPU").
   ThreadCpu sample();
   uint64_t statReads() const { return stat_reads_; }
+  // Whether sample() takes the state from context switches.
+  bool fromSwitches() const { return ring_ != nullptr; }
 
  private:
-  void closeAll();
-  int stat_fd_ = -1;
-  int schedstat_fd_ = -1;
+  ThreadCpu sampleFiles();
+  ThreadCpu startRing();
+  Fd stat_fd_;
+  Fd schedstat_fd_;
+  std::unique_ptr<SwitchRing> ring_;
   // The previous sample: schedstat's counters and whether the thread was runnable.
   bool have_last_ = false;
   bool last_running_ = true;

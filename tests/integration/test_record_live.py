@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -40,11 +41,29 @@ def test_interpreters_found() -> None:
         pytest.skip("live tests run without some interpreters" + missing_note())
 
 
+def perf_events_permitted() -> bool:
+    """Whether this process may open perf events on its own children (perf_event_open(2))."""
+    try:
+        paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    except (OSError, ValueError):
+        return False
+    return os.geteuid() == 0 or paranoid <= 2
+
+
+@pytest.mark.parametrize("cpu_source", ["auto", "procfs"])
 @pytest.mark.parametrize("python", PYTHONS)
-def test_known_functions_threads_names_cpu(python: str, tmp_path: Path) -> None:
+def test_known_functions_threads_names_cpu(python: str, cpu_source: str, tmp_path: Path) -> None:
     out = tmp_path / "run.psr"
     with target(python, "rec_threads.py") as t:
-        record(out, t.pid)
+        record(out, t.pid, "--cpu-source", cpu_source)
+    from psrec.format import open_recording
+
+    with open_recording(out) as rec:
+        switched = rec.stats["switch_samples"]
+    if cpu_source == "procfs" or not perf_events_permitted():
+        assert switched == 0, switched
+    else:  # every thread-sample's CPU state came from context switches
+        assert switched >= 0.99 * rec.stats["samples"], rec.stats
     samples = load(out)
     names = {s.thread for s in samples}
     assert {"busy-worker", "sleepy-worker"} <= names, f"threads: {names}\n{collapsed(samples)}"

@@ -22,6 +22,9 @@ namespace psrec::recorder {
 
 namespace fmt = psrec::format;
 
+// Reads of a thread after a torn one, within the same pass.
+constexpr int kTornRetries = 3;
+
 uint64_t monotonicNs() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -383,19 +386,20 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     th.seen_pass = pass_;
     bool ok = sampleThread(t, th, th_head, head, ts);
     t.unwinder->noteOutside(th.hint);
-    if (!ok) {
-      // A torn read: the thread changed its stack while we copied it. Read it once more, at
-      // once and without read-ahead, still compared with its last good sample; only a second
-      // failure is counted as an error.
+    // A torn read: the thread changed its stack while we copied it. Read it again, at once
+    // and without read-ahead, still compared with its last good sample; only when every
+    // attempt fails is the sample counted as an error. Giving up early would bias the profile
+    // against code that calls and returns fast (torn copies are most frequent there).
+    for (int attempt = 0; !ok && attempt < kTornRetries; ++attempt) {
       ThreadHead again;
-      if (t.unwinder->readThread(tstate, again, nullptr) == ReadStatus::kOk &&
-          again.thread_id == th_head.thread_id && again.native_tid == th_head.native_tid) {
-        st_.retries.fetch_add(1, std::memory_order_relaxed);
-        th_head = again;
-        Unwinder::updateHint(th_head, th.hint);
-        ok = sampleThread(t, th, th_head, head, ts);
-        t.unwinder->noteOutside(th.hint);
-      }
+      if (t.unwinder->readThread(tstate, again, nullptr) != ReadStatus::kOk ||
+          again.thread_id != th_head.thread_id || again.native_tid != th_head.native_tid)
+        break;
+      st_.retries.fetch_add(1, std::memory_order_relaxed);
+      th_head = again;
+      Unwinder::updateHint(th_head, th.hint);
+      ok = sampleThread(t, th, th_head, head, ts);
+      t.unwinder->noteOutside(th.hint);
     }
     if (!ok) {
       encoder_.sampleError(th.ref);

@@ -372,7 +372,11 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       list_ok = false;
       break;
     }
-    if (known == t.threads.end() && unstarted(t, tstate, th_head)) {
+    // (Also where a known thread's state now holds other ids: its memory was reused.)
+    const bool same = known != t.threads.end() &&
+                      known->second.thread_id == th_head.thread_id &&
+                      known->second.native_tid == th_head.native_tid;
+    if (!same && unstarted(t, tstate, th_head)) {
       tstate = th_head.next;
       continue;
     }
@@ -459,6 +463,22 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
         (walk_[i].outside && (moved || walk_[i].code != th.raw[i].code)))
       callers_.push_back(i - 1);
   }
+  // A caller that moved to another instruction while its callee's frame reads exactly as
+  // before: the callee cannot have run on if the caller moved, so either it returned and a
+  // new call of the same function took the same place, or the copy holds the callee's dead
+  // frame under a caller that has moved on. Re-read both (a callee that is not the leaf keeps
+  // its instruction while its own callee runs). In a self-recursion such slots are refilled
+  // faster than a re-read can confirm them, and the functions shown are right either way.
+  for (size_t i = std::max<size_t>(same, 1); i + 2 < n && i + 1 < th.raw.size(); ++i) {
+    if (walk_[i].addr == th.raw[i].addr && walk_[i].code == th.raw[i].code &&
+        walk_[i].instr != th.raw[i].instr && walk_[i + 1] == th.raw[i + 1] &&
+        walk_[i + 1].code != walk_[i].code) {  // not a self-recursion (see below)
+      if (callers_.empty() || callers_.back() != i) callers_.push_back(i);
+      callers_.push_back(i + 1);
+    }
+  }
+  std::sort(callers_.begin(), callers_.end());
+  callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
   if (!t.unwinder->verifyCallers(walk_, callers_.data(), callers_.size())) return false;
   CodeCache& codes = *t.codes;
   code_addrs_.clear();

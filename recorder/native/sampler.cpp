@@ -25,12 +25,6 @@ namespace fmt = psrec::format;
 // Reads of a thread after a torn one, within the same pass.
 constexpr int kTornRetries = 3;
 
-uint64_t monotonicNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 namespace {
 
 uint64_t threadCpuNs() {

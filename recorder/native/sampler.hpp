@@ -170,6 +170,4 @@ class Sampler {
   uint64_t start_ns_ = 0;
 };
 
-uint64_t monotonicNs();
-
 }  // namespace psrec::recorder

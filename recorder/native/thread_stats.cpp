@@ -198,20 +198,16 @@ bool statRunning(int fd, bool* running) {
 
 }  // namespace
 
-namespace {
-
-uint64_t monotonicNow() {
+uint64_t monotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
-
-}  // namespace
 
 ThreadCpu ThreadStatFiles::startRing() {
   ThreadCpu c = read();
   if (c.ok && c.cpu_known)
-    ring_->start(c.running, c.cpu_ns, monotonicNow());
+    ring_->start(c.running, c.cpu_ns, monotonicNs());
   else
     ring_.reset();
   return c;
@@ -244,7 +240,7 @@ ThreadCpu ThreadStatFiles::sample() {
       ThreadCpu out;
       out.ok = out.cpu_known = true;
       out.running = ring_->running();
-      out.cpu_ns = ring_->cpuNs(monotonicNow());
+      out.cpu_ns = ring_->cpuNs(monotonicNs());
       return out;
     }
     return startRing();  // switches were lost: start again from the files

@@ -87,6 +87,9 @@ class ThreadStatFiles {
   uint64_t stat_reads_ = 0;
 };
 
+// CLOCK_MONOTONIC in nanoseconds (the clock of sampling deadlines and of switch records).
+uint64_t monotonicNs();
+
 // The thread's name as the kernel knows it (/proc/PID/task/TID/comm).
 std::string threadComm(pid_t pid, pid_t tid);
 

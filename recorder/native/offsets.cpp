@@ -19,7 +19,7 @@ void finishLayout(Layout& l) {
       if (o != kAbsent) m = std::max(m, o + width);
     return m;
   };
-  l.tstate_size = end({l.tstate_next, l.tstate_interp, l.tstate_thread_id,
+  l.tstate_size = end({l.tstate_prev, l.tstate_next, l.tstate_interp, l.tstate_thread_id,
                        l.tstate_native_thread_id, l.tstate_frame, l.tstate_cframe,
                        l.tstate_current_frame, l.tstate_datastack_chunk, l.tstate_datastack_top},
                       8);
@@ -119,7 +119,8 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   const size_t checks[][3] = {
       {kRuntimeInterpretersHead, kRuntimeSize, 8}, {kInterpNext, kInterpSize, 8},
       {kInterpThreadsHead, kInterpSize, 8},        {kInterpCevalGil, kInterpSize, 8},
-      {kTstateNext, kTstateSize, 8},               {kTstateCurrentFrame, kTstateSize, 8},
+      {kTstatePrev, kTstateSize, 8},               {kTstateNext, kTstateSize, 8},
+      {kTstateCurrentFrame, kTstateSize, 8},
       {kTstateThreadId, kTstateSize, 8},           {kTstateNativeThreadId, kTstateSize, 8},
       {kTstateDatastackChunk, kTstateSize, 24},    {kFramePrevious, kFrameSize, 8},
       {kFrameExecutable, kFrameSize, 8},           {kFrameInstrPtr, kFrameSize, 8},
@@ -152,6 +153,7 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   // ceval.gil points at a struct _gil_runtime_state, so make them relative to that struct.
   l.gil_locked = i32(kInterpGilLocked) - i32(kInterpGilState);
   l.gil_last_holder = i32(kInterpGilHolder) - i32(kInterpGilState);
+  l.tstate_prev = i32(kTstatePrev);
   l.tstate_next = i32(kTstateNext);
   l.tstate_interp = i32(kTstateInterp);
   l.tstate_thread_id = i32(kTstateThreadId);

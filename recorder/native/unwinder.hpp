@@ -120,6 +120,7 @@ class Unwinder {
   // previous pass, with their stacks' read-ahead (3.11+) and OS thread ids (3.8-3.10). A
   // request that fails (an exited thread, a freed chunk) ends the kernel's transfer: the rest
   // is read again from the request after it, and what stays unread is read thread by thread.
+  // The list head is read only when the thread states' links show the list changed.
   ReadStatus readPass(PassHead& out, const std::vector<PrefetchThread>& known);
   // One thread state. On 3.8-3.10 also reads the OS thread id from the pthread structure.
   // With a hint, uses what readPass read for this thread; without one, reads afresh.
@@ -203,6 +204,7 @@ class Unwinder {
   std::vector<uint64_t> walk_outside_;
   void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                    const Prefetched* pf);
+  bool listUnchanged() const;
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.
   struct SoloFrame {

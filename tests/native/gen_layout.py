@@ -18,6 +18,7 @@ FIELDS = {
     "interp.ceval_gil": "interp_ceval_gil",
     "gil.locked": "gil_locked",
     "gil.last_holder": "gil_last_holder",
+    "tstate.prev": "tstate_prev",
     "tstate.next": "tstate_next",
     "tstate.interp": "tstate_interp",
     "tstate.thread_id": "tstate_thread_id",

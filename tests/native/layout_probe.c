@@ -50,6 +50,7 @@ int main(void) {
 #else
   P("interp.modules", offsetof(PyInterpreterState, modules));
 #endif
+  P("tstate.prev", offsetof(PyThreadState, prev));
   P("tstate.next", offsetof(PyThreadState, next));
   P("tstate.interp", offsetof(PyThreadState, interp));
   P("tstate.thread_id", offsetof(PyThreadState, thread_id));

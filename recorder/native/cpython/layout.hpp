@@ -51,6 +51,7 @@ struct Layout {
   int32_t gil_last_holder = kAbsent;
 
   // PyThreadState
+  int32_t tstate_prev = kAbsent;
   int32_t tstate_next = kAbsent;
   int32_t tstate_interp = kAbsent;
   int32_t tstate_thread_id = kAbsent;

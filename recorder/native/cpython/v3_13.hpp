@@ -21,6 +21,7 @@ inline Layout layout() {
   l.interp_next = 7264;
   l.interp_threads_head = 7344;
   l.interp_modules = 7656;
+  l.tstate_prev = 0;
   l.tstate_next = 8;
   l.tstate_interp = 16;
   l.tstate_thread_id = 152;

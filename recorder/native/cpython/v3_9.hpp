@@ -20,6 +20,7 @@ inline Layout layout() {
   l.interp_next = 0;
   l.interp_threads_head = 8;
   l.interp_modules = 856;
+  l.tstate_prev = 0;
   l.tstate_next = 8;
   l.tstate_interp = 16;
   l.tstate_thread_id = 176;

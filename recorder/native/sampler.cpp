@@ -33,10 +33,15 @@ uint64_t threadCpuNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The counters have one writer at a time (the sampling thread, then finish() after it has
+// stopped); other threads only load them. A plain load and store then suffices, and saves
+// the locked read-modify-write that every pass would otherwise pay several times.
+void bump(std::atomic<uint64_t>& a, uint64_t v) {
+  a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
 void atomicMax(std::atomic<uint64_t>& a, uint64_t v) {
-  uint64_t cur = a.load(std::memory_order_relaxed);
-  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
+  if (v > a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
 }
 
 // Children of a process, from /proc/PID/task/TID/children of each of its threads.
@@ -142,8 +147,12 @@ void Sampler::run() {
   // The thread's CPU time costs a system call: read it once per window, not per pass.
   uint64_t window_ns = start_ns_, window_cpu = cpu0;
   int busy_windows = 0;
+  // Free-running, a pass begins when the previous one ends: its end time is reused unless
+  // something else (sealing a chunk, a scan, the CPU window) ran in between.
+  uint64_t carried = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
-    uint64_t t0 = monotonicNs();
+    uint64_t t0 = carried ? carried : monotonicNs();
+    carried = 0;
     if (!free_running && t0 < deadline) {
       struct timespec ts;
       ts.tv_sec = static_cast<time_t>(deadline / 1000000000ull);
@@ -155,16 +164,17 @@ void Sampler::run() {
     }
     if (free_running) deadline = t0;
     const uint64_t late = t0 > deadline ? t0 - deadline : 0;
-    st_.lateness_ns_total.fetch_add(late, std::memory_order_relaxed);
+    bump(st_.lateness_ns_total, late);
     atomicMax(st_.lateness_ns_max, late);
-    if (late > interval / 4) st_.late_passes.fetch_add(1, std::memory_order_relaxed);
+    if (late > interval / 4) bump(st_.late_passes, 1);
 
     uint64_t errors = 0;
+    pass_ns_ = t0;
     const uint64_t now_ticks = ticks(t0);
     samplePass(now_ticks, &errors);
 
     const uint64_t t1 = monotonicNs();
-    st_.sampling_ns_total.fetch_add(t1 - t0, std::memory_order_relaxed);
+    bump(st_.sampling_ns_total, t1 - t0);
     // Absolute deadlines: the schedule never drifts. Deadlines that already passed are
     // missed (counted), except the one just due, which runs at once.
     deadline += interval;
@@ -174,17 +184,21 @@ void Sampler::run() {
       deadline += missed * interval;
     }
     if (errors || missed) encoder_.passErrors(now_ticks, errors, missed);
-    st_.missed_deadlines.fetch_add(missed, std::memory_order_relaxed);
+    bump(st_.missed_deadlines, missed);
+    bool idle = free_running;
     if (encoder_.chunkDue(ticks(t1))) {
       queue_.push(encoder_.seal());
-      st_.chunks.fetch_add(1, std::memory_order_relaxed);
+      bump(st_.chunks, 1);
+      idle = false;
     }
     if (config_.subprocesses && t1 - last_scan_ns_ > 100000000ull) {
       last_scan_ns_ = t1;
       scanChildren(ticks(t1));
+      idle = false;
     }
     st_.elapsed_ns.store(t1 - start_ns_, std::memory_order_relaxed);
     if (t1 - window_ns >= 100000000ull) {
+      idle = false;
       const uint64_t cpu = threadCpuNs();
       st_.sampling_cpu_ns.store(cpu - cpu0, std::memory_order_relaxed);
       // A real-time thread busy more than 3/4 of the time (passes grew longer than planned)
@@ -204,6 +218,7 @@ void Sampler::run() {
       st_.target_exited = true;
       break;
     }
+    if (idle) carried = t1;
   }
   st_.elapsed_ns.store(monotonicNs() - start_ns_, std::memory_order_relaxed);
   st_.sampling_cpu_ns.store(threadCpuNs() - cpu0, std::memory_order_relaxed);
@@ -227,6 +242,9 @@ void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
     codes += t->codes->size();
   }
   encoder_.endPass();
+  bump(st_.stat_reads, pass_stat_reads_);
+  bump(st_.switch_samples, pass_switch_samples_);
+  pass_stat_reads_ = pass_switch_samples_ = 0;
   for (auto& t : targets_)
     if (t->alive) readNames(*t, ts);
   const auto& es = encoder_.stats();
@@ -281,20 +299,22 @@ void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
   t.alive = false;
 }
 
-Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts) {
-  auto it = t.threads.find(head.tstate);
-  if (it != t.threads.end()) {
-    Thread& th = it->second;
-    if (th.thread_id == head.thread_id && th.native_tid == head.native_tid) return th;
+Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known) {
+  if (known) {
+    if (known->thread_id == head.thread_id && known->native_tid == head.native_tid) return *known;
     // The address now holds another thread's state: the old thread is gone.
-    encoder_.threadExit(th.ref, ts);
-    t.threads.erase(it);
+    encoder_.threadExit(known->ref, ts);
+    t.threads.erase(head.tstate);
   }
   Thread th;
   th.tstate = head.tstate;
   th.thread_id = head.thread_id;
   th.native_tid = head.native_tid;
   th.first_ts = ts;
+  // Thread idents (pthread_t values) are reused. A thread state first seen after the first
+  // pass is newer than the names read so far, and a name cached for its ident belonged to a
+  // thread that has exited since: read its own (threading registers it once it runs).
+  if (t.sampled) t.py_names.erase(head.thread_id);
   auto named = t.py_names.find(head.thread_id);
   if (named != t.py_names.end()) {
     th.name = named->second;
@@ -309,7 +329,7 @@ Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts) 
   }
   th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid,
                               th.name, ts);
-  st_.threads_seen.fetch_add(1, std::memory_order_relaxed);
+  bump(st_.threads_seen, 1);
   return t.threads.emplace(head.tstate, std::move(th)).first->second;
 }
 
@@ -350,7 +370,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
     for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
     *errors += t.threads.size();
-    st_.pass_errors.fetch_add(1, std::memory_order_relaxed);
+    bump(st_.pass_errors, 1);
     return;
   }
   bool list_ok = true;
@@ -374,7 +394,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       tstate = th_head.next;
       continue;
     }
-    Thread& th = track(t, th_head, ts);
+    Thread& th = track(t, th_head, ts, known != t.threads.end() ? &known->second : nullptr);
     Unwinder::updateHint(th_head, th.hint);
     t.order.push_back({th_head.tstate, th_head.thread_id, th.hint});
     if (th.seen_pass == pass_) {  // a cycle in the list: a torn read
@@ -393,7 +413,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       if (t.unwinder->readThread(tstate, again, nullptr) != ReadStatus::kOk ||
           again.thread_id != th_head.thread_id || again.native_tid != th_head.native_tid)
         break;
-      st_.retries.fetch_add(1, std::memory_order_relaxed);
+      bump(st_.retries, 1);
       th_head = again;
       Unwinder::updateHint(th_head, th.hint);
       ok = sampleThread(t, th, th_head, head, ts);
@@ -406,6 +426,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     t.order.back().hint = th.hint;
     tstate = th_head.next;
   }
+  t.sampled = true;
   for (auto it = t.threads.begin(); it != t.threads.end();) {
     if (it->second.seen_pass == pass_) {
       ++it;
@@ -548,9 +569,9 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   bool has_cpu = false;
   uint64_t cpu_ticks = 0;
   const uint64_t stat_reads = th.files.statReads();
-  ThreadCpu cpu = th.files.sample();
-  st_.stat_reads.fetch_add(th.files.statReads() - stat_reads, std::memory_order_relaxed);
-  if (th.files.fromSwitches()) st_.switch_samples.fetch_add(1, std::memory_order_relaxed);
+  ThreadCpu cpu = th.files.sample(pass_ns_);
+  pass_stat_reads_ += th.files.statReads() - stat_reads;
+  if (th.files.fromSwitches()) ++pass_switch_samples_;
   if (cpu.ok) {
     if (cpu.running) status |= fmt::kStatusOnCpu;
     if (cpu.cpu_known) {
@@ -597,7 +618,7 @@ void Sampler::addChild(pid_t pid, pid_t ppid, uint64_t ts) {
     openTarget(*t, ts, ppid);
     pending_children_.erase(pid);
     targets_.push_back(std::move(t));
-    st_.processes.fetch_add(1, std::memory_order_relaxed);
+    bump(st_.processes, 1);
   } catch (const RecorderError&) {
     // Between fork and exec, or a non-Python helper: look again for a while (its own
     // children are looked for meanwhile), then give up on it.
@@ -628,7 +649,7 @@ void Sampler::finish(std::optional<int64_t> exit_code) {
   }
   if (!encoder_.empty()) {
     queue_.push(encoder_.seal());
-    st_.chunks.fetch_add(1, std::memory_order_relaxed);
+    bump(st_.chunks, 1);
   }
   queue_.close();
 }

@@ -118,6 +118,7 @@ class Sampler {
     std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
     uint64_t names_ts = 0;       // when py_names was last read (0: never)
     bool names_wanted = false;   // a thread seen recently has no Python name yet
+    bool sampled = false;        // a pass has read its thread list
     std::unordered_map<uint64_t, Thread> threads;  // by tstate address
     std::vector<PrefetchThread> order;              // the threads of the last pass, in order
   };
@@ -129,7 +130,8 @@ class Sampler {
   void sampleTarget(Target& t, uint64_t ts, uint64_t* errors);
   bool sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
                     uint64_t ts);
-  Thread& track(Target& t, const ThreadHead& head, uint64_t ts);
+  // The thread at head.tstate; known: its entry found by the caller (or null).
+  Thread& track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known);
   bool unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const;
   void readNames(Target& t, uint64_t ts);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
@@ -145,6 +147,9 @@ class Sampler {
   std::unordered_map<pid_t, int> pending_children_;
   std::vector<pid_t> ignored_children_;
   uint64_t pass_ = 0;
+  uint64_t pass_ns_ = 0;  // CLOCK_MONOTONIC time the current pass began
+  // Counted per sample, published once per pass.
+  uint64_t pass_stat_reads_ = 0, pass_switch_samples_ = 0;
   uint64_t last_scan_ns_ = 0;
   std::vector<RawFrame> walk_;
   std::vector<uint64_t> code_addrs_;

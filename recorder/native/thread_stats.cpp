@@ -234,13 +234,13 @@ ThreadCpu ThreadStatFiles::read() {
   return out;
 }
 
-ThreadCpu ThreadStatFiles::sample() {
+ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
   if (ring_) {
     if (ring_->update()) {
       ThreadCpu out;
       out.ok = out.cpu_known = true;
       out.running = ring_->running();
-      out.cpu_ns = ring_->cpuNs(monotonicNs());
+      out.cpu_ns = ring_->cpuNs(now_ns);
       return out;
     }
     return startRing();  // switches were lost: start again from the files

@@ -68,8 +68,9 @@ class ThreadStatFiles {
   // CPU, time waiting on a runqueue, times scheduled) are all as at the previous call, the
   // thread has not been switched in or out since, so its state is the one seen then (at worst
   // it was woken this instant and has not reached a CPU yet). Otherwise stat says. The
-  // reasoning is in spec/cpython-layouts.md ("CPU").
-  ThreadCpu sample();
+  // reasoning is in spec/cpython-layouts.md ("CPU"). now_ns: the pass's CLOCK_MONOTONIC time,
+  // which the ring's CPU time of a running thread counts up to.
+  ThreadCpu sample(uint64_t now_ns);
   uint64_t statReads() const { return stat_reads_; }
   // Whether sample() takes the state from context switches.
   bool fromSwitches() const { return ring_ != nullptr; }

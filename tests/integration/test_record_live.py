@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import time
 from collections import Counter
 from pathlib import Path
@@ -318,6 +320,59 @@ def test_thread_churn_never_crashes_and_errors_stay_rare(python: str, tmp_path: 
     assert rate < 0.005, st
     assert threads >= 11, threads
     assert st["samples"] > 1000
+
+
+def _read_json_line(proc, timeout: float) -> dict:
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
+        chunk = os.read(fd, 4096)
+        assert chunk, f"target exited (status {proc.wait()})"
+        buf += chunk
+        for line in buf.split(b"\n")[:-1]:
+            if line.startswith(b"{"):
+                return json.loads(line)
+    raise AssertionError(f"no JSON line from the target within {timeout} s: {buf[-200:]!r}")
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_thread_starts_and_exits_seen_at_once(python: str, tmp_path: Path) -> None:
+    """A thread is sampled from the first pass after it started to the last pass before it
+    ended, in every pass in between, whether the list changed at its head or in its middle."""
+    from psrec.format import open_recording
+
+    out = tmp_path / "lifecycle.psr"
+    with target(python, "rec_lifecycle.py", stdin=True) as t:
+        rec = psrec_async("record", "-q", "-o", str(out), "-d", "3", str(t.pid))
+        wait_recording(out, rec)
+        time.sleep(0.2)
+        assert t.proc.stdin is not None
+        t.proc.stdin.write("go\n")
+        t.proc.stdin.flush()
+        spans = _read_json_line(t.proc, 30)
+        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+    with open_recording(out) as r:
+        base = r.header.created_mono_ns
+    samples = load(out)
+    # Passes, as the times the main thread was sampled (it is sampled in every pass).
+    passes = sorted(base + s.ts * 1000 for s in samples if s.os_tid == t.pid)
+    assert len(passes) > 1000, len(passes)
+    for name, (start, end) in spans.items():
+        mine = sorted(base + s.ts * 1000 for s in samples if s.thread == f"life-{name}")
+        assert mine, (name, Counter(s.thread for s in samples))
+        # Its thread state existed from before `start` to after `end`: the first pass 2 ms
+        # after the start saw it, and none 100 ms after the end (its state is gone by then).
+        first_due = next(p for p in passes if p >= start + 2_000_000)
+        assert mine[0] <= first_due, (name, (mine[0] - start) / 1e6)
+        assert mine[-1] < end + 100_000_000, (name, (mine[-1] - end) / 1e6)
+        assert mine[-1] >= max(p for p in passes if p <= end), (name, (end - mine[-1]) / 1e6)
+        within = [p for p in passes if start + 2_000_000 <= p <= end]
+        seen = [m for m in mine if start + 2_000_000 <= m <= end]
+        assert len(seen) >= 0.99 * len(within), (name, len(seen), len(within))
 
 
 @pytest.mark.parametrize("python", PYTHONS)

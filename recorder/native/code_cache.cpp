@@ -64,6 +64,14 @@ bool CodeCache::prepare(const uint64_t* codes, size_t n, uint64_t pass) {
     info->addr = pending_[i];
     info->key = key;
     info->firstlineno = key.firstlineno;
+    if (l.code_stacksize != kAbsent && l.code_nlocalsplus != kAbsent) {
+      StructView v(headers_.data() + i * hsize, hsize);
+      const int32_t stack = v.get<int32_t>(l.code_stacksize);
+      const int32_t locals = v.get<int32_t>(l.code_nlocalsplus);
+      if (stack >= 0 && locals >= 0 && stack + static_cast<int64_t>(locals) < (1 << 20))
+        info->frame_bytes = static_cast<uint64_t>(l.iframe_size) +
+                            8 * static_cast<uint64_t>(stack + static_cast<int64_t>(locals));
+    }
     if (!resolve(*info)) {
       entries_.erase(pending_[i]);
       return false;

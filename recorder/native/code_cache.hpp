@@ -34,6 +34,8 @@ struct CodeInfo {
   std::string name;  // co_qualname where the version has it, else co_name
   std::string linetable;
   int firstlineno = 0;
+  // 3.11+: the bytes its frames take on the data stack (header included); 0 when unknown.
+  uint64_t frame_bytes = 0;
   // An interpreter trampoline rather than Python code (see CodeCache::resolve).
   bool shim = false;
   uint64_t validated_pass = 0;
@@ -69,6 +71,10 @@ class CodeCache {
     auto it = entries_.find(addr);
     return it == entries_.end() ? nullptr : it->second.get();
   }
+  const CodeInfo* peek(uint64_t addr) const {
+    auto it = entries_.find(addr);
+    return it == entries_.end() ? nullptr : it->second.get();
+  }
   // 3.11+: what the instruction at raw_instr (a frame's instruction pointer) can push: bit 0
   // a function's frame, bit 1 a generator's (cpython/call_sites.hpp); 3 where the version has
   // no table, 0 when it cannot be read. Read from the target once per offset.
@@ -84,8 +90,6 @@ class CodeCache {
   size_t size() const { return entries_.size(); }
   uint64_t resolutions() const { return resolutions_; }
   uint64_t invalidations() const { return invalidations_; }
-
-  // Strings and bytes of the target (bounded); false when unreadable or not compact.
 
  private:
   bool resolve(CodeInfo& info);

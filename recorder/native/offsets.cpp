@@ -26,10 +26,11 @@ void finishLayout(Layout& l) {
   l.frame_size = end({l.frame_back, l.frame_code, l.frame_lasti}, 8);
   if (l.iframe_size == 0) l.iframe_size = end({l.iframe_code, l.iframe_previous, l.iframe_instr}, 8);
   l.code_size = end({l.object_type, l.var_size, l.code_filename, l.code_name, l.code_qualname,
-                     l.code_firstlineno, l.code_linetable},
+                     l.code_firstlineno, l.code_linetable, l.code_stacksize, l.code_nlocalsplus},
                     8);
   const uint32_t minor = (l.version_hex >> 16) & 0xFF;
   if (l.frame_model == FrameModel::kInterpreterFrame) l.call_sites = callSitesFor(minor);
+  l.generators_enter_loop = minor == 11;
   l.instance_dict = minor < 11    ? InstanceDict::kDictOffset
                     : minor == 11 ? InstanceDict::kManagedPair
                     : minor == 12 ? InstanceDict::kTaggedPointer

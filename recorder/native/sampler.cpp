@@ -260,6 +260,7 @@ void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.unwinder = std::make_unique<Unwinder>(*t.proc);
   t.codes = std::make_unique<CodeCache>(*t.proc);
+  t.unwinder->setCodeCache(t.codes.get());
   t.names = std::make_unique<ThreadNames>(*t.proc);
   // Threads already running get threading's names in their first record.
   t.names->read(t.py_names, true);
@@ -403,7 +404,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
     th.seen_pass = pass_;
     bool ok = sampleThread(t, th, th_head, head, ts);
-    t.unwinder->noteOutside(th.hint);
+    t.unwinder->noteWalk(th.hint);
     // A torn read: the thread changed its stack while we copied it. Read it again, at once
     // and without read-ahead, still compared with its last good sample; only when every
     // attempt fails is the sample counted as an error. Giving up early would bias the profile
@@ -417,7 +418,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       th_head = again;
       Unwinder::updateHint(th_head, th.hint);
       ok = sampleThread(t, th, th_head, head, ts);
-      t.unwinder->noteOutside(th.hint);
+      t.unwinder->noteWalk(th.hint);
     }
     if (!ok) {
       encoder_.sampleError(th.ref);

@@ -142,7 +142,15 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
       p.chunk_len = aheadLen(k.hint.used);
       p.chunk_off = total;
       total += p.chunk_len;
-      if (l_.tstate_cframe != kAbsent && k.hint.cframe) p.cframe = k.hint.cframe;
+      if (l_.tstate_cframe != kAbsent && k.hint.cframe) {
+        if (l_.generators_enter_loop && codes_ && k.hint.entry) {
+          p.top_cframe = k.hint.cframe;
+          p.entry = k.hint.entry;
+          p.entry_code = k.hint.entry_code;
+        } else {
+          p.cframe = k.hint.cframe;
+        }
+      }
       p.outside_n = std::min<uint8_t>(k.hint.outside_n, StackHint::kMaxOutside);
       for (size_t j = 0; j < p.outside_n; ++j) {
         p.outside[j] = k.hint.outside[j];
@@ -266,7 +274,47 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   }
 }
 
-void Unwinder::noteOutside(StackHint& hint) const {
+// 3.11, with the thread state still pointing at the _PyCFrame of the previous pass: that run of
+// the interpreter loop began with the frame p.entry in the data-stack chunk. Generators and
+// calls from C each run in a loop of their own (Layout::generators_enter_loop), with a
+// _PyCFrame of their own, so every frame of this loop above its entry frame was pushed by an
+// inlined call: the frames from the entry to datastack_top follow one another without gaps,
+// each taking its code's frame size and linking to the one below it, and the current frame
+// is the last of them. (A loop that ended and another that began at the same _PyCFrame
+// address started with a frame at the same place, which is then that loop's entry; or with a
+// generator's frame, outside the chunk, and the chain from the old entry no longer reaches
+// the top.) Anything that does not fit leaves the _PyCFrame to be read.
+bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) const {
+  if (t.frame != p.top_cframe || t.datastack_chunk != p.chunk) return false;
+  const uint64_t top = t.datastack_top;
+  const uint64_t base = p.chunk + static_cast<uint64_t>(l_.chunk_data);
+  const uint64_t head = static_cast<uint64_t>(l_.iframe_size);
+  if (top <= base || top - p.chunk > p.chunk_len) return false;
+  const uint8_t* data = pf_buf_.data() + p.chunk_off;
+  uint64_t at = p.entry, below = 0;
+  for (int n = 0; n < 4096; ++n) {
+    if (at < base || at > top || top - at < head) return false;
+    StructView v(data + (at - p.chunk), static_cast<size_t>(head));
+    const uint64_t code = v.ptr(l_.iframe_code);
+    if (v.get<uint8_t>(l_.iframe_owner) != 0) return false;  // FRAME_OWNED_BY_THREAD
+    const bool entry = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+    if (n == 0 ? (code != p.entry_code || !entry) : (entry || v.ptr(l_.iframe_previous) != below))
+      return false;
+    const CodeInfo* info = codes_->peek(code);
+    if (!info || !info->frame_bytes || info->frame_bytes > top - at) return false;
+    if (info->frame_bytes == top - at) {
+      *frame = at;
+      return true;
+    }
+    below = at;
+    at += info->frame_bytes;
+  }
+  return false;
+}
+
+void Unwinder::noteWalk(StackHint& hint) const {
+  hint.entry = walk_entry_;
+  hint.entry_code = walk_entry_code_;
   hint.outside_n = 0;
   for (uint64_t a : walk_outside_) {
     if (hint.outside_n == StackHint::kMaxOutside) break;
@@ -304,6 +352,11 @@ ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHin
       }
       parseThread(tstate, pf_buf_.data() + pf->ts_off, static_cast<size_t>(l_.tstate_size), out,
                   pf);
+      uint64_t top = 0;
+      if (pf->chunk_ok && pf->top_cframe && topFrame(*pf, out, &top)) {
+        spec_cframe_ = pf->top_cframe;
+        spec_frame_ = top;
+      }
       return ReadStatus::kOk;
     }
   }
@@ -511,6 +564,8 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     return WalkResult::kOk;
   }
 
+  walk_entry_ = walk_entry_code_ = 0;
+  bool entry_seen = false;
   uint64_t addr = t.frame;
   const uint64_t spec_cframe = std::exchange(spec_cframe_, 0);
   const uint64_t spec_chunk = std::exchange(spec_chunk_, 0);
@@ -571,6 +626,15 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       f.outside = walk_outside_.size() != outside_before;
       if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
       if (!f.code) return WalkResult::kError;
+      if (f.entered && !entry_seen) {
+        // The current loop's entry frame; noted for the next pass only when it is in the
+        // current chunk.
+        entry_seen = true;
+        if (!f.outside && addr >= t.datastack_chunk && addr < t.datastack_top) {
+          walk_entry_ = addr;
+          walk_entry_code_ = f.code;
+        }
+      }
       if (f.code != shim_code_ || !shim_code_) out.push_back(f);
     }
     if (prev == addr) return WalkResult::kError;

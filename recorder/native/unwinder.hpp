@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "recorder/native/code_cache.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/remote_memory.hpp"
 
@@ -62,6 +63,12 @@ struct StackHint {
   static constexpr size_t kMaxOutside = 4;
   uint64_t outside[kMaxOutside] = {};
   uint8_t outside_n = 0;
+  // 3.11: the frame the thread's current run of the interpreter loop began with (the last
+  // walk's innermost is_entry frame), when it lies in the data-stack chunk, and its code.
+  // While the thread state still points at the same _PyCFrame, the current frame is then the
+  // frame that ends at datastack_top (see Unwinder::topFrame), and the _PyCFrame is not read.
+  uint64_t entry = 0;
+  uint64_t entry_code = 0;
 };
 
 // A thread seen in the previous pass, to read ahead with the next pass head.
@@ -126,8 +133,11 @@ class Unwinder {
   // With a hint, uses what readPass read for this thread; without one, reads afresh.
   ReadStatus readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint = nullptr);
   static void updateHint(const ThreadHead& t, StackHint& hint);
-  // After a walk: the frames it found outside the data stack, for the next pass's hint.
-  void noteOutside(StackHint& hint) const;
+  // After a walk: the frames it found outside the data stack, and its loop's entry frame,
+  // for the next pass's hint.
+  void noteWalk(StackHint& hint) const;
+  // Code objects' frame sizes, for finding the current frame from the data stack's top.
+  void setCodeCache(const CodeCache* codes) { codes_ = codes; }
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
   // 3.11+: whether the callers frames[which[..]] of frames walked from one bulk copy still
@@ -184,6 +194,8 @@ class Unwinder {
     uint64_t cframe = 0;
     uint64_t frame = 0;
     bool cframe_ok = false;
+    uint64_t top_cframe = 0;  // not read: the current frame comes from the stack's top
+    uint64_t entry = 0, entry_code = 0;
     uint64_t thread_id = 0;
     int32_t tid = 0;
     bool tid_ok = false;
@@ -205,6 +217,9 @@ class Unwinder {
   void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                    const Prefetched* pf);
   bool listUnchanged() const;
+  bool topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) const;
+  const CodeCache* codes_ = nullptr;
+  uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.
   struct SoloFrame {

@@ -48,6 +48,8 @@ FIELDS = {
     "code.firstlineno": "code_firstlineno",
     "code.linetable": "code_linetable",
     "code.code_adaptive": "code_adaptive",
+    "code.stacksize": "code_stacksize",
+    "code.nlocalsplus": "code_nlocalsplus",
     "object.ob_type": "object_type",
     "bytes.ob_size": "var_size",
     "bytes.ob_sval": "bytes_sval",

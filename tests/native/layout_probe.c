@@ -91,6 +91,8 @@ int main(void) {
   P("iframe.localsplus", offsetof(_PyInterpreterFrame, localsplus));
   P("code.qualname", offsetof(PyCodeObject, co_qualname));
   P("code.code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
+  P("code.stacksize", offsetof(PyCodeObject, co_stacksize));
+  P("code.nlocalsplus", offsetof(PyCodeObject, co_nlocalsplus));
   P("code.linetable", offsetof(PyCodeObject, co_linetable));
 #elif PY_VERSION_HEX >= 0x030A0000
   P("code.linetable", offsetof(PyCodeObject, co_linetable));

@@ -36,6 +36,10 @@ struct Layout {
   FrameModel frame_model = FrameModel::kFrameObject;
   LineTable line_table = LineTable::kLnotab;
   bool has_cstack_owner = false;  // 3.12+: owner FRAME_OWNED_BY_CSTACK marks shim frames
+  // 3.11: a generator or coroutine is always resumed in a new C-level run of the interpreter
+  // loop (a new _PyCFrame); only calls of Python functions are inlined, each pushing its frame
+  // on the data stack. (3.12 resumes generators inline too: SEND_GEN, FOR_ITER_GEN.)
+  bool generators_enter_loop = false;
 
   // _PyRuntimeState
   int32_t runtime_interpreters_head = kAbsent;
@@ -91,6 +95,10 @@ struct Layout {
   int32_t code_firstlineno = kAbsent;  // int
   int32_t code_linetable = kAbsent;    // co_lnotab (3.8-3.9) / co_linetable (3.10+), bytes
   int32_t code_adaptive = kAbsent;     // 3.11+: first code unit, inside the object
+  // 3.11+ (ints): a frame takes co_nlocalsplus + co_stacksize words on the data stack after
+  // its header (localsplus), as _PyEvalFramePushAndInit and CALL_PY_EXACT_ARGS push it.
+  int32_t code_stacksize = kAbsent;
+  int32_t code_nlocalsplus = kAbsent;
   int32_t code_size = 0;               // bytes to copy to cover the fields above
 
   // Objects

@@ -41,6 +41,8 @@ inline Layout layout() {
   l.iframe_size = 72;
   l.code_qualname = 128;
   l.code_adaptive = 184;
+  l.code_stacksize = 68;
+  l.code_nlocalsplus = 76;
   l.code_linetable = 136;
   l.code_filename = 112;
   l.code_name = 120;

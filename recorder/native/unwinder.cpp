@@ -284,7 +284,21 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
 // address started with a frame at the same place, which is then that loop's entry; or with a
 // generator's frame, outside the chunk, and the chain from the old entry no longer reaches
 // the top.) Anything that does not fit leaves the _PyCFrame to be read.
-bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) const {
+uint64_t Unwinder::frameBytesOf(uint64_t code) {
+  if (codes_->invalidations() != sizes_gen_) {
+    std::fill(std::begin(sizes_), std::end(sizes_), SizeSlot{});
+    sizes_gen_ = codes_->invalidations();
+  }
+  SizeSlot& slot = sizes_[(code >> 4) & 63];
+  if (slot.code != code) {
+    const CodeInfo* info = codes_->peek(code);
+    if (!info) return 0;
+    slot = {code, info->frame_bytes};
+  }
+  return slot.bytes;
+}
+
+bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) {
   if (t.frame != p.top_cframe || t.datastack_chunk != p.chunk) return false;
   const uint64_t top = t.datastack_top;
   const uint64_t base = p.chunk + static_cast<uint64_t>(l_.chunk_data);
@@ -300,14 +314,14 @@ bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* fram
     const bool entry = v.get<uint8_t>(l_.iframe_is_entry) != 0;
     if (n == 0 ? (code != p.entry_code || !entry) : (entry || v.ptr(l_.iframe_previous) != below))
       return false;
-    const CodeInfo* info = codes_->peek(code);
-    if (!info || !info->frame_bytes || info->frame_bytes > top - at) return false;
-    if (info->frame_bytes == top - at) {
+    const uint64_t bytes = frameBytesOf(code);
+    if (!bytes || bytes > top - at) return false;
+    if (bytes == top - at) {
       *frame = at;
       return true;
     }
     below = at;
-    at += info->frame_bytes;
+    at += bytes;
   }
   return false;
 }

@@ -217,8 +217,17 @@ class Unwinder {
   void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                    const Prefetched* pf);
   bool listUnchanged() const;
-  bool topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) const;
+  bool topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame);
+  uint64_t frameBytesOf(uint64_t code);
   const CodeCache* codes_ = nullptr;
+  // Frame sizes by code address in front of the code cache's map (a lookup there per frame
+  // showed in profiles); emptied whenever the code cache replaces an entry.
+  struct SizeSlot {
+    uint64_t code = 0;
+    uint64_t bytes = 0;
+  };
+  SizeSlot sizes_[64];
+  uint64_t sizes_gen_ = 0;
   uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.

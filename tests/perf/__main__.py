@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     unavailable = dict(ctx.unavailable)
     table = render_table(ctx.rows, unavailable)
     header = (
-        f"psrec benchmark, {meta['date']} on {meta['host']} ({meta['machine']}); "
+        f"psrec benchmark, finished {meta['date']} on {meta['host']} ({meta['machine']}); "
         f"load average {load_start} at start, {meta['loadavg_end']} at end; "
         f"{meta['seconds']:.0f} s{' (--quick)' if args.quick else ''}.\n"
         f"Targets: CPython {tc.target_version}. Tools: psrec {tc.psrec_version}"

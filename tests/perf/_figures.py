@@ -319,7 +319,7 @@ def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
     import json
     import subprocess
 
-    rounds = 1 if ctx.quick else 3
+    rounds = 1 if ctx.quick else 5
     args = FIXED_ARGS_QUICK if ctx.quick else FIXED_ARGS
     cfgs = _fixed_configs(ctx)
     ctx.log(f"[3,5] fixed_work.py {' '.join(args)}: {len(cfgs) - 1} profiled configurations "

@@ -274,16 +274,6 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   }
 }
 
-// 3.11, with the thread state still pointing at the _PyCFrame of the previous pass: that run of
-// the interpreter loop began with the frame p.entry in the data-stack chunk. Generators and
-// calls from C each run in a loop of their own (Layout::generators_enter_loop), with a
-// _PyCFrame of their own, so every frame of this loop above its entry frame was pushed by an
-// inlined call: the frames from the entry to datastack_top follow one another without gaps,
-// each taking its code's frame size and linking to the one below it, and the current frame
-// is the last of them. (A loop that ended and another that began at the same _PyCFrame
-// address started with a frame at the same place, which is then that loop's entry; or with a
-// generator's frame, outside the chunk, and the chain from the old entry no longer reaches
-// the top.) Anything that does not fit leaves the _PyCFrame to be read.
 uint64_t Unwinder::frameBytesOf(uint64_t code) {
   if (codes_->invalidations() != sizes_gen_) {
     std::fill(std::begin(sizes_), std::end(sizes_), SizeSlot{});
@@ -298,6 +288,16 @@ uint64_t Unwinder::frameBytesOf(uint64_t code) {
   return slot.bytes;
 }
 
+// 3.11, with the thread state still pointing at the _PyCFrame of the previous pass: that run of
+// the interpreter loop began with the frame p.entry in the data-stack chunk. Generators and
+// calls from C each run in a loop of their own (Layout::generators_enter_loop), with a
+// _PyCFrame of their own, so every frame of this loop above its entry frame was pushed by an
+// inlined call: the frames from the entry to datastack_top follow one another without gaps,
+// each taking its code's frame size and linking to the one below it, and the current frame
+// is the last of them. (A loop that ended and another that began at the same _PyCFrame
+// address started with a frame at the same place, which is then that loop's entry; or with a
+// generator's frame, outside the chunk, and the chain from the old entry no longer reaches
+// the top.) Anything that does not fit leaves the _PyCFrame to be read.
 bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) {
   if (t.frame != p.top_cframe || t.datastack_chunk != p.chunk) return false;
   const uint64_t top = t.datastack_top;

@@ -169,7 +169,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
     pf_reqs_.push_back({gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len});
     pf_owner_.push_back({0, 255});
   }
-  const size_t head_reqs = pf_reqs_.size();
+  const size_t lead_reqs = pf_reqs_.size();  // the GIL, ahead of the threads
   for (size_t i = 0; i < count; ++i) {
     Prefetched& p = pf_[i];
     const auto idx = static_cast<uint32_t>(i);
@@ -211,7 +211,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
     }
     at += got;
     if (at >= n) break;
-    if (at < head_reqs) {
+    if (at < lead_reqs) {
       // The GIL could not be read: say why the ordinary way, read nothing ahead.
       pf_.clear();
       return readPassHead(out);

@@ -92,7 +92,10 @@ def info(recording: str, as_json: bool) -> None:
                       else "recovered (not closed cleanly)"),
             ("created", d["created"]),
             ("target", f"pid {md.get('pid', '?')}: {' '.join(md.get('command') or []) or '?'}"),
-            ("python", str(md.get("python_version", "?"))),
+            ("python", str(md.get("python_version", "?"))
+                       + (" free-threaded (no GIL: the GIL status records whether a thread "
+                          "was attached to the interpreter)"
+                          if (md.get("python_build") or {}).get("free_threaded") else "")),
             ("host", str(md.get("hostname", "?"))),
             ("psrec", str(md.get("psrec_version", "?"))),
             ("requested", f"{md.get('rate_hz', '?')} Hz"),

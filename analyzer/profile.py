@@ -509,14 +509,23 @@ class Profile:
             seen[ref] = self.threads[ref].start_ts if ref in self.threads else 0
         return sorted(seen, key=lambda r: (seen[r], r))
 
+    @property
+    def free_threaded(self) -> bool:
+        """A free-threaded target: no GIL, and the GIL bit records 'attached' instead."""
+        return bool((self.metadata.get("python_build") or {}).get("free_threaded"))
+
     def describe(self) -> str:
         """One line saying what the view holds, for report headers."""
         dur = self.seconds(self.last_ts - self.first_ts) if self.last_ts >= self.first_ts else 0
         nthreads = len(set(self.columns.thread))
+        what = MODE_HELP[self.view.mode]
+        if self.view.mode == "gil" and self.free_threaded:
+            what = ("the GIL does not apply: a free-threaded target; samples attached to the "
+                    "interpreter")
         s = (
             f"{self.path}: {self.selected:,} samples over {dur:.3f} s in {nthreads} "
             f"thread{'s' if nthreads != 1 else ''}; mode {self.view.mode} "
-            f"({MODE_HELP[self.view.mode]}), weights {self.view.weights}"
+            f"({what}), weights {self.view.weights}"
         )
         if self.from_ts is not None or self.to_ts is not None:
             s += f", window {self._window_text()}"

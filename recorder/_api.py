@@ -195,6 +195,9 @@ def _metadata(rec: ModuleType, info: dict[str, Any], opts: RecordOptions, pid: i
             "executable": info["executable"],
             "libpython": info["shared_libpython"],
             "version_hex": info["version_hex"],
+            # No GIL: the GIL_HELD bit records whether a thread was attached to the
+            # interpreter (spec/psr-format.md, the thread status byte).
+            "free_threaded": info["free_threaded"],
         },
         "hostname": socket.gethostname(),
         "interval_ns": interval_ns,
@@ -208,7 +211,8 @@ def _metadata(rec: ModuleType, info: dict[str, Any], opts: RecordOptions, pid: i
             # threads threading does not know
             "thread_names": "python",
             "cpu_source": opts.cpu_source,
-            "gil_requested": False,  # the GIL_REQUESTED bit is never known
+            # GIL_REQUESTED is known where the thread state says it (3.15+ with a GIL)
+            "gil_requested": info["version_hex"] >= 0x030F0000 and not info["free_threaded"],
         },
     }
 
@@ -311,6 +315,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     if threading.current_thread() is threading.main_thread():
         old_term = signal.signal(signal.SIGTERM, on_term)
     info = sampler.target_info()
+    if info["layout_warning"]:
+        print(f"psrec: warning: {info['layout_warning']}", file=stream)
     if not command:
         command = rec.command_line(pid).split()
     try:

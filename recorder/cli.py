@@ -22,11 +22,16 @@ def format_dump(d: dict[str, Any]) -> list[str]:
     info = d["info"]
     lines = [
         f"Process {info['pid']}: {info.get('command') or info['executable']}",
-        f"Python {info['version']} ({info['binary']})",
+        f"Python {info['version']}{' free-threaded' if info['free_threaded'] else ''} "
+        f"({info['binary']})",
         "",
     ]
+    # A free-threaded interpreter has no GIL: what stands in its place is whether the thread
+    # was attached to the interpreter (running Python code).
+    held, label = ("yes", "attached") if info["free_threaded"] else ("held", "gil")
     for t in d["threads"]:
-        gil = "gil: ?" if not t["gil_known"] else ("gil: held" if t["gil_held"] else "gil: -")
+        gil = (f"{label}: ?" if not t["gil_known"]
+               else (f"{label}: {held}" if t["gil_held"] else f"{label}: -"))
         cpu = "cpu: ?" if not t["cpu_known"] else ("cpu: running" if t["on_cpu"] else "cpu: idle")
         name = f' "{t["name"]}"' if t["name"] else ""
         lines.append(

@@ -37,6 +37,8 @@ nb::dict infoDict(const TargetInfo& i) {
   d["version_hex"] = i.version_hex;
   d["version_source"] = i.version_source;
   d["layout_source"] = i.layout_source;
+  d["layout_warning"] = i.layout_warning;
+  d["free_threaded"] = i.free_threaded;
   return d;
 }
 
@@ -119,6 +121,11 @@ NB_MODULE(_recorder, m) {
     }
     nb::dict d = infoDict(p->info());
     d["initialized"] = p->mainInterpreter() != 0;
+    nb::dict layout;
+    psrec::cpython::forEachOffset(p->layout(), [&](const char* name, int32_t v) {
+      if (v != psrec::cpython::kAbsent) layout[name] = v;
+    });
+    d["layout"] = layout;
     return d;
   }, nb::arg("pid"));
 

@@ -101,15 +101,15 @@ bool CodeCache::resolve(CodeInfo& info) {
   return true;
 }
 
-uint8_t CodeCache::pushes(CodeInfo& info, uint64_t raw_instr) {
+uint8_t CodeCache::pushes(CodeInfo& info, uint64_t raw_instr, int32_t tlbc) {
   const auto& l = proc_.layout();
   const cpython::CallSites& sites = l.call_sites;
   if (!sites.known()) return 3;
-  int off = byteOffset(info.addr, raw_instr);
+  int off = byteOffset(info, raw_instr, tlbc);
   if (off < 0) return 0;  // not started: it cannot be calling
   auto it = info.call_sites.find(off);
   if (it != info.call_sites.end()) return it->second;
-  const uint64_t at = info.addr + static_cast<uint64_t>(l.code_adaptive) + static_cast<uint64_t>(off);
+  const uint64_t at = bytecodeBase(info, tlbc, raw_instr) + static_cast<uint64_t>(off);
   const size_t back = std::min<size_t>(sites.max_back, static_cast<size_t>(off) / 2);
   uint16_t units[16];
   if (back + 1 > sizeof units / sizeof units[0] ||
@@ -120,7 +120,33 @@ uint8_t CodeCache::pushes(CodeInfo& info, uint64_t raw_instr) {
   return what;
 }
 
-int CodeCache::byteOffset(uint64_t code_addr, uint64_t raw_instr) const {
+uint64_t CodeCache::bytecodeBase(CodeInfo& info, int32_t tlbc, uint64_t raw_instr) {
+  const auto& l = proc_.layout();
+  const uint64_t own = info.addr + static_cast<uint64_t>(l.code_adaptive);
+  if (tlbc == 0 || l.code_tlbc == kAbsent) return own;
+  // A thread's own copy of a code object's bytecode (Include/internal/pycore_code.h,
+  // _PyCodeArray {Py_ssize_t size; char *entries[]}, entries[0] being co_code_adaptive).
+  // Copies are made once per thread index and kept while the code object lives; the array
+  // itself may be replaced when it grows, so a copy that does not hold the instruction is
+  // looked up again.
+  if (tlbc < 0 || tlbc > 4096) return 0;
+  const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(info.key.size, 0)) * 2;
+  auto holds = [&](uint64_t base) { return base && raw_instr + 1 >= base && raw_instr < base + bytes; };
+  const size_t idx = static_cast<size_t>(tlbc);
+  if (idx < info.tlbc_bases.size() && holds(info.tlbc_bases[idx])) return info.tlbc_bases[idx];
+  uint64_t array = 0;
+  int64_t size = 0;
+  uint64_t base = 0;
+  if (!proc_.mem().readValue(info.addr + static_cast<uint64_t>(l.code_tlbc), array) || !array ||
+      !proc_.mem().readValue(array, size) || size <= tlbc ||
+      !proc_.mem().readValue(array + 8 + 8 * idx, base) || !base)
+    return 0;
+  if (info.tlbc_bases.size() <= idx) info.tlbc_bases.resize(idx + 1, 0);
+  info.tlbc_bases[idx] = base;
+  return base;
+}
+
+int CodeCache::byteOffset(CodeInfo& info, uint64_t raw_instr, int32_t tlbc) {
   const auto& l = proc_.layout();
   if (l.frame_model == cpython::FrameModel::kFrameObject) {
     int lasti = static_cast<int32_t>(raw_instr);
@@ -128,7 +154,8 @@ int CodeCache::byteOffset(uint64_t code_addr, uint64_t raw_instr) const {
     // 3.10 counts f_lasti in code units; 3.8-3.9 in bytes.
     return l.line_table == cpython::LineTable::kLinetable ? lasti * 2 : lasti;
   }
-  uint64_t first = code_addr + static_cast<uint64_t>(l.code_adaptive);
+  const uint64_t first = bytecodeBase(info, tlbc, raw_instr);
+  if (!first) return -2;
   if (raw_instr < first) return -1;  // a frame that has not started (prev_instr = first - 1)
   uint64_t off = raw_instr - first;
   if (off > (1u << 30)) return -2;

@@ -43,6 +43,9 @@ struct CodeInfo {
   uint32_t function_id = 0;
   std::unordered_map<int32_t, uint32_t> frame_ids;  // instruction byte offset -> frame id
   std::unordered_map<int32_t, uint8_t> call_sites;  // instruction byte offset -> what it pushes
+  // Free-threaded 3.14+: where each thread-local copy of the bytecode lies, by tlbc index
+  // (index 0, co_code_adaptive, is not listed); 0 where not read yet.
+  std::vector<uint64_t> tlbc_bases;
 
   int lineAt(cpython::LineTable kind, int byte_offset) const;
 };
@@ -78,14 +81,16 @@ class CodeCache {
   // 3.11+: what the instruction at raw_instr (a frame's instruction pointer) can push: bit 0
   // a function's frame, bit 1 a generator's (cpython/call_sites.hpp); 3 where the version has
   // no table, 0 when it cannot be read. Read from the target once per offset.
-  uint8_t pushes(CodeInfo& info, uint64_t raw_instr);
+  uint8_t pushes(CodeInfo& info, uint64_t raw_instr, int32_t tlbc = 0);
   // Validates and resolves a single code object now (for one-off dumps).
   CodeInfo* lookup(uint64_t addr, uint64_t pass) {
     return prepare(&addr, 1, pass) ? get(addr, pass) : nullptr;
   }
 
-  // Byte offset of the current instruction from the frame's raw instruction field.
-  int byteOffset(uint64_t code_addr, uint64_t raw_instr) const;
+  // Byte offset of the current instruction from the frame's raw instruction field (and, on
+  // free-threaded 3.14+, the frame's tlbc index); -1 for a frame that has not started, -2 for
+  // an instruction pointer outside the code (a torn read).
+  int byteOffset(CodeInfo& info, uint64_t raw_instr, int32_t tlbc = 0);
 
   size_t size() const { return entries_.size(); }
   uint64_t resolutions() const { return resolutions_; }
@@ -93,6 +98,9 @@ class CodeCache {
 
  private:
   bool resolve(CodeInfo& info);
+  // Where the copy of the bytecode that raw_instr points into begins (see tlbc_bases); 0 when
+  // it cannot be read.
+  uint64_t bytecodeBase(CodeInfo& info, int32_t tlbc, uint64_t raw_instr);
   CodeKey keyFrom(const uint8_t* header) const;
 
   PythonProcess& proc_;

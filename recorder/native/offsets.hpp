@@ -11,17 +11,19 @@
 
 namespace psrec::recorder {
 
-// Size of the 3.13 _Py_DebugOffsets struct we parse: 73 uint64 fields.
-constexpr size_t kDebugOffsetsSize = 73 * 8;
+// How much of _PyRuntime to read for its _Py_DebugOffsets: more than any shape psrec knows
+// (3.15's has 148 uint64 fields).
+constexpr size_t kDebugOffsetsSize = 256 * 8;
 constexpr char kDebugCookie[8] = {'x', 'd', 'e', 'b', 'u', 'g', 'p', 'y'};
 
 // Built-in table for a minor version (micro ignored); nullopt when we have none.
 std::optional<cpython::Layout> builtinLayout(uint32_t version_hex);
 
-// Parses a _Py_DebugOffsets copied from the target. Returns nullopt (and why) when the cookie
-// is wrong, the build is free-threaded, or the struct's shape is one we do not know.
+// Parses a _Py_DebugOffsets copied from the target (3.13+), taking what the block lacks from
+// the version's table. Returns nullopt (and why) when the cookie is wrong or a field psrec
+// needs is missing or out of its struct; sets warning for a version newer than psrec knows.
 std::optional<cpython::Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size,
-                                                      std::string* why);
+                                                      std::string* why, std::string* warning);
 
 // The version a _Py_DebugOffsets block states (0 if the cookie does not match).
 uint32_t debugOffsetsVersion(const uint8_t* data, size_t size);

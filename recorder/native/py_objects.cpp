@@ -17,12 +17,16 @@ constexpr uint64_t kTpflagsHeapType = 1ull << 9;
 // Include/internal/pycore_dict.h (3.11+): dk_kind.
 constexpr uint8_t kDictKeysGeneral = 0;
 
-// PyASCIIObject.state bit-fields: interned:2, kind:3, compact:1, ascii:1 (3.8-3.13).
+// PyASCIIObject.state bit-fields: interned, then kind:3, compact:1, ascii:1 from the
+// layout's unicode_kind_bit.
 struct StrState {
   uint32_t kind;
   bool compact;
   bool ascii;
-  explicit StrState(uint32_t s) : kind((s >> 2) & 7), compact((s >> 5) & 1), ascii((s >> 6) & 1) {}
+  StrState(uint32_t s, const cpython::Layout& l)
+      : kind((s >> l.unicode_kind_bit) & 7),
+        compact((s >> (l.unicode_kind_bit + 3)) & 1),
+        ascii((s >> (l.unicode_kind_bit + 4)) & 1) {}
 };
 
 void putUtf8(std::string& out, uint32_t cp) {
@@ -58,7 +62,7 @@ bool readUnicode(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std
   size_t hsize = static_cast<size_t>(l.unicode_compact_size);
   if (hsize > sizeof head || mem.read(addr, head, hsize) != ReadStatus::kOk) return false;
   StructView v(head, hsize);
-  StrState st(v.get<uint32_t>(l.unicode_state));
+  StrState st(v.get<uint32_t>(l.unicode_state), l);
   int64_t length = v.get<int64_t>(l.unicode_length);
   if (!st.compact || length < 0 || static_cast<uint64_t>(length) > max_len ||
       (st.kind != 1 && st.kind != 2 && st.kind != 4))
@@ -211,7 +215,7 @@ uint64_t ObjectReader::findKey(const std::vector<DictEntry>& entries, std::strin
       size_t got = mem_.readLeading(reqs.data() + done, m - done, &st);
       for (size_t i = done; i < done + got; ++i) {
         StructView v(heads.data() + i * len, len);
-        StrState s(v.get<uint32_t>(l_.unicode_state));
+        StrState s(v.get<uint32_t>(l_.unicode_state), l_);
         if (!s.compact || !s.ascii || v.get<int64_t>(l_.unicode_length) != static_cast<int64_t>(key.size()) ||
             std::memcmp(heads.data() + i * len + ascii, key.data(), key.size()) != 0)
           continue;
@@ -252,7 +256,7 @@ uint64_t ObjectReader::attribute(uint64_t obj, std::string_view name) {
     case InstanceDict::kTaggedPointer: {  // PyDictOrValues (3.12)
       if (!managed) return 0;
       uint64_t w = 0;
-      if (!mem_.readValue(obj - 24, w)) return 0;
+      if (!mem_.readValue(obj + static_cast<uint64_t>(int64_t{l_.managed_dict}), w)) return 0;
       if (w & 1)
         values = w + 1;
       else
@@ -260,7 +264,8 @@ uint64_t ObjectReader::attribute(uint64_t obj, std::string_view name) {
       break;
     }
     case InstanceDict::kInlineValues:  // 3.13+: the managed dict wins once it exists
-      if (!managed || !mem_.readValue(obj - 24, dict)) return 0;
+      if (!managed || !mem_.readValue(obj + static_cast<uint64_t>(int64_t{l_.managed_dict}), dict))
+        return 0;
       if (!dict && (t->flags & kTpflagsInlineValues))
         values = obj + static_cast<uint64_t>(t->basicsize);
       break;

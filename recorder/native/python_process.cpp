@@ -137,7 +137,7 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
       // is still mapping the target (see detectVersion); memory is the fallback.
       if (elf->readAt(info.runtime_addr - *bias, dbg.data(), dbg.size()) ||
           p->mem_.read(info.runtime_addr, dbg.data(), dbg.size()) == ReadStatus::kOk)
-        layout = layoutFromDebugOffsets(dbg.data(), dbg.size(), &why);
+        layout = layoutFromDebugOffsets(dbg.data(), dbg.size(), &why, &info.layout_warning);
       if (!layout)
         throw RecorderError(ErrorCode::kUnsupportedVersion,
                             "process " + std::to_string(pid) + " runs Python " + info.version +
@@ -150,18 +150,19 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
     if (!layout)
       throw RecorderError(ErrorCode::kUnsupportedVersion,
                           "process " + std::to_string(pid) + " runs Python " + info.version +
-                              ", which psrec does not support (it supports 3.8 to 3.13)");
+                              ", which psrec does not support (it supports CPython 3.8 to 3.15)");
+    info.free_threaded = layout->free_threaded;
     p->layout_ = *layout;
     return p;
   }
   const uint32_t named_minor = (named_version >> 16) & 0xFF;
   // A supported version by name but no runtime found: not (yet) an initialised interpreter,
   // e.g. a process caught between exec and loading libpython.
-  if (named_version && ((named_version >> 24) != 3 || named_minor < 8 || named_minor > 13))
+  if (named_version && ((named_version >> 24) != 3 || named_minor < 8))
     throw RecorderError(ErrorCode::kUnsupportedVersion,
                         "process " + std::to_string(pid) + " runs Python " +
                             versionString(named_version, false) +
-                            ", which psrec does not support (it supports 3.8 to 3.13)");
+                            ", which psrec does not support (it supports CPython 3.8 to 3.15)");
   throw RecorderError(ErrorCode::kNotPython,
                       "process " + std::to_string(pid) + " (" + processName(pid) +
                           ") is not a Python process: no CPython runtime in its memory map");

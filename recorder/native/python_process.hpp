@@ -22,6 +22,8 @@ struct TargetInfo {
   std::string version;         // "3.11.2"
   std::string version_source;  // how the version was found
   std::string layout_source;   // "built-in 3.11 table" or "_Py_DebugOffsets"
+  std::string layout_warning;  // set when the version is newer than psrec knows
+  bool free_threaded = false;
   uint64_t runtime_addr = 0;
   uint64_t code_type_addr = 0;  // &PyCode_Type in the target, 0 if unknown
   uint64_t load_bias = 0;

@@ -519,7 +519,7 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
       t.unwinder->setShimCode(walk_[i].code);
       return sampleThread(t, th, head, ph, ts);
     }
-    const int off = codes.byteOffset(walk_[i].code, walk_[i].instr);
+    const int off = codes.byteOffset(*info, walk_[i].instr, walk_[i].tlbc);
     if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
     infos_[i] = info;
   }
@@ -535,7 +535,7 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
       if (walk_[i + 1].entered || walk_[i + 1].code == walk_[i].code) continue;
       CodeInfo* info = infos_[i] ? infos_[i] : codes.peek(walk_[i].code);
       const uint8_t need = walk_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
-      if (!info || !(codes.pushes(*info, walk_[i].instr) & need)) return false;
+      if (!info || !(codes.pushes(*info, walk_[i].instr, walk_[i].tlbc) & need)) return false;
     }
   }
   // Nothing above changed the thread's last sample; from here on it is replaced.
@@ -543,7 +543,7 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   for (size_t i = same; i < n; ++i) {
     const RawFrame& f = walk_[i];
     CodeInfo* info = infos_[i];
-    const int off = codes.byteOffset(f.code, f.instr);
+    const int off = codes.byteOffset(*info, f.instr, f.tlbc);
     auto it = info->frame_ids.find(off);
     uint32_t id;
     if (it != info->frame_ids.end()) {
@@ -562,11 +562,11 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   th.raw.assign(walk_.begin(), walk_.end());
 
   uint8_t status = 0;
-  if (ph.gil_known) {
-    if (ph.gil_locked && ph.gil_holder == head.tstate) status |= fmt::kStatusGilHeld;
-  } else {
-    status |= fmt::kStatusGilUnknown;
-  }
+  const GilStatus gil = t.unwinder->gilStatus(head, ph);
+  if (!gil.known) status |= fmt::kStatusGilUnknown;
+  if (gil.held) status |= fmt::kStatusGilHeld;
+  if (gil.requested_known) status |= fmt::kStatusGilRequestedKnown;
+  if (gil.requested) status |= fmt::kStatusGilRequested;
   bool has_cpu = false;
   uint64_t cpu_ticks = 0;
   const uint64_t stat_reads = th.files.statReads();

@@ -42,8 +42,9 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
     ThreadDump d;
     d.python_tid = t.thread_id;
     d.native_tid = t.native_tid;
-    d.gil_known = head.gil_known;
-    d.gil_held = head.gil_known && head.gil_locked && head.gil_holder == tstate;
+    const GilStatus gil = unwinder.gilStatus(t, head);
+    d.gil_known = gil.known;
+    d.gil_held = gil.held;
     auto named = names.find(t.thread_id);
     if (named != names.end()) d.name = named->second;
     if (t.native_tid) {
@@ -66,7 +67,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
       if (info->shim) continue;  // the __init__ trampoline (3.13+): not Python code
       fd.filename = info->filename;
       fd.name = info->name;
-      fd.line = info->lineAt(proc.layout().line_table, codes.byteOffset(f.code, f.instr));
+      fd.line = info->lineAt(proc.layout().line_table, codes.byteOffset(*info, f.instr, f.tlbc));
       d.frames.push_back(std::move(fd));
     }
     out.push_back(std::move(d));

@@ -62,6 +62,25 @@ Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
   chunk_buf_.reserve(64 * 1024);
 }
 
+GilStatus Unwinder::gilStatus(const ThreadHead& t, const PassHead& ph) const {
+  GilStatus g;
+  if (l_.free_threaded) {
+    // No GIL (or one re-enabled at run time, which an attached thread then holds): a thread
+    // is "attached" while it may run Python code, as a GIL holder is (pycore_pystate.h).
+    g.known = t.state >= 0;
+    g.held = t.state == 1;  // _Py_THREAD_ATTACHED
+  } else if (t.holds_gil >= 0) {
+    g.known = true;
+    g.held = t.holds_gil != 0;
+    g.requested_known = t.gil_requested >= 0;
+    g.requested = t.gil_requested > 0;
+  } else if (ph.gil_known) {
+    g.known = true;
+    g.held = ph.gil_locked && ph.gil_holder == t.tstate;
+  }
+  return g;
+}
+
 // The GIL's state from the bytes [gil_lo_, gil_hi_) of its struct; gil is null when unread.
 void Unwinder::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const {
   out.gil_known = gil != nullptr;
@@ -258,6 +277,11 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   else out.frame = v.ptr(l_.tstate_current_frame);
   out.datastack_chunk = l_.tstate_datastack_chunk != kAbsent ? v.ptr(l_.tstate_datastack_chunk) : 0;
   out.datastack_top = l_.tstate_datastack_top != kAbsent ? v.ptr(l_.tstate_datastack_top) : 0;
+  if (l_.free_threaded && l_.tstate_state != kAbsent) out.state = v.get<int32_t>(l_.tstate_state);
+  if (l_.tstate_holds_gil != kAbsent) {
+    out.holds_gil = v.get<int32_t>(l_.tstate_holds_gil);
+    out.gil_requested = v.get<int32_t>(l_.tstate_gil_requested);
+  }
   if (l_.tstate_native_thread_id == kAbsent && out.thread_id) {
     // The pthread's tid read ahead counts only for the same pthread_t it was read from.
     if (pf && pf->tid_ok && pf->thread_id == out.thread_id && pf->tid > 0) {
@@ -511,7 +535,7 @@ bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* 
   for (size_t k = 0; k < count; ++k) {
     StructView v(verify_buf_.data() + k * len, len);
     const RawFrame& f = frames[which[k]];
-    if (v.ptr(l_.iframe_code) != f.code || v.ptr(l_.iframe_previous) != f.prev ||
+    if ((v.ptr(l_.iframe_code) & ~l_.code_tag_bits) != f.code || v.ptr(l_.iframe_previous) != f.prev ||
         v.ptr(l_.iframe_instr) != f.instr)
       return false;
   }
@@ -621,21 +645,21 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     StructView v(p, static_cast<size_t>(l_.iframe_size));
     uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
     uint64_t prev = v.ptr(l_.iframe_previous);
-    if (owner > kOwnedByCStack || (owner == kOwnedByCStack && !l_.has_cstack_owner))
-      return WalkResult::kError;  // not a frame: a torn read
+    if (owner > l_.owner_max) return WalkResult::kError;  // not a frame: a torn read
     // A generator drops its frame's `previous` link when it suspends: a suspended frame on a
     // running stack means the copy caught the generator between a yield and a resume.
     if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
-    if (owner == kOwnedByCStack) {
-      // Shim frames owned by the C stack (3.12+) run no Python code: never report them. The
-      // frame above one was entered from C.
+    if (owner >= l_.owner_shim) {
+      // Shim frames owned by the C stack or the interpreter (3.12+) run no Python code: never
+      // report them. The frame above one was entered from C.
       if (!out.empty()) out.back().entered = true;
     } else {
       RawFrame f;
       f.addr = addr;
       f.prev = prev;
-      f.code = v.ptr(l_.iframe_code);
+      f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
       f.instr = v.ptr(l_.iframe_instr);
+      if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
       f.owner = owner;
       f.outside = walk_outside_.size() != outside_before;
       if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;

@@ -15,9 +15,9 @@
 
 namespace psrec::recorder {
 
-// _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h, 3.11+).
+// _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h, 3.11+); those of frames
+// that run no Python code differ by version (Layout::owner_shim).
 constexpr uint8_t kOwnedByGenerator = 1;  // FRAME_OWNED_BY_GENERATOR
-constexpr uint8_t kOwnedByCStack = 3;     // FRAME_OWNED_BY_CSTACK (3.12+)
 
 struct RawFrame {
   uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
@@ -26,6 +26,7 @@ struct RawFrame {
   uint64_t prev = 0;   // 3.11+: the `previous` link as read (not part of the comparison)
   bool entered = false;  // 3.11+: entered from C (an entry frame), not pushed by its caller
   uint8_t owner = 0;     // 3.11+: FRAME_OWNED_BY_THREAD (0) or _GENERATOR (1)
+  int32_t tlbc = 0;      // free-threaded 3.14+: the copy of the bytecode instr points into
   bool outside = false;  // 3.11+: read apart from the data-stack chunk it was walked from
   bool operator==(const RawFrame& o) const {
     return addr == o.addr && code == o.code && instr == o.instr;
@@ -40,6 +41,17 @@ struct ThreadHead {
   uint64_t frame = 0;       // PyFrameObject* (3.8-3.10), _PyCFrame* (3.11-3.12), frame (3.13+)
   uint64_t datastack_chunk = 0;
   uint64_t datastack_top = 0;
+  int32_t state = -1;          // 3.13+: _Py_THREAD_ATTACHED (1), DETACHED or SUSPENDED
+  int32_t holds_gil = -1;      // 3.15+ (-1: the layout has no such field)
+  int32_t gil_requested = -1;  // 3.15+
+};
+
+// A thread's relation to the GIL at one sample.
+struct GilStatus {
+  bool known = false;  // held is meaningful
+  bool held = false;   // on a free-threaded target: attached to the interpreter (no GIL)
+  bool requested_known = false;
+  bool requested = false;
 };
 
 struct PassHead {
@@ -136,6 +148,10 @@ class Unwinder {
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
+  // Whether the thread held the GIL: its own fields where the version has them (3.15
+  // holds_gil, gil_requested; a free-threaded build's attached state), else the pass's GIL
+  // holder.
+  GilStatus gilStatus(const ThreadHead& t, const PassHead& ph) const;
   // Code objects' frame sizes, for finding the current frame from the data stack's top.
   void setCodeCache(const CodeCache* codes) { codes_ = codes; }
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.

@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 TARGETS = Path(__file__).resolve().parent.parent / "targets"
-SUPPORTED = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+# From pyenv: 3.8-3.13; from tests/interpreters/provision: Debian sid's 3.14 and 3.15 (run in a
+# sid root, as in a container) and a free-threaded 3.14 built from Debian's source package.
+SUPPORTED = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t")
+PROVISIONED = Path(os.environ.get("PSREC_INTERPRETERS", "/var/cache/psrec-interpreters"))
+# The root each provisioned interpreter runs in (its files, headers included, are there).
+ROOTS: dict[str, Path] = {}
 
 
 def _pyenv_pythons() -> dict[str, str]:
@@ -36,35 +41,75 @@ def _pyenv_pythons() -> dict[str, str]:
     return found
 
 
-def discover() -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """Supported interpreters as (id, path), and unsupported ones by minor version."""
+def _provisioned() -> tuple[dict[str, str], dict[str, str]]:
+    """Interpreters tests/interpreters/provision made, by version, and why others are missing."""
+    found: dict[str, str] = {}
+    listing = PROVISIONED / "interpreters.tsv"
+    if listing.exists():
+        for line in listing.read_text().splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3 and os.access(parts[1], os.X_OK):
+                found[parts[0]] = parts[1]
+                ROOTS[parts[1]] = Path(parts[2])
+    failed = PROVISIONED / "failed"
+    why = {f.name: f.read_text().strip() for f in failed.iterdir()} if failed.is_dir() else {}
+    return found, why
+
+
+def _system_python() -> tuple[str, str] | None:
+    """Debian's /usr/bin/python3, a statically linked executable, as python=3.X-debian-static."""
+    exe = Path("/usr/bin/python3")
+    if not exe.exists():
+        return None
+    out = subprocess.run([str(exe), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=30)
+    return (f"python={out.stdout.strip()}-debian-static", str(exe)) if out.returncode == 0 else None
+
+
+def discover() -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
+    """Supported interpreters as (id, path), unsupported ones by minor version, and why
+    supported versions are missing."""
     pyenv = _pyenv_pythons()
-    supported = [(f"python={m}", pyenv[m]) for m in SUPPORTED if m in pyenv]
-    if os.path.exists("/usr/bin/python3"):
-        supported.append(("python=system", "/usr/bin/python3"))
+    provisioned, failed = _provisioned()
+    have = {**pyenv, **provisioned}
+    supported = [(f"python={m}", have[m]) for m in SUPPORTED if m in have]
+    system = _system_python()
+    if system:
+        supported.append(system)
     unsupported = {m: p for m, p in pyenv.items() if m not in SUPPORTED}
+    missing = {m: failed.get(m, "not installed (pyenv, or run tests/interpreters/provision)")
+               for m in SUPPORTED if m not in have}
     wanted = os.environ.get("PSREC_TEST_PYTHONS")
     if wanted:
         keys = {w.strip() for w in wanted.split(",") if w.strip()}
         supported = [(i, p) for i, p in supported if i.split("=", 1)[1] in keys]
-    return supported, unsupported
+        missing = {m: why for m, why in missing.items() if m in keys}
+    return supported, unsupported, missing
 
 
-PYTHONS, UNSUPPORTED = discover()
+PYTHONS, UNSUPPORTED, MISSING = discover()
 
 
 def missing_note() -> str:
-    have = {i.split("=", 1)[1] for i, _ in PYTHONS}
-    missing = [m for m in SUPPORTED if m not in have]
-    return f" (not found or not selected: {', '.join(missing)})" if missing else ""
+    return "".join(f"; python={m}: {why}" for m, why in MISSING.items())
 
 
 def python_params() -> list[object]:
-    if not PYTHONS:
-        return [pytest.param(None, marks=pytest.mark.skip(
-            reason="no CPython 3.8-3.13 found (pyenv or /usr/bin/python3), or PSREC_TEST_PYTHONS "
-                   "selected none"))]
-    return [pytest.param(path, id=ident) for ident, path in PYTHONS]
+    """Every supported interpreter found, and, skipped with the reason, every one missing."""
+    params: list[object] = [pytest.param(path, id=ident) for ident, path in PYTHONS]
+    params += [pytest.param(None, id=f"python={m}", marks=pytest.mark.skip(reason=why))
+               for m, why in MISSING.items()]
+    if not params:
+        params = [pytest.param(None, marks=pytest.mark.skip(
+            reason="PSREC_TEST_PYTHONS selected no interpreter"))]
+    return params
+
+
+def is_free_threaded(python: str) -> bool:
+    out = subprocess.run([python, "-c", "import sysconfig; "
+                          "print(bool(sysconfig.get_config_var('Py_GIL_DISABLED')))"],
+                         capture_output=True, text=True, timeout=30).stdout
+    return out.strip() == "True"
 
 
 def minor_of(python: str) -> tuple[int, int]:

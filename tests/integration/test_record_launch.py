@@ -14,11 +14,13 @@ LAUNCHES = 20
 
 
 def _launch_params() -> list[object]:
-    """Two or three interpreters that cover the ways a runtime is found: a statically linked
-    executable (Debian's python3), a shared libpython with a built-in table (3.8) and one with
-    _Py_DebugOffsets (3.13). All of them when none of those is present."""
-    wanted = ("python=3.8", "python=3.13", "python=system")
-    chosen = [pytest.param(p, id=i) for i, p in PYTHONS if i in wanted]
+    """Interpreters that cover the ways a runtime is found: statically linked executables
+    (Debian's python3, and sid's 3.14 and 3.15, launched through a chroot that execs into
+    them), a shared libpython with a built-in table (3.8), one with 3.13's _Py_DebugOffsets,
+    and a free-threaded build. All of them when none of those is present."""
+    wanted = ("python=3.8", "python=3.13", "python=3.14", "python=3.15", "python=3.14t")
+    chosen = [pytest.param(p, id=i) for i, p in PYTHONS
+              if i in wanted or i.endswith("-debian-static")]
     return chosen or python_params()
 
 

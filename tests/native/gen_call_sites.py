@@ -23,8 +23,13 @@ PUSHING = {
     11: ["CALL", "CALL_FUNCTION_EX", "BINARY_SUBSCR"],
     12: ["CALL", "CALL_FUNCTION_EX", "BINARY_SUBSCR", "LOAD_ATTR"],
     13: ["CALL", "CALL_KW", "CALL_FUNCTION_EX", "BINARY_SUBSCR", "LOAD_ATTR"],
+    # 3.14 folded BINARY_SUBSCR into BINARY_OP (BINARY_OP_SUBSCR_GETITEM pushes the frame of
+    # a class's __getitem__).
+    14: ["CALL", "CALL_KW", "CALL_FUNCTION_EX", "BINARY_OP", "LOAD_ATTR"],
+    15: ["CALL", "CALL_KW", "CALL_FUNCTION_EX", "BINARY_OP", "LOAD_ATTR"],
 }
-RESUMING = {11: [], 12: ["SEND", "FOR_ITER"], 13: ["SEND", "FOR_ITER"]}
+RESUMING = {11: [], 12: ["SEND", "FOR_ITER"], 13: ["SEND", "FOR_ITER"], 14: ["SEND", "FOR_ITER"],
+            15: ["SEND", "FOR_ITER"]}
 # Opcodes that hide the instruction underneath (line and instruction instrumentation, executors):
 # a frame at one of them is taken as possibly at a call.
 OPAQUE = ["INSTRUMENTED_LINE", "INSTRUMENTED_INSTRUCTION", "ENTER_EXECUTOR"]

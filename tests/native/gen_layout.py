@@ -6,6 +6,7 @@ Usage: python tests/native/gen_layout.py PROBE_OUTPUT > recorder/native/cpython/
 
 from __future__ import annotations
 
+import re
 import sys
 
 FIELDS = {
@@ -29,6 +30,10 @@ FIELDS = {
     "tstate.current_frame": "tstate_current_frame",
     "tstate.datastack_chunk": "tstate_datastack_chunk",
     "tstate.datastack_top": "tstate_datastack_top",
+    "tstate.status": "tstate_status",
+    "tstate.state": "tstate_state",
+    "tstate.holds_gil": "tstate_holds_gil",
+    "tstate.gil_requested": "tstate_gil_requested",
     "chunk.previous": "chunk_previous",
     "chunk.size": "chunk_size",
     "chunk.top": "chunk_top",
@@ -41,6 +46,7 @@ FIELDS = {
     "iframe.instr": "iframe_instr",
     "iframe.owner": "iframe_owner",
     "iframe.is_entry": "iframe_is_entry",
+    "iframe.tlbc_index": "iframe_tlbc_index",
     "iframe.localsplus": "iframe_size",
     "code.filename": "code_filename",
     "code.name": "code_name",
@@ -50,6 +56,7 @@ FIELDS = {
     "code.code_adaptive": "code_adaptive",
     "code.stacksize": "code_stacksize",
     "code.nlocalsplus": "code_nlocalsplus",
+    "code.tlbc": "code_tlbc",
     "object.ob_type": "object_type",
     "bytes.ob_size": "var_size",
     "bytes.ob_sval": "bytes_sval",
@@ -86,6 +93,28 @@ BEFORE_3_11 = {
 }
 
 
+def debug_offsets_fields(header: str) -> list[str]:
+    """The fields of struct _Py_DebugOffsets in a CPython header, in order, as section.field
+    (the 8-byte cookie and every uint64_t count as one field each)."""
+    body = re.search(r"typedef struct _Py_DebugOffsets \{(.*?)\n\} _Py_DebugOffsets;", header,
+                     re.S)
+    assert body, "no struct _Py_DebugOffsets"
+    text = re.sub(r"/\*.*?\*/", "", re.sub(r"//[^\n]*", "", body.group(1)), flags=re.S)
+    out: list[str] = []
+    pending: list[str] | None = None  # fields of the section being read
+    for m in re.finditer(r"struct\s*\w*\s*\{|\}\s*(\w+)\s*;|(?:char|uint64_t)\s+(\w+)", text):
+        if m.group(0).startswith("struct"):
+            pending = []
+        elif m.group(1):
+            out.extend(f"{m.group(1)}.{f}" for f in pending or [])
+            pending = None
+        elif pending is not None:
+            pending.append(m.group(2))
+        else:
+            out.append(m.group(2))
+    return out
+
+
 def parse_probe(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
 
@@ -112,7 +141,6 @@ inline Layout layout() {{
   l.version_hex = 0x030{minor:X}0000;
   l.frame_model = FrameModel::{model};
   l.line_table = LineTable::{table};
-  l.has_cstack_owner = {"true" if minor >= 12 else "false"};
 {body}
   finishLayout(l);
   return l;

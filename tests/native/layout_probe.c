@@ -17,6 +17,9 @@
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
 #endif
+#if PY_VERSION_HEX >= 0x030E0000
+#include "internal/pycore_interpframe_structs.h"
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
 #include "internal/pycore_ceval_state.h"
 #endif
@@ -54,6 +57,15 @@ int main(void) {
   P("tstate.next", offsetof(PyThreadState, next));
   P("tstate.interp", offsetof(PyThreadState, interp));
   P("tstate.thread_id", offsetof(PyThreadState, thread_id));
+#if PY_VERSION_HEX >= 0x030D0000
+  /* The attached/detached state, and the status bit-field it is found from (3.13+). */
+  P("tstate.status", offsetof(PyThreadState, _status));
+  P("tstate.state", offsetof(PyThreadState, state));
+#endif
+#if PY_VERSION_HEX >= 0x030F0000
+  P("tstate.holds_gil", offsetof(PyThreadState, holds_gil));
+  P("tstate.gil_requested", offsetof(PyThreadState, gil_requested));
+#endif
 #if PY_VERSION_HEX >= 0x030B0000
   P("tstate.native_thread_id", offsetof(PyThreadState, native_thread_id));
   P("tstate.datastack_chunk", offsetof(PyThreadState, datastack_chunk));
@@ -87,6 +99,10 @@ int main(void) {
   P("iframe.owner", offsetof(_PyInterpreterFrame, owner));
 #if PY_VERSION_HEX < 0x030C0000
   P("iframe.is_entry", offsetof(_PyInterpreterFrame, is_entry));
+#endif
+#ifdef Py_GIL_DISABLED
+  P("iframe.tlbc_index", offsetof(_PyInterpreterFrame, tlbc_index));
+  P("code.tlbc", offsetof(PyCodeObject, co_tlbc));
 #endif
   P("iframe.localsplus", offsetof(_PyInterpreterFrame, localsplus));
   P("code.qualname", offsetof(PyCodeObject, co_qualname));

@@ -1,5 +1,6 @@
 // The fields of CPython's structures that psrec reads, as byte offsets. One instance per
-// supported version (cpython/v3_X.hpp); 3.13+ fills one from the target's _Py_DebugOffsets.
+// supported version (cpython/v3_X.hpp); 3.13+ fills one from the target's _Py_DebugOffsets and
+// takes from its version's table only what that block lacks.
 // kAbsent marks a field the version does not have. spec/cpython-layouts.md lists the source of
 // every value; tests/native/layout_probe.c recomputes them from each version's headers.
 #pragma once
@@ -35,7 +36,17 @@ struct Layout {
   uint32_t version_hex = 0;  // PY_VERSION_HEX of the table (micro may be 0)
   FrameModel frame_model = FrameModel::kFrameObject;
   LineTable line_table = LineTable::kLnotab;
-  bool has_cstack_owner = false;  // 3.12+: owner FRAME_OWNED_BY_CSTACK marks shim frames
+  bool free_threaded = false;      // built with --disable-gil (Py_GIL_DISABLED)
+  // _PyInterpreterFrame.owner (Include/internal/pycore_frame.h, pycore_interpframe_structs.h):
+  // values from owner_shim to owner_max mark frames that run no Python code (3.12-3.13
+  // FRAME_OWNED_BY_CSTACK = 3; 3.14 FRAME_OWNED_BY_INTERPRETER = 3 and _CSTACK = 4; 3.15
+  // FRAME_OWNED_BY_INTERPRETER = 3); above owner_max a byte is no owner at all (a torn read).
+  static constexpr uint8_t kNoShim = 0xFF;
+  uint8_t owner_shim = kNoShim;
+  uint8_t owner_max = 2;  // 3.11: THREAD, GENERATOR, FRAME_OBJECT
+  // 3.14+: f_executable is a _PyStackRef whose low bits are tags (Include/internal/
+  // pycore_stackref.h: Py_TAG_BITS is 3 on default builds, 1 on free-threaded ones).
+  uint64_t code_tag_bits = 0;
   // 3.11: a generator or coroutine is always resumed in a new C-level run of the interpreter
   // loop (a new _PyCFrame); only calls of Python functions are inlined, each pushing its frame
   // on the data stack. (3.12 resumes generators inline too: SEND_GEN, FOR_ITER_GEN.)
@@ -66,6 +77,10 @@ struct Layout {
   int32_t tstate_current_frame = kAbsent;     // 3.13+: _PyInterpreterFrame *current_frame
   int32_t tstate_datastack_chunk = kAbsent;   // 3.11+
   int32_t tstate_datastack_top = kAbsent;
+  int32_t tstate_status = kAbsent;            // 3.13+: the _status bit-field (an anchor only)
+  int32_t tstate_state = kAbsent;             // 3.13+: int, _Py_THREAD_ATTACHED (1) or not
+  int32_t tstate_holds_gil = kAbsent;         // 3.15+: int, this thread holds the GIL
+  int32_t tstate_gil_requested = kAbsent;     // 3.15+: int, this thread waits for the GIL
   int32_t tstate_size = 0;                    // bytes to copy to cover the fields above
 
   // _PyStackChunk (3.11+)
@@ -86,6 +101,9 @@ struct Layout {
   int32_t iframe_instr = kAbsent;     // prev_instr (3.11-3.12) / instr_ptr (3.13)
   int32_t iframe_owner = kAbsent;     // char
   int32_t iframe_is_entry = kAbsent;  // bool, 3.11 (3.12+ marks entries with a shim frame)
+  // Free-threaded 3.14+: int32, which copy of its code's bytecode instr_ptr points into
+  // (0 is co_code_adaptive; others are listed in code->co_tlbc).
+  int32_t iframe_tlbc_index = kAbsent;
   int32_t iframe_size = 0;            // offset of localsplus: the header we copy
 
   // PyCodeObject
@@ -99,6 +117,7 @@ struct Layout {
   // its header (localsplus), as _PyEvalFramePushAndInit and CALL_PY_EXACT_ARGS push it.
   int32_t code_stacksize = kAbsent;
   int32_t code_nlocalsplus = kAbsent;
+  int32_t code_tlbc = kAbsent;  // free-threaded 3.14+: _PyCodeArray *co_tlbc {size, entries[]}
   int32_t code_size = 0;               // bytes to copy to cover the fields above
 
   // Objects
@@ -109,6 +128,10 @@ struct Layout {
   int32_t unicode_state = kAbsent;
   int32_t unicode_ascii_size = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
   int32_t unicode_compact_size = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
+  // The bit of PyASCIIObject.state where `kind:3`, then `compact:1` and `ascii:1`, begin:
+  // 2, after `interned:2`; free-threaded builds make `interned` an unsigned char of its own,
+  // which moves them to bit 8 (Include/cpython/unicodeobject.h).
+  uint8_t unicode_kind_bit = 2;
 
   // Objects read to name threads (threading._active, Thread._name); see InstanceDict.
   int32_t type_basicsize = kAbsent;
@@ -126,6 +149,10 @@ struct Layout {
   int32_t dictvalues_values = kAbsent; // the values array within a split table's values
   int32_t module_dict = kAbsent;       // PyModuleObject.md_dict
   InstanceDict instance_dict = InstanceDict::kDictOffset;  // set by finishLayout
+  // 3.12+: where an instance's managed dict pointer lies, relative to the object
+  // (Include/internal/pycore_object.h, MANAGED_DICT_OFFSET: -3 words; -1 on free-threaded
+  // builds, which have no PyGC_Head before the object).
+  int32_t managed_dict = -24;
 
   // Instructions a frame calling a Python function directly can be at (3.11-3.13).
   CallSites call_sites;
@@ -134,5 +161,37 @@ struct Layout {
 // Computes the copy sizes (tstate_size, frame_size, code_size) from the offsets, and picks the
 // version's call-site table.
 void finishLayout(Layout& l);
+
+// Calls f(name, value) for every offset in the table, named as in tests/native/gen_layout.py
+// (for tests that compare a target's table with its headers).
+template <class F>
+void forEachOffset(const Layout& l, F&& f) {
+#define PSREC_FIELD(x) f(#x, l.x)
+  PSREC_FIELD(runtime_interpreters_head); PSREC_FIELD(runtime_gil_locked);
+  PSREC_FIELD(runtime_gil_last_holder); PSREC_FIELD(interp_next); PSREC_FIELD(interp_threads_head);
+  PSREC_FIELD(interp_modules); PSREC_FIELD(interp_ceval_gil); PSREC_FIELD(gil_locked);
+  PSREC_FIELD(gil_last_holder); PSREC_FIELD(tstate_prev); PSREC_FIELD(tstate_next);
+  PSREC_FIELD(tstate_interp); PSREC_FIELD(tstate_thread_id); PSREC_FIELD(tstate_native_thread_id);
+  PSREC_FIELD(tstate_frame); PSREC_FIELD(tstate_cframe); PSREC_FIELD(cframe_current_frame);
+  PSREC_FIELD(tstate_current_frame); PSREC_FIELD(tstate_datastack_chunk);
+  PSREC_FIELD(tstate_datastack_top); PSREC_FIELD(tstate_status); PSREC_FIELD(tstate_state);
+  PSREC_FIELD(tstate_holds_gil); PSREC_FIELD(tstate_gil_requested); PSREC_FIELD(chunk_previous);
+  PSREC_FIELD(chunk_size); PSREC_FIELD(chunk_top); PSREC_FIELD(chunk_data); PSREC_FIELD(frame_back);
+  PSREC_FIELD(frame_code); PSREC_FIELD(frame_lasti); PSREC_FIELD(iframe_code);
+  PSREC_FIELD(iframe_previous); PSREC_FIELD(iframe_instr); PSREC_FIELD(iframe_owner);
+  PSREC_FIELD(iframe_is_entry); PSREC_FIELD(iframe_tlbc_index); PSREC_FIELD(iframe_size);
+  PSREC_FIELD(code_filename); PSREC_FIELD(code_name); PSREC_FIELD(code_qualname);
+  PSREC_FIELD(code_firstlineno); PSREC_FIELD(code_linetable); PSREC_FIELD(code_adaptive);
+  PSREC_FIELD(code_stacksize); PSREC_FIELD(code_nlocalsplus); PSREC_FIELD(code_tlbc);
+  PSREC_FIELD(object_type); PSREC_FIELD(var_size); PSREC_FIELD(bytes_sval);
+  PSREC_FIELD(unicode_length); PSREC_FIELD(unicode_state); PSREC_FIELD(unicode_ascii_size);
+  PSREC_FIELD(unicode_compact_size); PSREC_FIELD(type_basicsize); PSREC_FIELD(type_flags);
+  PSREC_FIELD(type_dictoffset); PSREC_FIELD(heaptype_cached_keys); PSREC_FIELD(dict_keys);
+  PSREC_FIELD(dict_values); PSREC_FIELD(dictkeys_size); PSREC_FIELD(dictkeys_log2_size);
+  PSREC_FIELD(dictkeys_log2_index_bytes); PSREC_FIELD(dictkeys_kind);
+  PSREC_FIELD(dictkeys_nentries); PSREC_FIELD(dictkeys_indices); PSREC_FIELD(dictvalues_values);
+  PSREC_FIELD(module_dict);
+#undef PSREC_FIELD
+}
 
 }  // namespace psrec::cpython

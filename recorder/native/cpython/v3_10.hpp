@@ -13,7 +13,6 @@ inline Layout layout() {
   l.version_hex = 0x030A0000;
   l.frame_model = FrameModel::kFrameObject;
   l.line_table = LineTable::kLinetable;
-  l.has_cstack_owner = false;
   l.runtime_interpreters_head = 32;
   l.runtime_gil_locked = 368;
   l.runtime_gil_last_holder = 360;

@@ -13,7 +13,6 @@ inline Layout layout() {
   l.version_hex = 0x030B0000;
   l.frame_model = FrameModel::kInterpreterFrame;
   l.line_table = LineTable::kLocations;
-  l.has_cstack_owner = false;
   l.runtime_interpreters_head = 40;
   l.runtime_gil_locked = 376;
   l.runtime_gil_last_holder = 368;

@@ -13,7 +13,6 @@ inline Layout layout() {
   l.version_hex = 0x030C0000;
   l.frame_model = FrameModel::kInterpreterFrame;
   l.line_table = LineTable::kLocations;
-  l.has_cstack_owner = true;
   l.runtime_interpreters_head = 40;
   l.interp_ceval_gil = 384;
   l.gil_locked = 16;

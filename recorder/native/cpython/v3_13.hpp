@@ -13,7 +13,6 @@ inline Layout layout() {
   l.version_hex = 0x030D0000;
   l.frame_model = FrameModel::kInterpreterFrame;
   l.line_table = LineTable::kLocations;
-  l.has_cstack_owner = true;
   l.runtime_interpreters_head = 632;
   l.interp_ceval_gil = 16;
   l.gil_locked = 16;
@@ -25,6 +24,8 @@ inline Layout layout() {
   l.tstate_next = 8;
   l.tstate_interp = 16;
   l.tstate_thread_id = 152;
+  l.tstate_status = 32;
+  l.tstate_state = 40;
   l.tstate_native_thread_id = 160;
   l.tstate_datastack_chunk = 232;
   l.tstate_datastack_top = 240;

@@ -13,7 +13,6 @@ inline Layout layout() {
   l.version_hex = 0x03080000;
   l.frame_model = FrameModel::kFrameObject;
   l.line_table = LineTable::kLnotab;
-  l.has_cstack_owner = false;
   l.runtime_interpreters_head = 32;
   l.runtime_gil_locked = 1168;
   l.runtime_gil_last_holder = 1160;

@@ -26,7 +26,8 @@ void finishLayout(Layout& l) {
   l.tstate_size = end({l.tstate_prev, l.tstate_next, l.tstate_interp, l.tstate_thread_id,
                        l.tstate_native_thread_id, l.tstate_frame, l.tstate_cframe,
                        l.tstate_current_frame, l.tstate_datastack_chunk, l.tstate_datastack_top,
-                       l.tstate_state, l.tstate_holds_gil, l.tstate_gil_requested},
+                       l.tstate_state, l.tstate_holds_gil, l.tstate_gil_requested,
+                       l.tstate_base_frame},
                       8);
   l.frame_size = end({l.frame_back, l.frame_code, l.frame_lasti}, 8);
   if (l.iframe_size == 0) l.iframe_size = end({l.iframe_code, l.iframe_previous, l.iframe_instr}, 8);
@@ -303,6 +304,8 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
       {"dict_object.ma_keys", "dict_object.size", 8},
       {"dict_object.ma_values", "dict_object.size", 8},
   };
+  if (d.has("thread_state.base_frame"))
+    checks.push_back({"thread_state.base_frame", "thread_state.size", 8});
   if (d.has("thread_state.holds_gil")) {
     checks.push_back({"thread_state.holds_gil", "thread_state.size", 4});
     checks.push_back({"thread_state.gil_requested", "thread_state.size", 4});
@@ -362,6 +365,7 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
     l.tstate_holds_gil = d.i32("thread_state.holds_gil");
     l.tstate_gil_requested = d.i32("thread_state.gil_requested");
   }
+  if (d.has("thread_state.base_frame")) l.tstate_base_frame = d.i32("thread_state.base_frame");
   l.chunk_previous = 0;
   l.chunk_size = 8;
   l.chunk_top = 16;

@@ -278,6 +278,7 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   out.datastack_chunk = l_.tstate_datastack_chunk != kAbsent ? v.ptr(l_.tstate_datastack_chunk) : 0;
   out.datastack_top = l_.tstate_datastack_top != kAbsent ? v.ptr(l_.tstate_datastack_top) : 0;
   if (l_.free_threaded && l_.tstate_state != kAbsent) out.state = v.get<int32_t>(l_.tstate_state);
+  if (l_.tstate_base_frame != kAbsent) out.base_frame = v.ptr(l_.tstate_base_frame);
   if (l_.tstate_holds_gil != kAbsent) {
     out.holds_gil = v.get<int32_t>(l_.tstate_holds_gil);
     out.gil_requested = v.get<int32_t>(l_.tstate_gil_requested);
@@ -676,6 +677,11 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       if (f.code != shim_code_ || !shim_code_) out.push_back(f);
     }
     if (prev == addr) return WalkResult::kError;
+    if (!prev && t.base_frame && addr != t.base_frame) {
+      // 3.15+: every whole stack ends at the thread's base frame; one that ends elsewhere
+      // was copied while an entry frame was being linked in (its `previous` not yet set).
+      return WalkResult::kError;
+    }
     addr = prev;
   }
   if (!solo_.empty()) {

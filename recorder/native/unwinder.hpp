@@ -44,6 +44,7 @@ struct ThreadHead {
   int32_t state = -1;          // 3.13+: _Py_THREAD_ATTACHED (1), DETACHED or SUSPENDED
   int32_t holds_gil = -1;      // 3.15+ (-1: the layout has no such field)
   int32_t gil_requested = -1;  // 3.15+
+  uint64_t base_frame = 0;     // 3.15+: where a whole stack ends
 };
 
 // A thread's relation to the GIL at one sample.

@@ -13,6 +13,7 @@ import pytest
 from psrec.format import constants as C
 from rec_live import (
     collapsed,
+    is_free_threaded,
     line_of,
     load,
     minor_of,
@@ -115,7 +116,24 @@ def test_gil_holder_and_waiter(python: str, tmp_path: Path) -> None:
     held = lambda s: bool(s.status & C.STATUS_GIL_HELD)  # noqa: E731
     assert holder and waiter, collapsed(samples)
     assert share(holder, held) > 0.8, f"holder {share(holder, held):.2f}\n{collapsed(holder)}"
+    if is_free_threaded(python):
+        # No GIL: the "waiter" runs beside the holder, both attached to the interpreter (what
+        # the GIL bit records there), in the same passes.
+        assert share(waiter, held) > 0.8, f"waiter {share(waiter, held):.2f}\n{collapsed(waiter)}"
+        passes = {(s.pid, s.ts) for s in holder if held(s)} & {(s.pid, s.ts) for s in waiter
+                                                              if held(s)}
+        assert len(passes) > 0.5 * len(holder)
+        return
     assert share(waiter, held) < 0.2, f"waiter {share(waiter, held):.2f}\n{collapsed(waiter)}"
+    if minor_of(python) >= (3, 15):
+        # 3.15 says which threads wait for the GIL (PyThreadState.gil_requested).
+        known = C.STATUS_GIL_REQUESTED_KNOWN
+        assert all(s.status & known for s in samples)
+        wants = lambda s: bool(s.status & C.STATUS_GIL_REQUESTED)  # noqa: E731
+        assert share(waiter, wants) > 0.5, f"waiter requested {share(waiter, wants):.2f}"
+        assert share(holder, wants) < 0.2, f"holder requested {share(holder, wants):.2f}"
+    else:
+        assert not any(s.status & C.STATUS_GIL_REQUESTED_KNOWN for s in samples)
     assert share(holder, lambda s: s.leaf == "hold_gil") > 0.9, collapsed(holder)
     # At most one thread holds the GIL in any pass.
     per_pass: dict[tuple[int, int], int] = {}

@@ -34,6 +34,7 @@ FIELDS = {
     "tstate.state": "tstate_state",
     "tstate.holds_gil": "tstate_holds_gil",
     "tstate.gil_requested": "tstate_gil_requested",
+    "tstate.base_frame": "tstate_base_frame",
     "chunk.previous": "chunk_previous",
     "chunk.size": "chunk_size",
     "chunk.top": "chunk_top",

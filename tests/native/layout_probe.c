@@ -65,6 +65,7 @@ int main(void) {
 #if PY_VERSION_HEX >= 0x030F0000
   P("tstate.holds_gil", offsetof(PyThreadState, holds_gil));
   P("tstate.gil_requested", offsetof(PyThreadState, gil_requested));
+  P("tstate.base_frame", offsetof(PyThreadState, base_frame));
 #endif
 #if PY_VERSION_HEX >= 0x030B0000
   P("tstate.native_thread_id", offsetof(PyThreadState, native_thread_id));

@@ -81,6 +81,7 @@ struct Layout {
   int32_t tstate_state = kAbsent;             // 3.13+: int, _Py_THREAD_ATTACHED (1) or not
   int32_t tstate_holds_gil = kAbsent;         // 3.15+: int, this thread holds the GIL
   int32_t tstate_gil_requested = kAbsent;     // 3.15+: int, this thread waits for the GIL
+  int32_t tstate_base_frame = kAbsent;        // 3.15+: the bottom frame of every whole stack
   int32_t tstate_size = 0;                    // bytes to copy to cover the fields above
 
   // _PyStackChunk (3.11+)
@@ -175,7 +176,8 @@ void forEachOffset(const Layout& l, F&& f) {
   PSREC_FIELD(tstate_frame); PSREC_FIELD(tstate_cframe); PSREC_FIELD(cframe_current_frame);
   PSREC_FIELD(tstate_current_frame); PSREC_FIELD(tstate_datastack_chunk);
   PSREC_FIELD(tstate_datastack_top); PSREC_FIELD(tstate_status); PSREC_FIELD(tstate_state);
-  PSREC_FIELD(tstate_holds_gil); PSREC_FIELD(tstate_gil_requested); PSREC_FIELD(chunk_previous);
+  PSREC_FIELD(tstate_holds_gil); PSREC_FIELD(tstate_gil_requested);
+  PSREC_FIELD(tstate_base_frame); PSREC_FIELD(chunk_previous);
   PSREC_FIELD(chunk_size); PSREC_FIELD(chunk_top); PSREC_FIELD(chunk_data); PSREC_FIELD(frame_back);
   PSREC_FIELD(frame_code); PSREC_FIELD(frame_lasti); PSREC_FIELD(iframe_code);
   PSREC_FIELD(iframe_previous); PSREC_FIELD(iframe_instr); PSREC_FIELD(iframe_owner);

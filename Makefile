@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: help demo test dev lint bench clean
+.PHONY: help demo test dev lint bench clean interpreters
 
 help:
 	@echo "make demo   install psrec into $(VENV), record the demo workload and print its report"
-	@echo "make test   install psrec (built wheel) into $(VENV) and run the test suite"
+	@echo "make test   install psrec (built wheel) into $(VENV), provision the test interpreters"
+	@echo "            (tests/interpreters/provision) and run the test suite"
 	@echo "make dev    editable install for development"
 	@echo "make lint   ruff and mypy"
 	@echo "make bench  the benchmark against py-spy and Austin (not part of make test)"
@@ -24,7 +25,12 @@ demo: install
 	$(BIN)/psrec record --force -o demo.psr -- $(BIN)/python tests/targets/demo_app.py
 	$(BIN)/psrec report demo.psr --limit 15
 
-test: install
+# CPython 3.14, 3.15 (Debian sid, in a sid root) and a free-threaded 3.14, cached outside the
+# clone; quick once made. Without root it only notes why the tests will skip them.
+interpreters:
+	bash tests/interpreters/provision
+
+test: install interpreters
 	$(BIN)/python -m pytest tests
 
 dev: $(BIN)/python

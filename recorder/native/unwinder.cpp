@@ -352,6 +352,7 @@ bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* fram
 }
 
 void Unwinder::noteWalk(StackHint& hint) const {
+  if (walk_bottom_) hint.bottom = walk_bottom_;
   hint.entry = walk_entry_;
   hint.entry_code = walk_entry_code_;
   hint.outside_n = 0;
@@ -364,6 +365,7 @@ void Unwinder::noteWalk(StackHint& hint) const {
 ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
   spec_cframe_ = spec_chunk_ = 0;
   spec_out_n_ = 0;
+  expect_bottom_ = hint ? hint->bottom : 0;
   if (hint) {
     // Read ahead by readPass, in list order as a rule.
     const Prefetched* pf = nullptr;
@@ -603,8 +605,9 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     return WalkResult::kOk;
   }
 
-  walk_entry_ = walk_entry_code_ = 0;
+  walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
   bool entry_seen = false;
+  bool check_current = false;
   uint64_t addr = t.frame;
   const uint64_t spec_cframe = std::exchange(spec_cframe_, 0);
   const uint64_t spec_chunk = std::exchange(spec_chunk_, 0);
@@ -677,18 +680,41 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       if (f.code != shim_code_ || !shim_code_) out.push_back(f);
     }
     if (prev == addr) return WalkResult::kError;
+    if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
+      // 3.12+ runs every frame under the entry frame of its run of the interpreter loop: a
+      // Python frame with no `previous` was pushed and not yet linked to its entry frame
+      // (_PyEval_Vector pushes it unlinked; _PyEval_EvalFrameDefault links it), and the copy
+      // caught the thread's current frame pointing at it already.
+      return WalkResult::kError;
+    }
     if (!prev && t.base_frame && addr != t.base_frame) {
       // 3.15+: every whole stack ends at the thread's base frame; one that ends elsewhere
       // was copied while an entry frame was being linked in (its `previous` not yet set).
       return WalkResult::kError;
     }
+    if (!prev && owner >= l_.owner_shim && addr != expect_bottom_ &&
+        walk_outside_.size() != outside_before) {
+      // The walk ends at an entry frame on the C stack other than the one the thread's last
+      // walk ended at: either the thread's stack is new, or the copy caught an entry frame
+      // that a re-entry from C was still setting up, its `previous` not yet linked, and the
+      // stack looks whole while its outer frames are missing. Read it again, with the
+      // thread's current frame, before believing it.
+      if (solo_.empty() || solo_.back().addr != addr)
+        noteSolo(addr, p, static_cast<size_t>(l_.iframe_size), false);
+      check_current = l_.tstate_current_frame != kAbsent;
+    }
+    if (!prev) walk_bottom_ = addr;
     addr = prev;
   }
   if (!solo_.empty()) {
     // The innermost frame's instruction pointer may move; mark it so if it was read alone.
     if (!out.empty() && solo_.front().addr == out.front().addr) solo_.front().leaf = true;
-    if (!verifySolo(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8))
+    const uint64_t current =
+        check_current ? t.tstate + static_cast<uint64_t>(l_.tstate_current_frame) : 0;
+    if (!verifySolo(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8, current, t.frame)) {
+      walk_bottom_ = 0;
       return WalkResult::kError;
+    }
   }
   return WalkResult::kOk;
 }

@@ -82,6 +82,8 @@ struct StackHint {
   // frame that ends at datastack_top (see Unwinder::topFrame), and the _PyCFrame is not read.
   uint64_t entry = 0;
   uint64_t entry_code = 0;
+  // 3.12+: where the last whole walk ended (the frame whose `previous` is NULL).
+  uint64_t bottom = 0;
 };
 
 // A thread seen in the previous pass, to read ahead with the next pass head.
@@ -246,6 +248,8 @@ class Unwinder {
   SizeSlot sizes_[64];
   uint64_t sizes_gen_ = 0;
   uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
+  // Where the thread's previous whole walk ended, and where this one did (see walk()).
+  uint64_t expect_bottom_ = 0, walk_bottom_ = 0;
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.
   struct SoloFrame {

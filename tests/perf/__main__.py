@@ -7,6 +7,7 @@ bench-results/latest.json. See tests/perf/README.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -22,7 +23,7 @@ from . import _proc
 from ._figures import Ctx, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
-from ._tools import ensure_tools
+from ._tools import _version, ensure_tools, target_pythons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format")
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "bench-data"),
                     help="where synthetic recordings are kept between runs")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ap.add_argument("--pythons", default="3.11",
+                    help="comma-separated target interpreters for the live figures: 3.11 "
+                         "(pyenv), 3.14, 3.15, 3.14t (tests/interpreters/provision); with more "
+                         "than one, each row names its target")
     args = ap.parse_args(argv)
     only = [f.strip() for f in args.only.split(",") if f.strip()] or list(FIGURES)
     unknown = [f for f in only if f not in FIGURES]
@@ -78,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     load_start = _loadavg()
     builds_start = _native_builds()
     tc = ensure_tools(args.venv, _log)
+    pythons = target_pythons([p.strip() for p in args.pythons.split(",") if p.strip()])
+    targets = {ident: dataclasses.replace(tc, target_python=path,
+                                          target_version=_version([path, "--version"]) or "?")
+               for ident, path in pythons.items()}
+    tc = next(iter(targets.values()))
     _log(f"target python {tc.target_version} ({tc.target_python}); py-spy {tc.py_spy_version}; "
          f"austin {tc.austin_version}; psrec {tc.psrec_version} "
          f"(record: {'yes' if tc.psrec_record else 'not available yet'})")
@@ -92,12 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
     failures: dict[str, str] = {}
     status = 0
+    # The live figures run once per target interpreter, the others once.
+    raw_by_target: dict[str, dict[str, Any]] = {}
+    plan = [(ident, fig) for ident in targets for fig in FIGURES
+            if fig in only and (fig in LIVE or ident == next(iter(targets)))]
     try:
-        for fig in FIGURES:
-            if fig not in only:
-                continue
+        for ident, fig in plan:
             if fig == "attribution" and "slowdown" in only:
                 continue  # measured in the same runs as the slowdown
+            ctx.tc = targets[ident]
+            ctx.label = ident if len(targets) > 1 and fig in LIVE else ""
+            ctx.raw = raw_by_target.setdefault(ident, {})
             t0 = time.monotonic()
             try:
                 if fig == "rate":
@@ -121,14 +136,15 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest
                 import traceback
 
-                failures[fig] = f"{type(exc).__name__}: {exc}"
-                _log(f"figure {fig} failed: {failures[fig]}")
+                failures[f"{fig}@{ident}"] = f"{type(exc).__name__}: {exc}"
+                _log(f"figure {fig} on {ident} failed: {failures[f'{fig}@{ident}']}")
                 traceback.print_exc(file=sys.stderr)
                 status = 1
             finally:
                 _proc.cleanup_all()
-            timings[fig] = round(time.monotonic() - t0, 1)
-            _log(f"{fig}: {timings[fig]:.0f} s")
+            key = f"{fig}@{ident}" if len(targets) > 1 and fig in LIVE else fig
+            timings[key] = round(time.monotonic() - t0, 1)
+            _log(f"{key}: {timings[key]:.0f} s")
     except KeyboardInterrupt:
         _log("interrupted: stopping every process started")
         _proc.cleanup_all()
@@ -152,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_per_figure": timings,
         "failures": failures,
         "tools": tc.as_dict(),
+        "targets": {ident: f"{t.target_version} ({t.target_python})"
+                    for ident, t in targets.items()},
         "psrec_native": _native_builds(),
         "psrec_native_at_start": builds_start,
     }
@@ -161,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         f"psrec benchmark, finished {meta['date']} on {meta['host']} ({meta['machine']}); "
         f"load average {load_start} at start, {meta['loadavg_end']} at end; "
         f"{meta['seconds']:.0f} s{' (--quick)' if args.quick else ''}.\n"
-        f"Targets: CPython {tc.target_version}. Tools: psrec {tc.psrec_version}"
+        f"Targets: {', '.join(t.target_version for t in targets.values())}. "
+        f"Tools: psrec {tc.psrec_version}"
         f"{'' if tc.psrec_record else ' (record: not available yet)'}, "
         f"py-spy {tc.py_spy_version}, Austin {tc.austin_version}.\n"
         "Each cell: median [min–max] over the runs; psrec ÷ best peer compares medians.\n"
@@ -177,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     if notes:
         print("\n" + "\n".join(notes))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    doc = {"meta": meta, "rows": [r.as_dict() for r in ctx.rows], "raw": ctx.raw}
+    raw = raw_by_target if len(targets) > 1 else next(iter(raw_by_target.values()), {})
+    doc = {"meta": meta, "rows": [r.as_dict() for r in ctx.rows], "raw": raw}
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1, default=str)
     md = os.path.splitext(args.out)[0] + ".md"

@@ -37,6 +37,8 @@ class Ctx:
     rows: list[Row] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
+    # The target interpreter's id ("3.14") when the run covers several: it tags every row.
+    label: str = ""
     _n: int = 0
 
     def path(self, stem: str, ext: str) -> str:
@@ -47,6 +49,8 @@ class Ctx:
         return [t for t in TOOLS if t not in self.unavailable]
 
     def add(self, row: Row) -> None:
+        if self.label:
+            row.measure = f"{row.measure} [python {self.label}]"
         self.rows.append(row.finish())
 
 

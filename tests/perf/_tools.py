@@ -67,6 +67,31 @@ def _version(argv: list[str]) -> str | None:
     return m.group(1) if m else None
 
 
+def target_pythons(ids: list[str]) -> dict[str, str]:
+    """The interpreters the workloads run on, by id: "3.11" is pyenv's 3.11.7 (or
+    PSREC_BENCH_PYTHON); "3.14", "3.15" and "3.14t" are those tests/interpreters/provision made
+    (sid's, run inside a sid root, and the free-threaded build)."""
+    out: dict[str, str] = {}
+    listing = os.path.join(os.environ.get("PSREC_INTERPRETERS", "/var/cache/psrec-interpreters"),
+                           "interpreters.tsv")
+    provisioned: dict[str, str] = {}
+    if os.path.exists(listing):
+        with open(listing) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 3:
+                    provisioned[parts[0]] = parts[1]
+    for ident in ids:
+        if ident == "3.11":
+            out[ident] = _target_python()
+        elif ident in provisioned:
+            out[ident] = provisioned[ident]
+        else:
+            raise SystemExit(f"bench: no CPython {ident} (run tests/interpreters/provision; "
+                             f"found {', '.join(['3.11', *provisioned]) or 'none'})")
+    return out
+
+
 def _target_python() -> str:
     env = os.environ.get("PSREC_BENCH_PYTHON")
     if env:

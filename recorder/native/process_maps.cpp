@@ -49,6 +49,20 @@ std::optional<ElfFile> ElfFile::open(const std::string& path, pid_t pid) {
     fd = ::open(via_root.c_str(), O_RDONLY | O_CLOEXEC);
   }
   if (fd < 0) fd = ::open(clean.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && pid > 0) {
+    // A path neither we nor the target's root can resolve (a chroot inside a container's
+    // mount namespace shows paths from that namespace's root): the mapping itself still
+    // leads to the file.
+    for (const MapEntry& m : readMaps(pid)) {
+      if (m.path != path) continue;
+      char range[64];
+      std::snprintf(range, sizeof range, "/%llx-%llx", static_cast<unsigned long long>(m.start),
+                    static_cast<unsigned long long>(m.end));
+      fd = ::open(("/proc/" + std::to_string(pid) + "/map_files" + range).c_str(),
+                  O_RDONLY | O_CLOEXEC);
+      break;
+    }
+  }
   if (fd < 0) return std::nullopt;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {

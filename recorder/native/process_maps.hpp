@@ -24,7 +24,8 @@ std::vector<MapEntry> readMaps(pid_t pid);
 // A read-only view of an ELF64 file on disk. Owns the mapping.
 class ElfFile {
  public:
-  // Opens path as the target sees it (through /proc/PID/root when pid > 0).
+  // Opens path as the target sees it (through /proc/PID/root when pid > 0, else the path
+  // itself, else the target's mapping of it in /proc/PID/map_files).
   static std::optional<ElfFile> open(const std::string& path, pid_t pid = 0);
   ~ElfFile();
   ElfFile(ElfFile&& other) noexcept;

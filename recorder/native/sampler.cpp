@@ -448,7 +448,7 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   // Deeper than kMaxDepth: give the encoder one frame more than it keeps, so it cuts and
   // marks the stack instead of us cutting it silently.
   const size_t cap = fmt::kMaxDepth + 1;
-  WalkResult r = t.unwinder->walk(head, walk_, cap);
+  WalkResult r = t.unwinder->walk(head, walk_, cap, th.hint.bottom);
   if (r == WalkResult::kError) return false;
   if (r == WalkResult::kTruncated) {
     // A cycle (torn read) also fills the cap: real frames have distinct addresses.

@@ -365,7 +365,6 @@ void Unwinder::noteWalk(StackHint& hint) const {
 ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
   spec_cframe_ = spec_chunk_ = 0;
   spec_out_n_ = 0;
-  expect_bottom_ = hint ? hint->bottom : 0;
   if (hint) {
     // Read ahead by readPass, in list order as a rule.
     const Prefetched* pf = nullptr;
@@ -576,7 +575,8 @@ const uint8_t* Unwinder::frameBytes(uint64_t addr) {
   return scratch_;
 }
 
-WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth) {
+WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                          uint64_t bottom) {
   out.clear();
   walk_outside_.clear();
   if (l_.frame_model == FrameModel::kFrameObject) {
@@ -692,7 +692,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       // was copied while an entry frame was being linked in (its `previous` not yet set).
       return WalkResult::kError;
     }
-    if (!prev && owner >= l_.owner_shim && addr != expect_bottom_ &&
+    if (!prev && owner >= l_.owner_shim && addr != bottom &&
         walk_outside_.size() != outside_before) {
       // The walk ends at an entry frame on the C stack other than the one the thread's last
       // walk ended at: either the thread's stack is new, or the copy caught an entry frame

@@ -158,7 +158,9 @@ class Unwinder {
   // Code objects' frame sizes, for finding the current frame from the data stack's top.
   void setCodeCache(const CodeCache* codes) { codes_ = codes; }
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
-  WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
+  // bottom: where the thread's last whole walk ended (StackHint::bottom; 0 if unknown).
+  WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                  uint64_t bottom = 0);
   // 3.11+: whether the callers frames[which[..]] of frames walked from one bulk copy still
   // read the same (see the .cpp).
   bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count);
@@ -248,8 +250,7 @@ class Unwinder {
   SizeSlot sizes_[64];
   uint64_t sizes_gen_ = 0;
   uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
-  // Where the thread's previous whole walk ended, and where this one did (see walk()).
-  uint64_t expect_bottom_ = 0, walk_bottom_ = 0;
+  uint64_t walk_bottom_ = 0;  // where this walk ended (see walk())
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.
   struct SoloFrame {

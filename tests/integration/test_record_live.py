@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from psrec.format import constants as C
 from rec_live import (
+    ROOTS,
     collapsed,
     is_free_threaded,
     line_of,
@@ -440,3 +441,24 @@ def test_thread_names_from_threading(python: str, tmp_path: Path) -> None:
     for name in ("before-rename", "after-rename", "late-start"):
         r = psrec("report", str(out), "--thread", name)
         assert r.returncode == 0 and "sleeper" in r.stdout, (name, r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("python", [p for p in PYTHONS  # type: ignore[attr-defined]
+                                    if ROOTS.get(p.values[0], Path("/")) != Path("/")])
+def test_container_target_named_by_its_own_paths(python: str, tmp_path: Path) -> None:
+    """A target in another root (sid's interpreters run in a container-like overlay root, or
+    chrooted in a mount namespace of their own) is found through /proc/PID/root or
+    /proc/PID/map_files, and its files are reported by the paths it sees itself."""
+    root = str(ROOTS[python])
+    out = tmp_path / "c.psr"
+    with target(python, "rec_threads.py") as t:
+        maps = Path(f"/proc/{t.pid}/maps").read_text()
+        record(out, t.pid)
+        dumped = psrec("dump", str(t.pid))
+    assert root not in maps, "the target's mappings should be named inside its own root"
+    samples = load(out)
+    files = {f for s in samples for f, _, _ in s.stack}
+    minor = ".".join(map(str, minor_of(python)))
+    assert f"/usr/lib/python{minor}/threading.py" in files, sorted(files)
+    assert not any(root in f for f in files), sorted(files)
+    assert dumped.returncode == 0 and f"/usr/lib/python{minor}/threading.py" in dumped.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from psrec.analyzer.profile import Profile, View
 from psrec.analyzer.reporters import function_totals
+from rec_live import minor_of, python_params
 
 TARGETS = Path(__file__).resolve().parents[1] / "targets"
 WORKLOADS = Path(__file__).resolve().parents[1] / "perf" / "workloads"
@@ -43,10 +44,11 @@ def recorder(tmp_path_factory: pytest.TempPathFactory) -> None:
         pytest.skip(f"psrec record cannot record here (exit {r.returncode}: {last})")
 
 
-def record(tmp_path: Path, script: Path, rate: str, *args: str) -> tuple[str, str]:
+def record(tmp_path: Path, script: Path, rate: str, *args: str,
+           python: str = sys.executable) -> tuple[str, str]:
     out = tmp_path / f"{script.stem}-{rate}.psr"
     r = subprocess.run(
-        [*PSREC, "record", "-q", "-r", rate, "-o", str(out), "--", sys.executable,
+        [*PSREC, "record", "-q", "-r", rate, "-o", str(out), "--", python,
          str(script), *args],
         capture_output=True, text=True, timeout=240, check=False)
     assert r.returncode == 0, f"psrec record failed: {r.stderr}"
@@ -99,6 +101,40 @@ def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rat
     else:
         assert abs(share - truth) <= 0.01, (
             f"share {share:.4f} vs measured {truth:.4f} at {rate} Hz\n{collapsed(path)}")
+
+
+def _every_interpreter() -> list[object]:
+    """Every interpreter; 3.8-3.10 are expected to fail (strict): there each frame is read on
+    its own and must read the same when read again, which a fast recursion never does, so
+    nearly every sample inside fibonacci is dropped as torn (share 0.0005 against 0.06 on
+    3.8.18) and the profile is biased against it."""
+    out: list[object] = []
+    for p in python_params():
+        path = p.values[0]  # type: ignore[attr-defined]
+        old = path is not None and minor_of(path) < (3, 11)
+        marks = [pytest.mark.xfail(strict=True, reason="3.8-3.10 drop samples of fast "
+                                   "recursion as torn (frames read one by one)")] if old else []
+        out.append(pytest.param(path, id=p.id, marks=[*p.marks, *marks]))  # type: ignore[attr-defined]
+    return out
+
+
+@pytest.mark.parametrize("python", _every_interpreter())
+def test_fibonacci_share_on_every_interpreter(recorder: None, tmp_path: Path,
+                                              python: str) -> None:
+    """The same ground truth at 1 kHz on every interpreter (launch mode, the target's own
+    clock): within one point of the share the program measures."""
+    path, stdout = record(tmp_path, WORKLOADS / "fixed_work.py", "1000", "27", "2",
+                          python=python)
+    m = re.search(r"fib_share=([0-9.]+)", stdout)
+    assert m, stdout
+    truth = float(m.group(1))
+    p = Profile.load(path, View(mode="wall"))
+    main_n, main_t = cumulative(p, "main")
+    _, fib_t = cumulative(p, "fibonacci")
+    assert main_n > 0, collapsed(path)
+    share = fib_t / main_t
+    assert abs(share - truth) <= 0.01, (
+        f"share {share:.4f} vs measured {truth:.4f}\n{collapsed(path)}")
 
 
 def thread_samples(p: Profile, marker: str) -> tuple[int, int]:

@@ -44,7 +44,7 @@ MODES: dict[str, tuple[int, int]] = {
 }
 MODE_HELP = {
     "wall": "every sample",
-    "cpu": "samples on a CPU, weighted by the CPU time they consumed where it was recorded",
+    "cpu": "samples on a CPU and the CPU time used between samples, weighted by CPU time",
     "gil": "samples holding the GIL",
     "idle": "samples off CPU",
 }
@@ -285,7 +285,8 @@ class Profile:
 
         mask, value = MODES[view.mode]
         stream = rec.stream(from_ts, to_ts, native=native)
-        query: dict[str, Any] = {"status_mask": mask, "status_value": value, "threads": refs}
+        query: dict[str, Any] = {"status_mask": mask, "status_value": value, "threads": refs,
+                                 "cpu_view": view.mode == "cpu"}
         if from_ts is not None:
             query["from_ts"] = from_ts
         if to_ts is not None:
@@ -610,6 +611,8 @@ class _PyTimeline:
         t = query.get("threads")
         self.threads = None if t is None else set(t)
         self.mask, self.value = query["status_mask"], query["status_value"]
+        self.cpu_view = query.get("cpu_view", False)
+        self.on_cpu: set[int] = set()  # threads whose previous sample was kept on a CPU
         # ref -> node, count, weight, cpu, first_ts columns
         self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
                                    array[int]]] = {}
@@ -619,13 +622,22 @@ class _PyTimeline:
         status, weight, cpu = b.status, b.weight, b.cpu
         for i in range(len(b)):
             t = ts[i]
+            ref = th[i]
+            previous_on_cpu = ref in self.on_cpu
+            self.on_cpu.discard(ref)
             if t < self.from_ts or t >= self.to_ts:
                 continue
-            ref = th[i]
             if self.threads is not None and ref not in self.threads:
                 continue
             if status[i] & self.mask != self.value:
-                continue
+                # The CPU view: as RefAccumulator does (spec/psr-format.md, section 5).
+                if not self.cpu_view or not cpu[i] or status[i] & C.STATUS_CPU_UNKNOWN:
+                    continue
+                if previous_on_cpu:
+                    self.runs[ref][3][-1] += cpu[i]
+                    continue
+            if status[i] & C.STATUS_ON_CPU:
+                self.on_cpu.add(ref)
             r = self.runs.get(ref)
             if r is None:
                 r = self.runs[ref] = (array("I"), array("I"), array("Q"), array("Q"),

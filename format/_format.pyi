@@ -82,6 +82,7 @@ class Accumulator:
         status_value: int = 0,
         slice_origin: int = 0,
         slice_ticks: int = 0,
+        cpu_view: bool = False,
     ) -> None: ...
     def add(self, arg: SampleBatch, /) -> None: ...
     @property
@@ -101,6 +102,7 @@ class Timeline:
         threads: Sequence[int] | None = None,
         status_mask: int = 0,
         status_value: int = 0,
+        cpu_view: bool = False,
     ) -> None: ...
     def add(self, arg: SampleBatch, /) -> None: ...
     @property

@@ -302,12 +302,15 @@ class RefAccumulator:
         status_value: int = 0,
         slice_origin: int = 0,
         slice_ticks: int = 0,
+        cpu_view: bool = False,
     ) -> None:
         self.from_ts, self.to_ts = from_ts, to_ts
         self.threads = None if threads is None else set(threads)
         self.mask, self.value = status_mask, status_value
         self.origin, self.slice_ticks = slice_origin, slice_ticks
+        self.cpu_view = cpu_view
         self._cells: dict[tuple[int, int, int], list[int]] = {}
+        self._on_cpu: dict[int, list[int]] = {}  # thread -> the cell of its previous sample
         self.selected = 0
         self.first_ts = -1
         self.last_ts = -1
@@ -315,16 +318,25 @@ class RefAccumulator:
     def add(self, b: RefBatch) -> None:
         for i in range(len(b.ts)):
             ts = b.ts[i]
+            th = b.thread[i]
+            previous = self._on_cpu.pop(th, None)
             if ts < self.from_ts or ts >= self.to_ts:
                 continue
-            th = b.thread[i]
             if self.threads is not None and th not in self.threads:
                 continue
             st = b.status[i]
             if st & self.mask != self.value:
-                continue
+                # The CPU view (spec section 5): CPU time of a sample off the CPU goes to the
+                # thread's previous sample if that one was kept on a CPU, else stays with it.
+                if (not self.cpu_view or not b.cpu[i] or st & C.STATUS_CPU_UNKNOWN):
+                    continue
+                if previous is not None:
+                    previous[2] += b.cpu[i]
+                    continue
             sl = (ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
             cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
+            if st & C.STATUS_ON_CPU:
+                self._on_cpu[th] = cell
             cell[0] += 1
             cell[1] += b.weight[i]
             cell[2] += b.cpu[i]

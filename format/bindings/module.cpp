@@ -57,8 +57,9 @@ struct Batch {
 
 AccumulatorQuery makeQuery(int64_t from_ts, int64_t to_ts,
                            const std::optional<std::vector<uint32_t>>& threads,
-                           uint8_t status_mask, uint8_t status_value) {
+                           uint8_t status_mask, uint8_t status_value, bool cpu_view) {
   AccumulatorQuery q;
+  q.cpu_view = cpu_view;
   q.from_ts = from_ts;
   q.to_ts = to_ts;
   if (threads) q.selectThreads(*threads);
@@ -180,15 +181,17 @@ NB_MODULE(_format, m) {
           "__init__",
           [](Accumulator* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
-             uint8_t status_value, int64_t slice_origin, int64_t slice_ticks) {
-            AccumulatorQuery q = makeQuery(from_ts, to_ts, threads, status_mask, status_value);
+             uint8_t status_value, int64_t slice_origin, int64_t slice_ticks, bool cpu_view) {
+            AccumulatorQuery q =
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
             q.slice_origin = slice_origin;
             q.slice_ticks = slice_ticks;
             new (self) Accumulator(std::move(q));
           },
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
-          nb::arg("status_value") = 0, nb::arg("slice_origin") = 0, nb::arg("slice_ticks") = 0)
+          nb::arg("status_value") = 0, nb::arg("slice_origin") = 0, nb::arg("slice_ticks") = 0,
+          nb::arg("cpu_view") = false)
       .def("add",
            [](Accumulator& a, const Batch& b) {
              nb::gil_scoped_release release;
@@ -231,12 +234,13 @@ NB_MODULE(_format, m) {
           "__init__",
           [](Timeline* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
-             uint8_t status_value) {
-            new (self) Timeline(makeQuery(from_ts, to_ts, threads, status_mask, status_value));
+             uint8_t status_value, bool cpu_view) {
+            new (self) Timeline(
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view));
           },
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
-          nb::arg("status_value") = 0)
+          nb::arg("status_value") = 0, nb::arg("cpu_view") = false)
       .def("add",
            [](Timeline& t, const Batch& b) {
              nb::gil_scoped_release release;

@@ -390,7 +390,14 @@ void Accumulator::add(const SampleColumns& c) {
     const int64_t ts = c.ts[i];
     const uint32_t th = c.thread[i];
     const uint8_t st = c.status[i];
-    if (!q_.keeps(ts, th, st)) continue;
+    if (th >= last_.size()) last_.resize(static_cast<size_t>(th) + 1);
+    LastCell& lc = last_[th];
+    const auto fate = q_.fate(ts, th, st, c.cpu[i], lc.on_cpu && lc.cell != UINT32_MAX);
+    if (fate != AccumulatorQuery::Fate::kKeep) {
+      if (fate == AccumulatorQuery::Fate::kCpuToPrevious) cells_[lc.cell].second.cpu += c.cpu[i];
+      lc.on_cpu = false;
+      continue;
+    }
     uint32_t slice = 0;
     if (q_.slice_ticks > 0) {
       slice = static_cast<uint32_t>((ts - q_.slice_origin) / q_.slice_ticks);
@@ -398,8 +405,7 @@ void Accumulator::add(const SampleColumns& c) {
     // A thread's next sample often has the stack of its previous one: remember each thread's
     // last cell.
     const Key key{slice, th, c.node[i]};
-    if (th >= last_.size()) last_.resize(static_cast<size_t>(th) + 1);
-    LastCell& lc = last_[th];
+    lc.on_cpu = (st & kStatusOnCpu) != 0;
     if (lc.cell == UINT32_MAX || !(lc.key == key)) {
       lc.key = key;
       lc.cell = cellFor(key);

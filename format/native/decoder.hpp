@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "format/native/constants.hpp"
+
 namespace psrec::format {
 
 struct DefString {
@@ -147,6 +149,10 @@ struct AccumulatorQuery {
   uint8_t status_value = 0;
   int64_t slice_origin = 0;
   int64_t slice_ticks = 0;  // 0: no slicing
+  // The CPU view: a sample that the status filter drops (off a CPU) but that carries CPU time
+  // still brings that time in, so that every nanosecond the recorder saw a thread use lands
+  // on a sample of it (spec/psr-format.md, section 5).
+  bool cpu_view = false;
 
   // Keeps only these thread refs (an empty list keeps none).
   void selectThreads(const std::vector<uint32_t>& refs) {
@@ -155,11 +161,23 @@ struct AccumulatorQuery {
     threads.assign(static_cast<size_t>(top) + 1, 0);
     for (uint32_t t : refs) threads[t] = 1;
   }
-  // Whether the sample passes the window, thread and status filter.
-  bool keeps(int64_t ts, uint32_t thread, uint8_t status) const {
-    if (ts < from_ts || ts >= to_ts) return false;
-    if (!threads.empty() && (thread >= threads.size() || !threads[thread])) return false;
-    return (status & status_mask) == status_value;
+  enum class Fate : uint8_t {
+    kDrop,           // not selected
+    kKeep,           // selected, with its stack
+    kCpuToPrevious,  // only its CPU time counts, added to the thread's previous sample
+  };
+  // What becomes of a sample: the window, thread and status filter, and in the CPU view the
+  // CPU time of a sample off a CPU. That time ran between the thread's previous sample and
+  // this one: it goes to the previous sample when that one was selected on a CPU (the thread
+  // ran on in what it showed), else this sample is kept with it (the time ran in code no
+  // sample caught; this one shows where the thread went off the CPU).
+  Fate fate(int64_t ts, uint32_t thread, uint8_t status, uint32_t cpu,
+            bool previous_on_cpu) const {
+    if (ts < from_ts || ts >= to_ts) return Fate::kDrop;
+    if (!threads.empty() && (thread >= threads.size() || !threads[thread])) return Fate::kDrop;
+    if ((status & status_mask) == status_value) return Fate::kKeep;
+    if (!cpu_view || cpu == 0 || (status & kStatusCpuUnknown)) return Fate::kDrop;
+    return previous_on_cpu ? Fate::kCpuToPrevious : Fate::kKeep;
   }
 };
 
@@ -207,6 +225,7 @@ class Accumulator {
   struct LastCell {
     Key key{0, 0, 0};
     uint32_t cell = UINT32_MAX;
+    bool on_cpu = false;  // the thread's previous sample was kept, on a CPU
   };
   uint32_t cellFor(const Key& k);
   void grow();

@@ -9,9 +9,15 @@ void Timeline::add(const SampleColumns& c) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t ts = c.ts[i];
     const uint32_t th = c.thread[i];
-    if (!q_.keeps(ts, th, c.status[i])) continue;
-    if (th >= runs_.size()) runs_.resize(static_cast<size_t>(th) + 1);
+    if (th >= runs_.size()) {
+      runs_.resize(static_cast<size_t>(th) + 1);
+      on_cpu_.resize(static_cast<size_t>(th) + 1, 0);
+    }
     TimelineRuns& r = runs_[th];
+    const auto fate = q_.fate(ts, th, c.status[i], c.cpu[i], on_cpu_[th] && r.size() != 0);
+    on_cpu_[th] = fate == AccumulatorQuery::Fate::kKeep && (c.status[i] & kStatusOnCpu);
+    if (fate == AccumulatorQuery::Fate::kCpuToPrevious) r.cpu.back() += c.cpu[i];
+    if (fate != AccumulatorQuery::Fate::kKeep) continue;
     const uint32_t node = c.node[i];
     if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX) {
       r.node.push_back(node);

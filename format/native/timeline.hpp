@@ -122,6 +122,7 @@ class Timeline {
  private:
   AccumulatorQuery q_;
   std::vector<TimelineRuns> runs_;  // by thread ref
+  std::vector<uint8_t> on_cpu_;     // by thread ref: its previous sample was kept, on a CPU
   uint64_t selected_ = 0;
   static const TimelineRuns kEmpty;
 };

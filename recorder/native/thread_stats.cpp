@@ -123,6 +123,16 @@ class SwitchRing {
   uint64_t cpuNs(uint64_t now_ns) const {
     return cpu_ns_ + (on_cpu_ && now_ns > since_ns_ ? now_ns - since_ns_ : 0);
   }
+  // Whether the thread is off a CPU now, having been switched out since the last call.
+  bool outSinceLastAsked() {
+    const bool out = switched_out_ && !on_cpu_;
+    if (out) switched_out_ = false;
+    return out;
+  }
+  // The kernel's own count of the thread's CPU time, read while it is off a CPU.
+  void resync(uint64_t cpu_ns) {
+    if (!on_cpu_ && cpu_ns > cpu_ns_) cpu_ns_ = cpu_ns;
+  }
 
  private:
   static size_t pageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
@@ -141,6 +151,7 @@ class SwitchRing {
       if (on_cpu_ && t > since_ns_) cpu_ns_ += t - since_ns_;
       on_cpu_ = false;
       runnable_ = preempted;
+      switched_out_ = true;
     } else {
       on_cpu_ = true;
       runnable_ = true;
@@ -152,7 +163,7 @@ class SwitchRing {
   uint8_t* map_ = nullptr;
   size_t len_ = 0;
   uint64_t tail_ = 0;
-  bool on_cpu_ = false, runnable_ = false;
+  bool on_cpu_ = false, runnable_ = false, switched_out_ = false;
   uint64_t since_ns_ = 0, start_ns_ = 0, cpu_ns_ = 0;
 };
 
@@ -237,6 +248,19 @@ ThreadCpu ThreadStatFiles::read() {
 ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
   if (ring_) {
     if (ring_->update()) {
+      // Time between a switch in and out leaves out the kernel's own work around each switch
+      // (about 10 us a burst here: a thread running 0.1 ms at a time showed 89 % of its CPU
+      // time). A thread off the CPU that switched since the last sample has its exact count
+      // in schedstat, which one read brings in; one that never switches costs nothing.
+      if (ring_->outSinceLastAsked() && schedstat_fd_.get() >= 0) {
+        char buf[128];
+        const ssize_t m = pread(schedstat_fd_.get(), buf, sizeof buf - 1, 0);
+        uint64_t v[3];
+        if (m > 0) {
+          buf[m] = '\0';
+          if (parseSchedstat(buf, v)) ring_->resync(v[0]);
+        }
+      }
       ThreadCpu out;
       out.ok = out.cpu_known = true;
       out.running = ring_->running();

@@ -537,8 +537,8 @@ bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* 
   for (size_t k = 0; k < count; ++k) {
     StructView v(verify_buf_.data() + k * len, len);
     const RawFrame& f = frames[which[k]];
-    if ((v.ptr(l_.iframe_code) & ~l_.code_tag_bits) != f.code || v.ptr(l_.iframe_previous) != f.prev ||
-        v.ptr(l_.iframe_instr) != f.instr)
+    if ((v.ptr(l_.iframe_code) & ~l_.code_tag_bits) != f.code ||
+        v.ptr(l_.iframe_previous) != f.prev || v.ptr(l_.iframe_instr) != f.instr)
       return false;
   }
   return true;

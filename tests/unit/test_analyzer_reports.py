@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analyzer_synth import BUSY, F_A, F_B, MAIN, Synth, expected, two_thread_recording
+from analyzer_synth import BUSY, F_A, F_B, F_SLEEP, MAIN, ON_CPU, Synth, expected, two_thread_recording
 from click.testing import CliRunner
 from psrec.analyzer.cli import main
-from psrec.analyzer.profile import Profile, View
+from psrec.analyzer.profile import Profile, SelectionError, View
 from psrec.analyzer.reporters import PstatsReporter, function_totals
 
 
@@ -395,3 +395,34 @@ def test_default_output_does_not_clobber_the_input(tmp_path: Path, rec: Synth) -
     assert os.path.getsize(odd) == os.path.getsize(rec.path)
 
 
+
+
+def test_cpu_view_keeps_cpu_used_between_samples(tmp_path: Path) -> None:
+    """A thread that runs in bursts between samples: CPU time reported by a sample off the CPU
+    goes to the previous sample when that one was on a CPU, else stays on its own sample; the
+    CPU view's total is every CPU tick recorded, natively and in pure Python, in the cells
+    and in the timelines alike (spec/psr-format.md, section 5)."""
+    s = Synth(str(tmp_path / "bursty.psr"))
+    s.thread("worker", 7)
+    # pass: (stack, status, cpu): on CPU in compute, then off in wait having used CPU (goes to
+    # compute), off in wait again with CPU nobody saw (stays on wait), off with none (dropped).
+    cycle = [((MAIN, F_A), ON_CPU, 300), ((MAIN, F_SLEEP), 0, 200), ((MAIN, F_SLEEP), 0, 150),
+             ((MAIN, F_SLEEP), 0, 0)]
+    for i in range(400):
+        s.sample_pass(1000 * (i + 1), {"worker": cycle[i % 4]})
+    s.close()
+    total = sum(x.cpu for x in s.samples)
+    for native in (True, False):
+        p = Profile.load(s.path, View(mode="cpu"), timelines=True, native=native)
+        by_func: dict[str, int] = {}
+        for c in p.cells:
+            name = p.keys(c.node)[-1].name
+            by_func[name] = by_func.get(name, 0) + c.cpu
+        assert sum(by_func.values()) == total, (native, by_func)
+        assert by_func == {"compute": 100 * 500, "wait": 100 * 150}, (native, by_func)
+        assert p.selected == 200  # the on-CPU samples and those whose CPU nobody saw
+        assert p.timelines is not None
+        assert sum(sum(r.cpu) for r in p.timelines.values()) == total
+    # Other views are untouched: the GIL view selects no sample of an off-GIL thread.
+    with pytest.raises(SelectionError):
+        Profile.load(s.path, View(mode="gil"))

@@ -629,15 +629,17 @@ class _PyTimeline:
                 continue
             if self.threads is not None and ref not in self.threads:
                 continue
-            if status[i] & self.mask != self.value:
+            counted = status[i] & self.mask == self.value
+            if not counted:
                 # The CPU view: as RefAccumulator does (spec/psr-format.md, section 5).
                 if not self.cpu_view or not cpu[i] or status[i] & C.STATUS_CPU_UNKNOWN:
                     continue
                 if previous_on_cpu:
                     self.runs[ref][3][-1] += cpu[i]
                     continue
-            if status[i] & C.STATUS_ON_CPU:
+            elif status[i] & C.STATUS_ON_CPU:
                 self.on_cpu.add(ref)
+            n, w = (1, weight[i]) if counted else (0, 0)
             r = self.runs.get(ref)
             if r is None:
                 r = self.runs[ref] = (array("I"), array("I"), array("Q"), array("Q"),
@@ -645,13 +647,13 @@ class _PyTimeline:
             r_node, r_count, r_weight, r_cpu, r_first = r
             node = nodes[i]
             if r_node and r_node[-1] == node:
-                r_count[-1] += 1
-                r_weight[-1] += weight[i]
+                r_count[-1] += n
+                r_weight[-1] += w
                 r_cpu[-1] += cpu[i]
             else:
                 r_node.append(node)
-                r_count.append(1)
-                r_weight.append(weight[i])
+                r_count.append(n)
+                r_weight.append(w)
                 r_cpu.append(cpu[i])
                 r_first.append(t)
 

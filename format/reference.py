@@ -325,9 +325,11 @@ class RefAccumulator:
             if self.threads is not None and th not in self.threads:
                 continue
             st = b.status[i]
-            if st & self.mask != self.value:
+            counted = st & self.mask == self.value
+            if not counted:
                 # The CPU view (spec section 5): CPU time of a sample off the CPU goes to the
-                # thread's previous sample if that one was kept on a CPU, else stays with it.
+                # thread's previous sample if that one was kept on a CPU, else to its own
+                # stack, not counted as a sample.
                 if (not self.cpu_view or not b.cpu[i] or st & C.STATUS_CPU_UNKNOWN):
                     continue
                 if previous is not None:
@@ -335,11 +337,13 @@ class RefAccumulator:
                     continue
             sl = (ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
             cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
+            cell[2] += b.cpu[i]
+            if not counted:
+                continue
             if st & C.STATUS_ON_CPU:
                 self._on_cpu[th] = cell
             cell[0] += 1
             cell[1] += b.weight[i]
-            cell[2] += b.cpu[i]
             cell[3] += 1 if st & C.STATUS_GIL_HELD else 0
             cell[4] += 1 if st & C.STATUS_ON_CPU else 0
             self.selected += 1

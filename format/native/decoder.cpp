@@ -393,11 +393,12 @@ void Accumulator::add(const SampleColumns& c) {
     if (th >= last_.size()) last_.resize(static_cast<size_t>(th) + 1);
     LastCell& lc = last_[th];
     const auto fate = q_.fate(ts, th, st, c.cpu[i], lc.on_cpu && lc.cell != UINT32_MAX);
-    if (fate != AccumulatorQuery::Fate::kKeep) {
+    if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious) {
       if (fate == AccumulatorQuery::Fate::kCpuToPrevious) cells_[lc.cell].second.cpu += c.cpu[i];
       lc.on_cpu = false;
       continue;
     }
+    const bool counted = fate == AccumulatorQuery::Fate::kKeep;
     uint32_t slice = 0;
     if (q_.slice_ticks > 0) {
       slice = static_cast<uint32_t>((ts - q_.slice_origin) / q_.slice_ticks);
@@ -411,9 +412,10 @@ void Accumulator::add(const SampleColumns& c) {
       lc.cell = cellFor(key);
     }
     AccumulatorCell& cell = cells_[lc.cell].second;
+    cell.cpu += c.cpu[i];
+    if (!counted) continue;
     ++cell.count;
     cell.weight += c.weight[i];
-    cell.cpu += c.cpu[i];
     cell.gil += (st & kStatusGilHeld) ? 1 : 0;
     cell.on_cpu += (st & kStatusOnCpu) ? 1 : 0;
     ++selected_;

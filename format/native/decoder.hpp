@@ -164,20 +164,22 @@ struct AccumulatorQuery {
   enum class Fate : uint8_t {
     kDrop,           // not selected
     kKeep,           // selected, with its stack
-    kCpuToPrevious,  // only its CPU time counts, added to the thread's previous sample
+    kCpuToPrevious,  // not selected; its CPU time goes to the thread's previous sample
+    kCpuOnly,        // not selected; its CPU time goes to its own stack (no sample counted)
   };
   // What becomes of a sample: the window, thread and status filter, and in the CPU view the
   // CPU time of a sample off a CPU. That time ran between the thread's previous sample and
   // this one: it goes to the previous sample when that one was selected on a CPU (the thread
-  // ran on in what it showed), else this sample is kept with it (the time ran in code no
-  // sample caught; this one shows where the thread went off the CPU).
+  // ran on in what it showed), else to this sample's stack (the time ran in code no sample
+  // caught; this one shows where the thread went off the CPU), which is not counted as a
+  // sample on a CPU.
   Fate fate(int64_t ts, uint32_t thread, uint8_t status, uint32_t cpu,
             bool previous_on_cpu) const {
     if (ts < from_ts || ts >= to_ts) return Fate::kDrop;
     if (!threads.empty() && (thread >= threads.size() || !threads[thread])) return Fate::kDrop;
     if ((status & status_mask) == status_value) return Fate::kKeep;
     if (!cpu_view || cpu == 0 || (status & kStatusCpuUnknown)) return Fate::kDrop;
-    return previous_on_cpu ? Fate::kCpuToPrevious : Fate::kKeep;
+    return previous_on_cpu ? Fate::kCpuToPrevious : Fate::kCpuOnly;
   }
 };
 

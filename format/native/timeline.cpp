@@ -17,20 +17,22 @@ void Timeline::add(const SampleColumns& c) {
     const auto fate = q_.fate(ts, th, c.status[i], c.cpu[i], on_cpu_[th] && r.size() != 0);
     on_cpu_[th] = fate == AccumulatorQuery::Fate::kKeep && (c.status[i] & kStatusOnCpu);
     if (fate == AccumulatorQuery::Fate::kCpuToPrevious) r.cpu.back() += c.cpu[i];
-    if (fate != AccumulatorQuery::Fate::kKeep) continue;
+    if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious)
+      continue;
+    const bool counted = fate == AccumulatorQuery::Fate::kKeep;  // else its CPU time only
     const uint32_t node = c.node[i];
     if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX) {
       r.node.push_back(node);
-      r.count.push_back(1);
-      r.weight.push_back(c.weight[i]);
+      r.count.push_back(counted ? 1 : 0);
+      r.weight.push_back(counted ? c.weight[i] : 0);
       r.cpu.push_back(c.cpu[i]);
       r.first_ts.push_back(ts);
     } else {
-      ++r.count.back();
-      r.weight.back() += c.weight[i];
+      r.count.back() += counted ? 1 : 0;
+      r.weight.back() += counted ? c.weight[i] : 0;
       r.cpu.back() += c.cpu[i];
     }
-    ++selected_;
+    if (counted) ++selected_;
   }
 }
 

@@ -399,8 +399,8 @@ def test_default_output_does_not_clobber_the_input(tmp_path: Path, rec: Synth) -
 
 def test_cpu_view_keeps_cpu_used_between_samples(tmp_path: Path) -> None:
     """A thread that runs in bursts between samples: CPU time reported by a sample off the CPU
-    goes to the previous sample when that one was on a CPU, else stays on its own sample; the
-    CPU view's total is every CPU tick recorded, natively and in pure Python, in the cells
+    goes to the previous sample when that one was on a CPU, else to its own stack without
+    counting as a sample on a CPU; the CPU view's total is every CPU tick recorded, natively and in pure Python, in the cells
     and in the timelines alike (spec/psr-format.md, section 5)."""
     s = Synth(str(tmp_path / "bursty.psr"))
     s.thread("worker", 7)
@@ -420,7 +420,7 @@ def test_cpu_view_keeps_cpu_used_between_samples(tmp_path: Path) -> None:
             by_func[name] = by_func.get(name, 0) + c.cpu
         assert sum(by_func.values()) == total, (native, by_func)
         assert by_func == {"compute": 100 * 500, "wait": 100 * 150}, (native, by_func)
-        assert p.selected == 200  # the on-CPU samples and those whose CPU nobody saw
+        assert p.selected == 100  # samples on a CPU; the others bring CPU time only
         assert p.timelines is not None
         assert sum(sum(r.cpu) for r in p.timelines.values()) == total
     # Other views are untouched: the GIL view selects no sample of an off-GIL thread.

@@ -133,6 +133,12 @@ class SwitchRing {
   void resync(uint64_t cpu_ns) {
     if (!on_cpu_ && cpu_ns > cpu_ns_) cpu_ns_ = cpu_ns;
   }
+  // Whether every record the kernel has written has been applied: true before and after a
+  // read of the files, no switch of the thread came in between.
+  bool caughtUp() const {
+    auto* page = reinterpret_cast<perf_event_mmap_page*>(map_);
+    return __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE) == tail_;
+  }
 
  private:
   static size_t pageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
@@ -252,13 +258,15 @@ ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
       // (about 10 us a burst here: a thread running 0.1 ms at a time showed 89 % of its CPU
       // time). A thread off the CPU that switched since the last sample has its exact count
       // in schedstat, which one read brings in; one that never switches costs nothing.
-      if (ring_->outSinceLastAsked() && schedstat_fd_.get() >= 0) {
+      // Only when no switch came between the ring's last record and the read: its time
+      // would then be in the count and, once applied from the ring, counted twice.
+      if (ring_->outSinceLastAsked() && schedstat_fd_.get() >= 0 && ring_->caughtUp()) {
         char buf[128];
         const ssize_t m = pread(schedstat_fd_.get(), buf, sizeof buf - 1, 0);
         uint64_t v[3];
         if (m > 0) {
           buf[m] = '\0';
-          if (parseSchedstat(buf, v)) ring_->resync(v[0]);
+          if (parseSchedstat(buf, v) && ring_->caughtUp()) ring_->resync(v[0]);
         }
       }
       ThreadCpu out;

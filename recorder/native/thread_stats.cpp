@@ -87,6 +87,7 @@ class SwitchRing {
   // The state seen in the files at time now_ns: switches before it are already in it.
   void start(bool running, uint64_t cpu_ns, uint64_t now_ns) {
     skip();
+    have_base_ = false;
     on_cpu_ = running;
     runnable_ = running;
     since_ns_ = now_ns;
@@ -129,15 +130,19 @@ class SwitchRing {
     if (out) switched_out_ = false;
     return out;
   }
-  // The kernel's own count of the thread's CPU time, read while it is off a CPU.
-  void resync(uint64_t cpu_ns) {
-    if (!on_cpu_ && cpu_ns > cpu_ns_) cpu_ns_ = cpu_ns;
-  }
-  // Whether every record the kernel has written has been applied: true before and after a
-  // read of the files, no switch of the thread came in between.
-  bool caughtUp() const {
-    auto* page = reinterpret_cast<perf_event_mmap_page*>(map_);
-    return __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE) == tail_;
+  // The kernel's own count of the thread's CPU time and of the times it was switched in
+  // (schedstat), read while it is off a CPU. Taken only when that count of switches matches
+  // the switches in applied from the ring since the previous such read: a switch the ring
+  // has not shown yet would otherwise be in the time and then be added again from the ring.
+  void resync(uint64_t cpu_ns, uint64_t switched_in) {
+    if (on_cpu_) return;
+    const bool matches = have_base_ && switched_in - base_in_ == ins_ - base_ins_;
+    if (matches && cpu_ns > cpu_ns_) cpu_ns_ = cpu_ns;
+    if (matches || !have_base_) {
+      have_base_ = true;
+      base_in_ = switched_in;
+      base_ins_ = ins_;
+    }
   }
 
  private:
@@ -161,6 +166,7 @@ class SwitchRing {
     } else {
       on_cpu_ = true;
       runnable_ = true;
+      ++ins_;
     }
     since_ns_ = t;
   }
@@ -171,6 +177,9 @@ class SwitchRing {
   uint64_t tail_ = 0;
   bool on_cpu_ = false, runnable_ = false, switched_out_ = false;
   uint64_t since_ns_ = 0, start_ns_ = 0, cpu_ns_ = 0;
+  uint64_t ins_ = 0;  // switches in applied
+  bool have_base_ = false;
+  uint64_t base_in_ = 0, base_ins_ = 0;  // schedstat's and the ring's counts at the last match
 };
 
 ThreadStatFiles::ThreadStatFiles() = default;
@@ -258,15 +267,13 @@ ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
       // (about 10 us a burst here: a thread running 0.1 ms at a time showed 89 % of its CPU
       // time). A thread off the CPU that switched since the last sample has its exact count
       // in schedstat, which one read brings in; one that never switches costs nothing.
-      // Only when no switch came between the ring's last record and the read: its time
-      // would then be in the count and, once applied from the ring, counted twice.
-      if (ring_->outSinceLastAsked() && schedstat_fd_.get() >= 0 && ring_->caughtUp()) {
+      if (ring_->outSinceLastAsked() && schedstat_fd_.get() >= 0) {
         char buf[128];
         const ssize_t m = pread(schedstat_fd_.get(), buf, sizeof buf - 1, 0);
         uint64_t v[3];
         if (m > 0) {
           buf[m] = '\0';
-          if (parseSchedstat(buf, v) && ring_->caughtUp()) ring_->resync(v[0]);
+          if (parseSchedstat(buf, v)) ring_->resync(v[0], v[2]);
         }
       }
       ThreadCpu out;

@@ -6,7 +6,7 @@ spec/psr-format.md is normative; tests/unit/test_spec_sync.py keeps the three in
 from __future__ import annotations
 
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1
 
 MAGIC = b"\x89PSR\r\n\x1a\n"
 TRAILER_MAGIC = b"PSR-END\n"
@@ -33,6 +33,7 @@ REC_STRING = 0x01
 REC_FUNCTION = 0x02
 REC_FRAME = 0x03
 REC_THREAD = 0x04
+REC_PROCESS = 0x05
 
 # Data records.
 REC_BEGIN = 0x10
@@ -74,6 +75,7 @@ RECORD_NAMES = {
     REC_FUNCTION: "FUNCTION",
     REC_FRAME: "FRAME",
     REC_THREAD: "THREAD",
+    REC_PROCESS: "PROCESS",
     REC_BEGIN: "BEGIN",
     REC_PASS: "PASS",
     REC_THREAD_START: "THREAD_START",

@@ -43,6 +43,7 @@ def decode_defs(
     list[tuple[int, int, int, int]],
     list[tuple[int, int, int]],
     list[tuple[int, int, int, int, int, int]],
+    list[tuple[int, int, int, int]],
     int,
 ]: ...
 

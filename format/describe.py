@@ -69,6 +69,9 @@ def _fields(rtype: int, b: _Reader) -> str:
     if rtype == C.REC_THREAD:
         v = [b.varint() for _ in range(6)]
         return "ref={} pid={} python_tid={:#x} os_tid={} name={} start={}".format(*v)
+    if rtype == C.REC_PROCESS:
+        v = [b.varint() for _ in range(4)]
+        return "pid={} parent_pid={} command={} start={}".format(*v)
     if rtype == C.REC_BEGIN:
         seq, base, prev = b.varint(), b.varint(), b.varint()
         return f"seq={seq} base_ts={base} prev_pass={'none' if not prev else prev - 1}"

@@ -85,6 +85,21 @@ class Frame:
 
 
 @dataclass
+class ProcessInfo:
+    """One program a process ran while it was recorded: a process that exec'd has one for
+    each Python program it ran, in time order."""
+
+    pid: int
+    parent_pid: int
+    command: str
+    start_ts: int
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.pid}" + (f" ({self.command})" if self.command else "")
+
+
+@dataclass
 class ThreadInfo:
     ref: int
     pid: int
@@ -110,10 +125,12 @@ class Definitions:
     functions: dict[int, Function] = field(default_factory=dict)
     frames: dict[int, Frame] = field(default_factory=lambda: {0: TRUNCATED})
     threads: dict[int, ThreadInfo] = field(default_factory=dict)
+    processes: list[ProcessInfo] = field(default_factory=list)  # in start order
     unknown_records: int = 0
 
-    def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], int]) -> None:
-        strings, functions, frames, threads, unknown = decoded
+    def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]
+            ) -> None:
+        strings, functions, frames, threads, processes, unknown = decoded
         s = self.strings
         for sid, value in strings:
             s[sid] = value
@@ -125,7 +142,17 @@ class Definitions:
             self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION), line)
         for ref, pid, ptid, otid, name, start in threads:
             self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
+        for pid, ppid, command, start in processes:
+            self.processes.append(ProcessInfo(pid, ppid, s.get(command, ""), start))
         self.unknown_records += unknown
+
+    def process_of(self, thread: ThreadInfo) -> ProcessInfo | None:
+        """The program the thread ran in: the last one its process started before it."""
+        found = None
+        for p in self.processes:
+            if p.pid == thread.pid and p.start_ts <= thread.start_ts:
+                found = p
+        return found
 
     def apply_renames(self, events: list[tuple[int, int, int, int, int]]) -> None:
         """Gives each thread the names THREAD_RENAME events gave it, in time order; its name

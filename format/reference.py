@@ -95,11 +95,14 @@ def unzigzag(v: int) -> int:
     return (v >> 1) ^ -(v & 1)
 
 
-def decode_defs(payload: bytes) -> tuple[list[Any], list[Any], list[Any], list[Any], int]:
+def decode_defs(
+    payload: bytes,
+) -> tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]:
     strings: list[Any] = []
     functions: list[Any] = []
     frames: list[Any] = []
     threads: list[Any] = []
+    processes: list[Any] = []
     unknown = 0
     for rtype, b in _Reader(payload).records():
         if rtype == C.REC_STRING:
@@ -114,9 +117,12 @@ def decode_defs(payload: bytes) -> tuple[list[Any], list[Any], list[Any], list[A
         elif rtype == C.REC_THREAD:
             ref, pid, ptid, otid = b.u32("bad thread record"), b.varint(), b.varint(), b.varint()
             threads.append((ref, pid, ptid, otid, b.u32("bad thread record"), b.varint()))
+        elif rtype == C.REC_PROCESS:
+            pid, ppid = b.varint(), b.varint()
+            processes.append((pid, ppid, b.u32("bad process record"), b.varint()))
         else:
             unknown += 1
-    return strings, functions, frames, threads, unknown
+    return strings, functions, frames, threads, processes, unknown
 
 
 class RefBatch:

@@ -122,7 +122,7 @@ NB_MODULE(_format, m) {
       nb::gil_scoped_release release;
       d = Decoder::decodeDefs(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size());
     }
-    nb::list strings, functions, frames, threads;
+    nb::list strings, functions, frames, threads, processes;
     for (auto& s : d.strings)
       // Strings come from the target's memory and may not be valid UTF-8: replace bad bytes
       // (as the reference decoder does) rather than fail the whole chunk.
@@ -134,7 +134,9 @@ NB_MODULE(_format, m) {
     for (auto& f : d.frames) frames.append(nb::make_tuple(f.id, f.function, f.line));
     for (auto& t : d.threads)
       threads.append(nb::make_tuple(t.ref, t.pid, t.python_tid, t.os_tid, t.name, t.start_ts));
-    return nb::make_tuple(strings, functions, frames, threads, d.unknown_records);
+    for (auto& p : d.processes)
+      processes.append(nb::make_tuple(p.pid, p.parent_pid, p.command, p.start_ts));
+    return nb::make_tuple(strings, functions, frames, threads, processes, d.unknown_records);
   });
 
   nb::class_<Batch>(m, "SampleBatch")

@@ -7,7 +7,7 @@
 namespace psrec::format {
 
 constexpr uint16_t kFormatMajor = 1;
-constexpr uint16_t kFormatMinor = 0;
+constexpr uint16_t kFormatMinor = 1;
 
 constexpr uint32_t kHeaderSize = 64;
 constexpr uint32_t kChunkHeaderSize = 24;
@@ -29,6 +29,7 @@ constexpr uint8_t kRecString = 0x01;
 constexpr uint8_t kRecFunction = 0x02;
 constexpr uint8_t kRecFrame = 0x03;
 constexpr uint8_t kRecThread = 0x04;
+constexpr uint8_t kRecProcess = 0x05;
 
 // Data records (in DATA chunks).
 constexpr uint8_t kRecBegin = 0x10;

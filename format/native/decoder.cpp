@@ -139,6 +139,15 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
         d.threads.push_back(t);
         break;
       }
+      case kRecProcess: {
+        DefProcess p;
+        p.pid = need(b, "bad process record");
+        p.parent_pid = need(b, "bad process record");
+        p.command = need32(b, "bad process record");
+        p.start_ts = need(b, "bad process record");
+        d.processes.push_back(p);
+        break;
+      }
       default:
         ++d.unknown_records;
     }

@@ -32,11 +32,18 @@ struct DefThread {
   uint64_t start_ts;
 };
 
+struct DefProcess {
+  uint64_t pid, parent_pid;
+  uint32_t command;
+  uint64_t start_ts;
+};
+
 struct Definitions {
   std::vector<DefString> strings;
   std::vector<DefFunction> functions;
   std::vector<DefFrame> frames;
   std::vector<DefThread> threads;
+  std::vector<DefProcess> processes;
   uint64_t unknown_records = 0;
 };
 

@@ -262,6 +262,12 @@ void Encoder::marker(uint64_t ts, std::string_view label) {
 void Encoder::processStart(uint64_t ts, uint64_t pid, uint64_t parent_pid,
                            std::string_view command) {
   uint32_t cmd_id = command.empty() ? 0 : internString(command);
+  scratch_.clear();
+  putVarint(scratch_, pid);
+  putVarint(scratch_, parent_pid);
+  putVarint(scratch_, cmd_id);
+  putVarint(scratch_, ts);
+  writeDef(kRecProcess, scratch_);
   beginChunkIfNeeded(ts);
   scratch_.clear();
   putVarint(scratch_, ts);

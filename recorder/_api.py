@@ -132,53 +132,6 @@ def _exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _wait_for_python(rec: ModuleType, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Polls a launched program until its interpreter is initialised (or it is not Python).
-
-    Right after exec the child passes through states that look wrong from outside: its
-    credentials are being switched (reads are refused), the loader has mapped libpython only
-    in part, the runtime is not initialised yet. Every error is taken as "not ready" while it
-    keeps changing; one that persists for ``settle`` seconds, or until the timeout, is final.
-    """
-    settle = min(1.0, timeout)
-    start = time.monotonic()
-    deadline = start + timeout
-    last: Exception | None = None
-    last_since = start
-    while True:
-        now = time.monotonic()
-        if proc.poll() is not None:
-            raise RecorderError(
-                f"{proc.args[0]} exited with status {_exit_status(proc.returncode)} before psrec "
-                "could attach to it",
-                help="nothing was recorded; check that the command runs on its own",
-            )
-        if now >= deadline or (last is not None and now - last_since >= settle
-                               and not isinstance(last, (NotPythonError, NoSuchProcessError))):
-            break
-        try:
-            if rec.inspect(proc.pid)["initialized"]:
-                return
-            last = None
-        except RecorderError as exc:
-            if last is None or type(exc) is not type(last) or str(exc) != str(last):
-                last_since = now
-            last = exc
-        time.sleep(0.002)
-    proc.terminate()
-    try:
-        proc.wait(2)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if isinstance(last, NotPythonError):
-        raise NotPythonError(
-            f"{proc.args[0]} did not start a CPython interpreter within {timeout:g} s")
-    if last is not None and not isinstance(last, NoSuchProcessError):
-        raise last
-    raise RecorderError(f"{proc.args[0]} did not initialise Python within {timeout:g} s")
-
-
 def _metadata(rec: ModuleType, info: dict[str, Any], opts: RecordOptions, pid: int,
               command: list[str], interval_ns: int) -> dict[str, Any]:
     from psrec import __version__
@@ -259,8 +212,76 @@ class _Terminate(Exception):
     pass
 
 
+def _stop_child(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(2)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _native_error(state: dict[str, Any]) -> RecorderError:
+    from . import errors
+
+    cls = getattr(errors, state["root_error_class"], RecorderError)
+    err: RecorderError = cls(state["root_error"])
+    return err
+
+
+class _Waiting:
+    """A launched program that does not run Python (yet): what to say, and when to stop
+    waiting. With --subprocesses the program may be a launcher (a shell, make, tox): its Python
+    processes are recorded for as long as it runs. Without, it may exec Python within
+    ``timeout`` seconds. A failure other than "not Python (yet)" that persists for a second
+    (an unsupported version, no access) is final."""
+
+    SAY_AFTER = 1.0
+    SETTLE = 1.0
+
+    def __init__(self, opts: RecordOptions, child: subprocess.Popen[bytes], stream: TextIO,
+                 name: str) -> None:
+        self.opts, self.child, self.stream, self.name = opts, child, stream, name
+        self.start = time.monotonic()
+        self.said = False
+        self.last: tuple[str, str] | None = None
+        self.last_since = self.start
+
+    def check(self, state: dict[str, Any]) -> bool:
+        """False when waiting is over: nothing will be recorded."""
+        now = time.monotonic()
+        waited = now - self.start
+        error = (state["root_error_class"], state["root_error"])
+        if error != self.last:
+            self.last, self.last_since = error, now
+        if (error[0] not in ("NotPythonError", "TargetReadError", "NoSuchProcessError")
+                and now - self.last_since >= self.SETTLE):
+            raise _native_error(state)
+        if not self.said and waited >= self.SAY_AFTER:
+            self.said = True
+            what = f"{self.name} (pid {self.child.pid}) is not a Python process"
+            if self.opts.subprocesses:
+                print(f"psrec: {what}: recording the Python processes it starts",
+                      file=self.stream)
+            else:
+                print(f"psrec: {what} (yet): waiting up to {self.opts.attach_timeout:g} s "
+                      "for it to start Python (--subprocesses records the Python processes "
+                      "it starts)", file=self.stream)
+        if not self.opts.subprocesses and waited >= self.opts.attach_timeout:
+            print(f"psrec: {self.name} did not start Python within "
+                  f"{self.opts.attach_timeout:g} s: nothing recorded; waiting for it to exit "
+                  "(Ctrl-C stops it)", file=self.stream)
+            return False
+        return True
+
+
 def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult:
-    """Records a process (opts.pid) or a launched command (opts.command) into opts.output."""
+    """Records a process (opts.pid) or a launched command (opts.command) into opts.output.
+
+    A launched program is recorded once it runs Python; until then (and after it execs a
+    program that is not Python) it is watched. When no Python process was recorded there is
+    no file, and the result says so (``stopped_by`` "not_python")."""
     stream = stream or sys.stderr
     rec = native()
     interval_ns = max(1000, int(round(1e9 / opts.rate_hz)))
@@ -278,13 +299,6 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
                 f"cannot run {argv[0]}: permission denied", help="check the file's execute bit"
             ) from None
         pid = child.pid
-        try:
-            _wait_for_python(rec, child, opts.attach_timeout)
-        except BaseException:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-            raise
         command = argv
     else:
         assert opts.pid is not None
@@ -295,11 +309,11 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     created_mono_ns = time.monotonic_ns()
     try:
         sampler = rec.Sampler(pid, interval_ns, created_mono_ns, opts.blocking, opts.subprocesses,
-                              opts.realtime, opts.cpu_source != "procfs")
+                              opts.realtime, opts.cpu_source != "procfs",
+                              launched=child is not None)
     except BaseException:
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.wait()
+        if child is not None:
+            _stop_child(child)
         raise
     # SIGTERM is handled from before the output exists: a recording interrupted at any point
     # from here on is closed cleanly. Until the loop below runs, the handler only notes it.
@@ -314,27 +328,14 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     old_term: Any = None
     if threading.current_thread() is threading.main_thread():
         old_term = signal.signal(signal.SIGTERM, on_term)
-    info = sampler.target_info()
-    if info["layout_warning"]:
-        print(f"psrec: warning: {info['layout_warning']}", file=stream)
     if not command:
         command = rec.command_line(pid).split()
-    try:
-        writer = PsrWriter(
-            opts.output,
-            metadata=_metadata(rec, info, opts, pid, command, interval_ns),
-            created_wall_ns=created_wall_ns,
-            created_mono_ns=created_mono_ns,
-            force=True,  # checked above, before anything started
-        )
-    except BaseException:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
-        raise
 
+    writer: PsrWriter | None = None
     write_error: list[BaseException] = []
 
     def write_loop() -> None:
+        assert writer is not None
         try:
             while True:
                 chunk = sampler.pop_chunk(200)
@@ -347,45 +348,90 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
 
     writer_thread = threading.Thread(target=write_loop, name="psrec-writer", daemon=True)
 
+    def open_writer(info: dict[str, Any]) -> PsrWriter:
+        if info["layout_warning"]:
+            print(f"psrec: warning: {info['layout_warning']}", file=stream)
+        w = PsrWriter(
+            opts.output,
+            metadata=_metadata(rec, info, opts, pid, command, interval_ns),
+            created_wall_ns=created_wall_ns,
+            created_mono_ns=created_mono_ns,
+            force=True,  # checked above, before anything started
+        )
+        return w
+
+    waiting = (_Waiting(opts, child, stream, os.path.basename(command[0]))
+               if child is not None else None)
     status = _StatusLine(stream, stream.isatty() and not opts.quiet)
     stopped_by = "exit"
     start = time.monotonic()
     sampler.start()
-    writer_thread.start()
     try:
         in_loop[0] = True
         if terminated[0]:
             raise _Terminate()
-        while not sampler.wait(0.1):
+        while True:
+            if writer is None:
+                info = sampler.target_info()
+                if info is not None:
+                    writer = open_writer(info)
+                    writer_thread.start()
+                elif waiting is not None and not waiting.check(sampler.state()):
+                    stopped_by = "not_python"
+                    break
+            if sampler.wait(0.1 if writer is not None else 0.02):
+                break
             if write_error:
                 break
             if opts.duration is not None and time.monotonic() - start >= opts.duration:
                 stopped_by = "duration"
                 break
-            status.update(sampler.stats(), writer.bytes_written)
+            if writer is not None:
+                status.update(sampler.stats(), writer.bytes_written)
+        reason = sampler.state()["stop_reason"]
+        if reason:
+            stopped_by = "exec"
+            print(f"psrec: {reason}", file=stream)
     except KeyboardInterrupt:
         stopped_by = "interrupt"
     except _Terminate:
         stopped_by = "terminate"
         if child is not None and child.poll() is None:
             child.terminate()
-    finally:
+    except BaseException:
         sampler.stop()
+        if child is not None:
+            _stop_child(child)
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
-        exit_code: int | None = None
-        if child is not None:
-            # After Ctrl-C the program got the SIGINT too (same process group) and should be
-            # ending; after --duration it keeps running and is waited for once the file is
-            # closed.
-            if stopped_by != "duration":
-                try:
-                    child.wait(10 if stopped_by != "exit" else None)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait()
-                exit_code = _exit_status(child.returncode)
-        sampler.finish(exit_code)
+        raise
+    finally:
+        in_loop[0] = False
+    try:
+        sampler.stop()
+        if writer is None:
+            info = sampler.target_info()  # a Python process found in the last moments
+            if info is not None:
+                writer = open_writer(info)
+                writer_thread.start()
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+    exit_code: int | None = None
+    if child is not None:
+        # After Ctrl-C the program got the SIGINT too (same process group) and should be
+        # ending; after --duration it keeps running and is waited for once the file is
+        # closed; a program that is not Python, or that exec'd one, runs on.
+        if stopped_by not in ("duration", "not_python", "exec"):
+            try:
+                child.wait(10 if stopped_by != "exit" else None)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            exit_code = _exit_status(child.returncode)
+    sampler.finish(exit_code)
+    final_stats: dict[str, Any] = {}
+    if writer is not None:
         writer_thread.join()
         st = sampler.stats()
         status.clear()
@@ -421,14 +467,20 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         if isinstance(err, PsrecError):
             raise err
         raise RecorderError(f"writing {opts.output} failed: {err}") from err
-    if stopped_by == "duration" and child is not None:
+    if child is not None and exit_code is None:
         exit_code = _exit_status(child.wait())
+    if writer is None and stopped_by == "exit" and child is not None:
+        print(f"psrec: {os.path.basename(command[0])} exited with status {exit_code} before "
+              "psrec found Python in it"
+              + (" or its children" if opts.subprocesses else "") + ": nothing recorded",
+              file=stream)
+        stopped_by = "not_python"
     return RecordResult(
         output=opts.output,
         pid=pid,
         exit_code=exit_code,
         stats=final_stats,
-        bytes_written=writer.bytes_written,
+        bytes_written=writer.bytes_written if writer is not None else 0,
         stopped_by=stopped_by,
     )
 

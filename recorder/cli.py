@@ -151,7 +151,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
     )
     result = run(opts)
     st = result.stats
-    if not quiet:
+    if not quiet and st:
         secs = st["duration_ns"] / 1e9
         achieved = st["passes"] / secs if secs > 0 else 0.0
         total = st["samples"] + st["sample_errors"]

@@ -134,7 +134,8 @@ NB_MODULE(_recorder, m) {
   nb::class_<Sampler>(m, "Sampler")
       .def("__init__",
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
-              bool blocking, bool subprocesses, bool realtime, bool cpu_switches) {
+              bool blocking, bool subprocesses, bool realtime, bool cpu_switches,
+              bool launched) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -143,13 +144,31 @@ NB_MODULE(_recorder, m) {
              c.subprocesses = subprocesses;
              c.realtime = realtime;
              c.cpu_switches = cpu_switches;
+             c.launched = launched;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
            nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
            nb::arg("blocking") = false, nb::arg("subprocesses") = false,
-           nb::arg("realtime") = false, nb::arg("cpu_switches") = true)
-      .def("target_info", [](Sampler& s) { return infoDict(s.targetInfo()); })
+           nb::arg("realtime") = false, nb::arg("cpu_switches") = true,
+           nb::arg("launched") = false)
+      .def("target_info",
+           [](Sampler& s) -> nb::object {
+             auto info = s.targetInfo();
+             if (!info) return nb::none();
+             return infoDict(*info);
+           })
+      .def("state",
+           [](Sampler& s) {
+             SamplerState st = s.state();
+             nb::dict d;
+             d["python"] = st.python;
+             d["root_python"] = st.root_python;
+             d["root_error"] = st.root_error;
+             d["root_error_class"] = errorClassName(st.root_error_code);
+             d["stop_reason"] = st.stop_reason;
+             return d;
+           })
       .def("start", &Sampler::start)
       .def("wait", &Sampler::wait, nb::arg("timeout_s"), nb::call_guard<nb::gil_scoped_release>())
       .def("stop", &Sampler::stop, nb::call_guard<nb::gil_scoped_release>())

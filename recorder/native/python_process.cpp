@@ -2,10 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -47,6 +50,30 @@ std::string processName(pid_t pid) {
   std::string s = readFile("/proc/" + std::to_string(pid) + "/comm");
   while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
   return s;
+}
+
+uint64_t processImage(pid_t pid) {
+  std::string auxv = readFile("/proc/" + std::to_string(pid) + "/auxv");
+  uint64_t random_at = 0, hash = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) hash = (hash ^ (v & 0xff)) * 1099511628211ull;
+  };
+  for (size_t i = 0; i + 16 <= auxv.size(); i += 16) {
+    uint64_t key, value;
+    std::memcpy(&key, auxv.data() + i, 8);
+    std::memcpy(&value, auxv.data() + i + 8, 8);
+    if (key == AT_RANDOM) random_at = value;
+    if (key == AT_RANDOM || key == AT_ENTRY || key == AT_PHDR) mix(key ^ (value << 8));
+  }
+  if (!random_at) return 0;
+  uint64_t bytes[2];
+  struct iovec local = {bytes, sizeof bytes};
+  struct iovec remote = {reinterpret_cast<void*>(random_at), sizeof bytes};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof bytes))
+    return 0;
+  mix(bytes[0]);
+  mix(bytes[1]);
+  return hash ? hash : 1;
 }
 
 std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {

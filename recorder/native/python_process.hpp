@@ -58,5 +58,11 @@ class PythonProcess {
 std::string processCommandLine(pid_t pid);
 // /proc/PID/comm.
 std::string processName(pid_t pid);
+// What identifies the program image a process runs: it changes with every exec and with
+// nothing else. The kernel gives each exec fresh random bytes (the auxiliary vector's
+// AT_RANDOM) at an address of the new stack: their address and value, with the entry point
+// and program headers' address, hashed. 0 when it cannot be read (gone, no access, between
+// the two halves of an exec).
+uint64_t processImage(pid_t pid);
 
 }  // namespace psrec::recorder

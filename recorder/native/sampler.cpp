@@ -24,6 +24,16 @@ namespace fmt = psrec::format;
 
 // Reads of a thread after a torn one, within the same pass.
 constexpr int kTornRetries = 3;
+// Exec, liveness and children are looked at this often.
+constexpr uint64_t kWatchNs = 100000000;
+// A process that starts a program is tried for this long to be Python (its loader maps
+// libpython, its runtime initialises); then only when it execs again.
+constexpr uint64_t kAttachWindowNs = 3000000000ull;
+// A recorded target that exec'd a program that is not Python, without --subprocesses: the
+// recording ends once that has held this long (a shell that execs Python again is followed).
+constexpr uint64_t kNotPythonSettleNs = 1000000000;
+
+bool gone(char state) { return state == 0 || state == 'Z' || state == 'X'; }
 
 namespace {
 
@@ -82,8 +92,26 @@ Sampler::Sampler(const SamplerConfig& config)
   auto t = std::make_unique<Target>();
   t->pid = config.pid;
   t->root = true;
-  t->proc = PythonProcess::attach(config.pid);
-  if (config.blocking) {
+  t->image = processImage(config.pid);
+  try {
+    t->proc = PythonProcess::attach(config.pid);
+    if (config.launched && !t->proc->mainInterpreter()) {
+      t->proc.reset();
+      t->why = "its Python runtime is not initialised yet";
+      t->why_code = ErrorCode::kReadFailed;
+    }
+  } catch (const RecorderError& e) {
+    // A launched program may start Python later (or, with subprocesses, start Python
+    // processes): it is watched. Only a process psrec cannot see at all is refused.
+    if (!config.launched || e.code() == ErrorCode::kNoSuchProcess ||
+        e.code() == ErrorCode::kPermissionDenied)
+      throw;
+    t->why = e.what();
+    t->why_code = e.code();
+  }
+  t->watch_ns = t->next_try_ns = monotonicNs();
+  if (t->proc) first_info_ = t->proc->info();
+  if (config.blocking && t->proc) {
     ProcessPause probe(config.pid);
     int e = probe.stop();
     if (e == EPERM)
@@ -92,14 +120,32 @@ Sampler::Sampler(const SamplerConfig& config)
                               " (--blocking uses ptrace)");
   }
   targets_.push_back(std::move(t));
-  st_.processes = 1;
+  publish();
 }
 
 Sampler::~Sampler() {
   stop();
 }
 
-const TargetInfo& Sampler::targetInfo() const { return targets_.front()->proc->info(); }
+std::optional<TargetInfo> Sampler::targetInfo() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_info_;
+}
+
+SamplerState Sampler::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return published_;
+}
+
+void Sampler::publish(const std::string& stop_reason) {
+  const Target& root = *targets_.front();
+  std::lock_guard<std::mutex> lock(mu_);
+  published_.python = first_info_.has_value();
+  published_.root_python = root.proc != nullptr;
+  published_.root_error = root.proc ? std::string() : root.why;
+  published_.root_error_code = root.why_code;
+  if (!stop_reason.empty()) published_.stop_reason = stop_reason;
+}
 
 uint64_t Sampler::ticks(uint64_t mono_ns) const {
   return mono_ns > config_.created_mono_ns ? (mono_ns - config_.created_mono_ns) / 1000 : 0;
@@ -137,7 +183,7 @@ void Sampler::run() {
   const bool free_running = interval <= kFreeRunningNs;
   start_ns_ = monotonicNs();
   for (auto& t : targets_) {
-    if (t->root && !t->unwinder) openTarget(*t, ticks(start_ns_), 0);
+    if (t->root && t->proc && !t->unwinder) openTarget(*t, ticks(start_ns_), 0);
   }
   // Real-time priority only with a low duty cycle: a free-running loop must not own a CPU.
   bool realtime = config_.realtime && !free_running && setRealtime(true);
@@ -171,7 +217,7 @@ void Sampler::run() {
     uint64_t errors = 0;
     pass_ns_ = t0;
     const uint64_t now_ticks = ticks(t0);
-    samplePass(now_ticks, &errors);
+    const bool passed = samplePass(now_ticks, &errors);
 
     const uint64_t t1 = monotonicNs();
     bump(st_.sampling_ns_total, t1 - t0);
@@ -183,7 +229,7 @@ void Sampler::run() {
       missed = (t1 - deadline) / interval;
       deadline += missed * interval;
     }
-    if (errors || missed) encoder_.passErrors(now_ticks, errors, missed);
+    if (passed && (errors || missed)) encoder_.passErrors(now_ticks, errors, missed);
     bump(st_.missed_deadlines, missed);
     bool idle = free_running;
     if (encoder_.chunkDue(ticks(t1))) {
@@ -191,12 +237,12 @@ void Sampler::run() {
       bump(st_.chunks, 1);
       idle = false;
     }
-    if (config_.subprocesses && t1 - last_scan_ns_ > 100000000ull) {
-      last_scan_ns_ = t1;
-      scanChildren(ticks(t1));
+    if (t1 >= next_watch_ns_) {
       idle = false;
+      if (!watch(t1)) break;
     }
-    st_.elapsed_ns.store(t1 - start_ns_, std::memory_order_relaxed);
+    if (passed && !first_pass_ns_) first_pass_ns_ = t0;
+    if (first_pass_ns_) st_.elapsed_ns.store(t1 - first_pass_ns_, std::memory_order_relaxed);
     if (t1 - window_ns >= 100000000ull) {
       idle = false;
       const uint64_t cpu = threadCpuNs();
@@ -220,7 +266,9 @@ void Sampler::run() {
     }
     if (idle) carried = t1;
   }
-  st_.elapsed_ns.store(monotonicNs() - start_ns_, std::memory_order_relaxed);
+  // Recording time counts from the first pass (a launched program may run Python later).
+  if (first_pass_ns_)
+    st_.elapsed_ns.store(monotonicNs() - first_pass_ns_, std::memory_order_relaxed);
   st_.sampling_cpu_ns.store(threadCpuNs() - cpu0, std::memory_order_relaxed);
   if (realtime) setRealtime(false);
   {
@@ -230,13 +278,17 @@ void Sampler::run() {
   done_cv_.notify_all();
 }
 
-void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
+bool Sampler::samplePass(uint64_t ts, uint64_t* errors) {
+  if (std::none_of(targets_.begin(), targets_.end(),
+                   [](const auto& t) { return t->alive && t->proc; }))
+    return false;
   ++pass_;
   encoder_.beginPass(ts);
   uint64_t live = 0, syscalls = 0, codes = 0;
   for (auto& t : targets_) {
-    if (!t->alive) continue;
+    if (!t->alive || !t->proc) continue;
     sampleTarget(*t, ts, errors);
+    if (!t->proc) continue;  // it exec'd
     live += t->threads.size();
     syscalls += t->proc->mem().syscalls();
     codes += t->codes->size();
@@ -246,7 +298,7 @@ void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
   bump(st_.switch_samples, pass_switch_samples_);
   pass_stat_reads_ = pass_switch_samples_ = 0;
   for (auto& t : targets_)
-    if (t->alive) readNames(*t, ts);
+    if (t->alive && t->proc) readNames(*t, ts);
   const auto& es = encoder_.stats();
   st_.passes.store(es.passes, std::memory_order_relaxed);
   st_.samples.store(es.samples, std::memory_order_relaxed);
@@ -255,6 +307,7 @@ void Sampler::samplePass(uint64_t ts, uint64_t* errors) {
   st_.live_threads.store(live, std::memory_order_relaxed);
   st_.syscalls.store(syscalls, std::memory_order_relaxed);
   st_.code_objects.store(codes, std::memory_order_relaxed);
+  return true;
 }
 
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
@@ -267,6 +320,10 @@ void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.names_ts = ts ? ts : 1;
   encoder_.processStart(ts, static_cast<uint64_t>(t.pid), static_cast<uint64_t>(ppid),
                         processCommandLine(t.pid));
+  t.recorded = true;
+  bump(st_.processes, 1);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_info_) first_info_ = t.proc->info();
 }
 
 // Thread names come from threading (Thread.name), read after the pass: every second for
@@ -365,8 +422,14 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   t.order.clear();
   if (st != ReadStatus::kOk) {
     char state = processState(t.pid);
-    if (st == ReadStatus::kNoProcess || state == 0 || state == 'Z' || state == 'X') {
+    if (st == ReadStatus::kNoProcess || gone(state)) {
       endTarget(t, ts, -1);
+      return;
+    }
+    // Every read fails once the process runs another program.
+    const uint64_t image = processImage(t.pid);
+    if (image && t.image && image != t.image) {
+      execed(t, pass_ns_, image);
       return;
     }
     for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
@@ -420,12 +483,21 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       ok = sampleThread(t, th, th_head, head, ts);
       t.unwinder->noteWalk(th.hint);
     }
-    if (!ok) {
-      encoder_.sampleError(th.ref);
-      ++*errors;
-    }
+    if (!ok) failed_.push_back(th.ref);
     t.order.back().hint = th.hint;
     tstate = th_head.next;
+  }
+  if (!failed_.empty() || !list_ok) {
+    // A thread read that failed may be the first sign of an exec (its memory is gone).
+    const uint64_t image = processImage(t.pid);
+    if (image && t.image && image != t.image) {
+      failed_.clear();
+      execed(t, pass_ns_, image);
+      return;
+    }
+    for (uint32_t ref : failed_) encoder_.sampleError(ref);
+    *errors += failed_.size();
+    failed_.clear();
   }
   t.sampled = true;
   for (auto it = t.threads.begin(); it != t.threads.end();) {
@@ -592,44 +664,124 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   return true;
 }
 
-void Sampler::scanChildren(uint64_t ts) {
-  std::vector<pid_t> parents;
-  for (auto& t : targets_)
-    if (t->alive) parents.push_back(t->pid);
-  for (const auto& [pid, left] : pending_children_) parents.push_back(pid);
-  for (pid_t parent : parents) {
-    for (pid_t child : childrenOf(parent)) {
-      bool known = std::any_of(targets_.begin(), targets_.end(),
-                               [&](const auto& t) { return t->pid == child && t->alive; });
-      if (known || std::find(ignored_children_.begin(), ignored_children_.end(), child) !=
-                       ignored_children_.end())
+bool Sampler::watch(uint64_t now) {
+  const bool routine = now - last_watch_ns_ >= kWatchNs;
+  if (routine) last_watch_ns_ = now;
+  uint64_t next = last_watch_ns_ + kWatchNs;
+  for (auto& tp : targets_) {
+    Target& t = *tp;
+    if (!t.alive) continue;
+    if (t.proc) {
+      if (!routine) continue;
+      const uint64_t image = processImage(t.pid);
+      if (image && t.image && image != t.image) {
+        execed(t, now, image);
+      } else {
+        if (!t.image) t.image = image;
         continue;
-      addChild(child, parent, ts);
+      }
     }
+    // Watched (no Python): gone, exec'd, or time to try again.
+    if (routine || now >= t.next_try_ns) {
+      if (gone(processState(t.pid))) {
+        t.alive = false;
+        continue;
+      }
+      const uint64_t image = processImage(t.pid);
+      if (image && image != t.image) {
+        t.image = image;
+        t.watch_ns = t.next_try_ns = now;
+        t.attach_over = false;
+      }
+      if (!t.attach_over && now >= t.next_try_ns) tryAttach(t, now);
+    }
+    if (!t.proc && !t.attach_over) next = std::min(next, t.next_try_ns);
   }
+  if (config_.subprocesses && routine) {
+    scanChildren(now);
+    for (const auto& t : targets_)
+      if (!t->proc && !t->attach_over && t->alive) next = std::min(next, t->next_try_ns);
+  }
+  // Processes that ended are forgotten (the target itself stays first).
+  targets_.erase(std::remove_if(targets_.begin() + 1, targets_.end(),
+                                [](const auto& t) { return !t->alive; }),
+                 targets_.end());
+  next_watch_ns_ = next;
+  const Target& root = *targets_.front();
+  std::string stop;
+  if (root.alive && !root.proc && root.recorded && !config_.subprocesses &&
+      (root.attach_over ||
+       (root.why_code == ErrorCode::kNotPython && now - root.watch_ns >= kNotPythonSettleNs))) {
+    std::string cmd = processCommandLine(root.pid);
+    stop = "process " + std::to_string(root.pid) + " now runs " +
+           (cmd.empty() ? std::string("another program") : "`" + cmd + "`") +
+           (root.why_code == ErrorCode::kNotPython ? ", which is not Python"
+                                                   : " (" + root.why + ")") +
+           ": recording stopped";
+  }
+  publish(stop);
+  return stop.empty();
 }
 
-void Sampler::addChild(pid_t pid, pid_t ppid, uint64_t ts) {
+bool Sampler::tryAttach(Target& t, uint64_t now) {
+  const uint64_t since = now - t.watch_ns;
+  // Often while a program starts (it runs Python within milliseconds if it does), then less.
+  t.next_try_ns = now + std::clamp<uint64_t>(since / 8, 2000000, kWatchNs);
+  const uint64_t image = processImage(t.pid);
   try {
-    auto t = std::make_unique<Target>();
-    t->pid = pid;
-    t->ppid = ppid;
-    t->proc = PythonProcess::attach(pid);
-    if (!t->proc->mainInterpreter()) throw RecorderError(ErrorCode::kNotPython, "not initialised");
-    openTarget(*t, ts, ppid);
-    pending_children_.erase(pid);
-    targets_.push_back(std::move(t));
-    bump(st_.processes, 1);
-  } catch (const RecorderError&) {
-    // Between fork and exec, or a non-Python helper: look again for a while (its own
-    // children are looked for meanwhile), then give up on it.
-    auto it = pending_children_.find(pid);
-    if (it == pending_children_.end()) {
-      pending_children_[pid] = 30;
-    } else if (--it->second <= 0) {
-      pending_children_.erase(it);
-      ignored_children_.push_back(pid);
+    auto p = PythonProcess::attach(t.pid);
+    if (p->mainInterpreter()) {
+      t.proc = std::move(p);
+      if (image) t.image = image;
+      openTarget(t, ticks(now), t.ppid);
+      return true;
     }
+    t.why = "its Python runtime is not initialised yet";
+    t.why_code = ErrorCode::kReadFailed;
+  } catch (const RecorderError& e) {
+    t.why = e.what();
+    t.why_code = e.code();
+  }
+  if (since >= kAttachWindowNs) t.attach_over = true;
+  return false;
+}
+
+void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
+  // The old program's threads end here; a PROCESS_START for the same pid opens the new
+  // program's segment once it runs Python (spec/psr-format.md).
+  const uint64_t ts = ticks(now);
+  for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
+  Target fresh;
+  fresh.pid = t.pid;
+  fresh.ppid = t.ppid;
+  fresh.root = t.root;
+  fresh.recorded = t.recorded;
+  fresh.image = image;
+  fresh.watch_ns = fresh.next_try_ns = now;
+  fresh.why = "it exec'd a program that does not run Python yet";
+  fresh.why_code = ErrorCode::kReadFailed;
+  t = std::move(fresh);
+  next_watch_ns_ = now;
+}
+
+void Sampler::scanChildren(uint64_t now) {
+  std::vector<std::pair<pid_t, pid_t>> found;  // child, parent
+  for (const auto& t : targets_)
+    if (t->alive)
+      for (pid_t child : childrenOf(t->pid)) found.emplace_back(child, t->pid);
+  for (const auto& [child, parent] : found) {
+    bool known = std::any_of(targets_.begin(), targets_.end(),
+                             [&](const auto& t) { return t->pid == child && t->alive; });
+    if (known || gone(processState(child))) continue;
+    // Python or not: a launcher's (a shell's, make's) children are followed too.
+    auto t = std::make_unique<Target>();
+    t->pid = child;
+    t->ppid = parent;
+    t->image = processImage(child);
+    t->watch_ns = t->next_try_ns = now;
+    Target& added = *t;
+    targets_.push_back(std::move(t));
+    tryAttach(added, now);
   }
 }
 
@@ -639,8 +791,8 @@ void Sampler::finish(std::optional<int64_t> exit_code) {
   finished_ = true;
   const uint64_t ts = ticks(monotonicNs());
   for (auto& t : targets_) {
-    if (t->root) {
-      if (t->alive) {
+    if (t->root && t->recorded) {
+      if (t->alive && t->proc) {
         if (exit_code) endTarget(*t, ts, *exit_code);
       } else if (exit_code) {
         // Already recorded as exited (code unknown then); record the code now.

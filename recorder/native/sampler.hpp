@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "format/native/chunk_queue.hpp"
 #include "format/native/encoder.hpp"
 #include "recorder/native/code_cache.hpp"
+#include "recorder/native/errors.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_stats.hpp"
@@ -34,6 +36,10 @@ struct SamplerConfig {
   bool subprocesses = false;
   bool realtime = false;  // try SCHED_FIFO for the sampling thread (see Sampler::setRealtime)
   bool cpu_switches = true;  // CPU state from context switches where permitted (SwitchRing)
+  // A launched program: it may not run Python yet (a launcher, a shell, a program between fork
+  // and exec). The sampler watches it until it does; with subprocesses, it follows the Python
+  // processes it starts for as long as it runs. Without this the target must be Python.
+  bool launched = false;
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
 };
@@ -68,6 +74,19 @@ struct SamplerStats {
 // Intervals at or below this run passes back to back ("as fast as possible").
 constexpr uint64_t kFreeRunningNs = 1000;
 
+// What the sampler knows of the target while it runs (Sampler::state).
+struct SamplerState {
+  bool python = false;       // a Python process has been recorded (targetInfo() has one)
+  bool root_python = false;  // the target runs Python now
+  // The last reason the target could not be recorded while it does not run Python, with its
+  // kind; empty when it runs Python.
+  std::string root_error;
+  ErrorCode root_error_code = ErrorCode::kInternal;
+  // Why the loop ended early (the target exec'd a program that is not Python, or one psrec
+  // cannot record); empty otherwise.
+  std::string stop_reason;
+};
+
 class Sampler {
  public:
   // Attaches to the target (throws RecorderError); does not start sampling.
@@ -76,7 +95,10 @@ class Sampler {
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
 
-  const TargetInfo& targetInfo() const;
+  // The first Python process recorded (the target, or with `launched` the first of its
+  // processes to run Python); nullopt until there is one.
+  std::optional<TargetInfo> targetInfo() const;
+  SamplerState state() const;
   void start();
   // Waits up to timeout_s for the loop to end (target exited); true when it has.
   bool wait(double timeout_s);
@@ -106,11 +128,21 @@ class Sampler {
     std::vector<RawFrame> raw;  // root first, as last sampled
     std::vector<uint32_t> ids;  // frame ids, root first
   };
+  // A process the sampler follows. With `proc` it runs Python and is sampled (a segment of
+  // the recording, opened by PROCESS_START); without, it is watched: it may exec Python later,
+  // and with subprocesses its children are followed.
   struct Target {
     pid_t pid = 0;
     pid_t ppid = 0;
     bool root = false;
     bool alive = true;
+    uint64_t image = 0;          // processImage() of the program it runs (0: not read)
+    uint64_t watch_ns = 0;       // when it was last seen to start a program without Python
+    uint64_t next_try_ns = 0;    // when to try to attach next
+    bool attach_over = false;    // no more attempts to attach until it execs again
+    bool recorded = false;       // a segment of it was recorded
+    std::string why;             // why the last attempt to attach failed
+    ErrorCode why_code = ErrorCode::kInternal;
     std::unique_ptr<PythonProcess> proc;
     std::unique_ptr<Unwinder> unwinder;
     std::unique_ptr<CodeCache> codes;
@@ -126,7 +158,8 @@ class Sampler {
   void run();
   static bool setRealtime(bool on);
   uint64_t ticks(uint64_t mono_ns) const;
-  void samplePass(uint64_t ts, uint64_t* errors);
+  // False when no process runs Python: no pass is taken.
+  bool samplePass(uint64_t ts, uint64_t* errors);
   void sampleTarget(Target& t, uint64_t ts, uint64_t* errors);
   bool sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
                     uint64_t ts);
@@ -136,29 +169,35 @@ class Sampler {
   void readNames(Target& t, uint64_t ts);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);
-  void scanChildren(uint64_t ts);
-  void addChild(pid_t pid, pid_t ppid, uint64_t ts);
+  // Every 100 ms: exec, liveness and attach attempts of every target; children with
+  // subprocesses. False when the recording must end.
+  bool watch(uint64_t now_ns);
+  bool tryAttach(Target& t, uint64_t now_ns);
+  // The target runs another program since `image` was read: its segment ends.
+  void execed(Target& t, uint64_t now_ns, uint64_t image);
+  void scanChildren(uint64_t now_ns);
+  void publish(const std::string& stop_reason = {});
 
   SamplerConfig config_;
   format::Encoder encoder_;
   format::ChunkQueue queue_;
   std::vector<std::unique_ptr<Target>> targets_;
-  // Children seen but not (yet) Python, e.g. between fork and exec: pid -> attempts left.
-  std::unordered_map<pid_t, int> pending_children_;
-  std::vector<pid_t> ignored_children_;
+  std::optional<TargetInfo> first_info_;  // guarded by mu_
+  SamplerState published_;                // guarded by mu_
   uint64_t pass_ = 0;
   uint64_t pass_ns_ = 0;  // CLOCK_MONOTONIC time the current pass began
   // Counted per sample, published once per pass.
   uint64_t pass_stat_reads_ = 0, pass_switch_samples_ = 0;
-  uint64_t last_scan_ns_ = 0;
+  uint64_t last_watch_ns_ = 0, next_watch_ns_ = 0;
   std::vector<RawFrame> walk_;
   std::vector<uint64_t> code_addrs_;
+  std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
   std::vector<size_t> callers_;  // frames whose callee changed function in place
   std::vector<CodeInfo*> infos_;  // per frame of walk_ resolved in this sample
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;
   bool finished_ = false;
@@ -173,6 +212,7 @@ class Sampler {
     std::atomic<bool> realtime{false};
   } st_;
   uint64_t start_ns_ = 0;
+  uint64_t first_pass_ns_ = 0;  // when the first pass was taken (0: none yet)
 };
 
 }  // namespace psrec::recorder

@@ -1,0 +1,166 @@
+"""Targets that change under the recorder: exec into Python or not, launchers with
+--subprocesses, commands that are not Python. Every interpreter, real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from psrec.format import open_recording
+from rec_live import TARGETS, collapsed, load, psrec, python_params, target
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+
+BUSY = 0.6  # seconds each program of rec_exec.py spins
+
+
+def _processes(out: Path) -> list[tuple[int, int, str]]:
+    with open_recording(out) as rec:
+        return [(p.pid, p.parent_pid, p.command) for p in rec.definitions().processes]
+
+
+def _error_rate(out: Path) -> float:
+    with open_recording(out) as rec:
+        st = rec.stats
+    return st["sample_errors"] / max(1, st["samples"] + st["sample_errors"])
+
+
+def _share(samples: list, function: str) -> int:
+    return sum(1 for s in samples if function in s.functions)
+
+
+@pytest.mark.parametrize("mode", ["launch", "attach"])
+@pytest.mark.parametrize("python", python_params())
+def test_exec_into_python_opens_a_new_process_segment(python: str, mode: str,
+                                                      tmp_path: Path) -> None:
+    """A target that execs Python again is recorded on: the old program's threads end, the
+    new program is a new segment of the same pid with its own command line, and the exec costs
+    no more than a sample error or two."""
+    out = tmp_path / "exec.psr"
+    if mode == "launch":
+        r = psrec("record", "-q", "-o", str(out), "--", python, "rec_exec.py", "python",
+                  str(BUSY))
+        assert r.returncode == 0, r.stderr
+    else:
+        with target(python, "rec_exec.py", "python", str(BUSY)) as t:
+            r = psrec("record", "-q", "-o", str(out), "-d", "30", str(t.pid))
+            assert r.returncode == 0, r.stderr
+            pid = t.pid
+    procs = _processes(out)
+    assert len(procs) == 2, procs
+    assert procs[0][0] == procs[1][0], procs
+    assert "rec_exec.py python" in procs[0][2] and "rec_exec.py after" in procs[1][2], procs
+    if mode == "attach":
+        assert procs[0][0] == pid
+    samples = load(out)
+    before, after = _share(samples, "before_exec"), _share(samples, "after_exec")
+    # Each program spins BUSY s: at 1 kHz about 600 samples each (a loaded machine drops some).
+    assert before > 200 and after > 200, (before, after, collapsed(samples))
+    # The new program's threads are new threads of the file.
+    threads_after = {s.thread for s in samples if "after_exec" in s.functions}
+    threads_before = {s.thread for s in samples if "before_exec" in s.functions}
+    assert threads_after and threads_before
+    assert _error_rate(out) < 0.01
+    with open_recording(out) as rec:
+        assert rec.clean and rec.stats["stopped_by"] == "exit", rec.stats
+        if mode == "launch":
+            assert rec.stats["exit_code"] == 0
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_exec_through_a_shell_back_into_python(python: str, tmp_path: Path) -> None:
+    """Python execs a shell that execs Python: the shell is waited out, the second Python
+    program recorded."""
+    out = tmp_path / "shell.psr"
+    r = psrec("record", "-q", "-o", str(out), "--", python, "rec_exec.py", "shell", str(BUSY))
+    assert r.returncode == 0, r.stderr
+    procs = _processes(out)
+    assert [p[2].split()[-2] for p in procs] == ["shell", "after"], procs
+    samples = load(out)
+    assert _share(samples, "after_exec") > 200, collapsed(samples)
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_exec_into_a_program_that_is_not_python_stops_cleanly(python: str,
+                                                              tmp_path: Path) -> None:
+    """Python execs `sleep`: psrec says so in one line, closes the file with everything
+    recorded before, and exits with the program's status once it ends."""
+    out = tmp_path / "sleep.psr"
+    sleep = 2.5
+    start = time.monotonic()
+    r = psrec("record", "-q", "-o", str(out), "--", python, "rec_exec.py", "sleep", str(sleep))
+    took = time.monotonic() - start
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("psrec:")]
+    assert len(lines) == 1 and "now runs `sleep 2.5`, which is not Python: recording stopped" \
+        in lines[0], r.stderr
+    assert took >= BUSY + sleep, took  # the program was waited for, not killed
+    with open_recording(out) as rec:
+        assert rec.clean and rec.stats["stopped_by"] == "exec", rec.stats
+    samples = load(out)
+    assert _share(samples, "before_exec") > 200, collapsed(samples)
+    assert _error_rate(out) < 0.01
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_subprocesses_are_followed_through_a_launcher(python: str, tmp_path: Path) -> None:
+    """`--subprocesses -- bash -c "python child.py; true"` (bash forks, then waits): bash is not
+    Python, its Python child is recorded, with its own command line and bash as its parent;
+    psrec exits with bash's status. A second level of shell is followed too."""
+    out = tmp_path / "launcher.psr"
+    inner = f'sh -c "{python} rec_finite.py 0.5 0; true"; exit 5'
+    r = psrec("record", "-q", "--subprocesses", "-o", str(out), "--", "bash", "-c", inner)
+    assert r.returncode == 5, r.stderr
+    procs = _processes(out)
+    assert procs and all("rec_finite.py 0.5 0" in p[2] for p in procs), procs
+    with open_recording(out) as rec:
+        root = rec.metadata["pid"]
+    assert all(p[0] != root for p in procs), (root, procs)
+    samples = load(out)
+    assert _share(samples, "finite_work") > 200, collapsed(samples)
+    assert _error_rate(out) < 0.01
+
+
+def _stderr_lines_with_times(args: list[str], timeout: float) -> tuple[int, list[tuple[float, str]]]:
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "psrec", *args], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, cwd=str(TARGETS))
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append((time.monotonic() - start, line.rstrip("\n")))
+    return proc.wait(timeout), lines
+
+
+def test_a_command_that_is_not_python_is_named_within_a_second(tmp_path: Path) -> None:
+    """`psrec record -- sleep 3`: within a second psrec says the command is not Python (yet)
+    and that it waits for it to start Python; when it ends without doing so, psrec says nothing
+    was recorded, writes no file, and exits with the program's status."""
+    out = tmp_path / "sleep.psr"
+    code, lines = _stderr_lines_with_times(
+        ["record", "-o", str(out), "--", "sh", "-c", "sleep 2.5; exit 7"], 30)
+    assert code == 7, lines
+    assert lines and "is not a Python process (yet)" in lines[0][1], lines
+    assert lines[0][0] < 1.8, lines  # 1 s, plus the interpreter's start on a busy machine
+    assert "nothing recorded" in lines[-1][1], lines
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_a_launcher_that_execs_python_later_is_recorded(python: str, tmp_path: Path) -> None:
+    """A shell script that prepares for a while, then execs Python (a common wrapper): psrec
+    keeps watching it and records the Python program."""
+    out = tmp_path / "wrapper.psr"
+    r = psrec("record", "-o", str(out), "--", "sh", "-c",
+              f'sleep 1.5; exec "{python}" rec_finite.py 0.5 4')
+    assert r.returncode == 4, r.stderr
+    assert "is not a Python process (yet)" in r.stderr
+    samples = load(out)
+    assert _share(samples, "finite_work") > 200, collapsed(samples)
+    with open_recording(out) as rec:
+        assert rec.stats["exit_code"] == 4, rec.stats
+        # The recording's time counts from the first sample, not from the launch.
+        assert rec.stats["duration_ns"] < 1.4e9, rec.stats

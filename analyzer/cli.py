@@ -92,6 +92,10 @@ def info(recording: str, as_json: bool) -> None:
                       else "recovered (not closed cleanly)"),
             ("created", d["created"]),
             ("target", f"pid {md.get('pid', '?')}: {' '.join(md.get('command') or []) or '?'}"),
+            *[("processes" if i == 0 else "", f"pid {p['pid']}"
+               + (f" (parent {p['parent_pid']})" if p["parent_pid"] else "")
+               + f": {p['command'] or '?'}")
+              for i, p in enumerate(d["processes"]) if len(d["processes"]) > 1],
             ("python", str(md.get("python_version", "?"))
                        + (" free-threaded (no GIL: the GIL status records whether a thread "
                           "was attached to the interpreter)"
@@ -150,6 +154,10 @@ def _view_options(fn: F) -> F:
                           "idle: samples off CPU."),
         click.option("--thread", "threads", multiple=True, metavar="ID|NAME",
                      help="Only this thread (OS or Python thread id, or name); repeatable."),
+        click.option("--pid", "pids", multiple=True, type=int, metavar="PID",
+                     help="Only this process (psrec info lists them); repeatable."),
+        click.option("--process", "processes", multiple=True, metavar="TEXT",
+                     help="Only processes whose command line holds TEXT; repeatable."),
         click.option("--from", "start", metavar="T",
                      help="Window start: seconds from the start of the recording (12.5, 500ms) "
                           "or a wall-clock time (14:02:10, 2024-05-01T14:02:10). Inclusive."),
@@ -177,7 +185,9 @@ def _run_reporter(
 
     reporter = get(name)(**options)
     weights = view_args.pop("weights") or ("count" if name == "collapsed" else "time")
-    view = View(weights=weights, threads=tuple(view_args.pop("threads")), **view_args)
+    view = View(weights=weights, threads=tuple(view_args.pop("threads")),
+                pids=tuple(view_args.pop("pids")), processes=tuple(view_args.pop("processes")),
+                **view_args)
     profile = Profile.load(
         recording, view, slice_seconds=reporter.slice_seconds(),
         timelines=reporter.needs_timelines,

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from psrec.format import PsrecError, Recording, ThreadInfo, open_recording
 from psrec.format import constants as C
-from psrec.format.reader import Definitions
+from psrec.format.reader import Definitions, ProcessInfo
 
 __all__ = [
     "MODES",
@@ -150,6 +150,8 @@ class View:
 
     mode: str = "wall"
     threads: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()  # --pid: only these processes
+    processes: tuple[str, ...] = ()  # --process: processes whose command line holds this
     start: str | None = None  # --from: seconds from the start, or a wall-clock time
     end: str | None = None  # --to
     weights: str = "time"
@@ -282,6 +284,9 @@ class Profile:
                 help="give a window whose end comes after its start",
             )
         refs = _match_threads(view.threads, rec, defs, native) if view.threads else None
+        if view.pids or view.processes:
+            in_process = _match_processes(view, rec, defs)
+            refs = in_process if refs is None else [r for r in refs if r in set(in_process)]
 
         mask, value = MODES[view.mode]
         stream = rec.stream(from_ts, to_ts, native=native)
@@ -359,6 +364,10 @@ class Profile:
         parts = [f"mode {self.view.mode}"]
         if self.view.threads:
             parts.append("thread " + ", ".join(self.view.threads))
+        if self.view.pids:
+            parts.append("pid " + ", ".join(map(str, self.view.pids)))
+        if self.view.processes:
+            parts.append("process " + ", ".join(self.view.processes))
         if self.from_ts is not None or self.to_ts is not None:
             parts.append(f"window {self._window_text()}")
         return f"no samples match the selection ({'; '.join(parts)}) in {self.path}"
@@ -493,14 +502,19 @@ class Profile:
         return self._stack_keys
 
     def thread_label(self, ref: int) -> str:
+        """'name (tid N)'; with more than one process (or program) in the recording, the
+        thread's process and its command too."""
         t = self.threads.get(ref)
         if t is None:
             return f"thread ref {ref}"
-        pids = {x.pid for x in self.threads.values()}
         tid = t.os_tid or t.python_tid
         label = f"{t.name or 'thread'} (tid {tid}"
-        if len(pids) > 1:
+        procs = processes(self.defs, self.metadata)
+        if len(procs) > 1 or len({x.pid for x in self.threads.values()}) > 1:
+            p = self.defs.process_of(t)
             label += f", pid {t.pid}"
+            if p is not None and p.command:
+                label += f": {_short_command(p.command)}"
         return label + ")"
 
     def thread_refs(self) -> list[int]:
@@ -582,6 +596,56 @@ def _match_threads(
             )
         refs.extend(r for r in found if r not in refs)
     return refs
+
+
+def processes(defs: Definitions, metadata: dict[str, Any]) -> list[ProcessInfo]:
+    """The programs the recording's processes ran, in start order. A file from before format
+    1.1 has no PROCESS definitions: its target is named from the metadata, other processes
+    by their threads' pids."""
+    if defs.processes:
+        return list(defs.processes)
+    found: dict[int, ProcessInfo] = {}
+    root = metadata.get("pid")
+    if isinstance(root, int):
+        found[root] = ProcessInfo(root, 0, " ".join(metadata.get("command") or []), 0)
+    for t in sorted(defs.threads.values(), key=lambda t: t.start_ts):
+        found.setdefault(t.pid, ProcessInfo(t.pid, 0, "", t.start_ts))
+    return list(found.values())
+
+
+def _short_command(command: str, width: int = 48) -> str:
+    """The command line with the program's folder left out, cut to width."""
+    program, _, args = command.partition(" ")
+    short = program.rsplit("/", 1)[-1] + (" " + args if args else "")
+    return short if len(short) <= width else short[: width - 3] + "..."
+
+
+def _match_processes(view: View, rec: Recording, defs: Definitions) -> list[int]:
+    """Threads of the processes --pid names (every program each ran), and of the programs
+    whose command line holds a --process text (a process that exec'd ran several)."""
+    procs = processes(defs, rec.metadata)
+    for pid in view.pids:
+        if not any(p.pid == pid for p in procs):
+            raise SelectionError(f"no process with pid {pid} in {rec.path}",
+                                 help=_processes_help(procs))
+    for text in view.processes:
+        if not any(text in p.command for p in procs):
+            raise SelectionError(f"no process whose command holds {text!r} in {rec.path}",
+                                 help=_processes_help(procs))
+
+    def program(t: ThreadInfo) -> str:
+        p = defs.process_of(t)
+        if p is None:  # before format 1.1: by pid
+            p = next((q for q in procs if q.pid == t.pid), None)
+        return p.command if p is not None else ""
+
+    return [t.ref for t in defs.threads.values()
+            if t.pid in view.pids or any(text in program(t) for text in view.processes)]
+
+
+def _processes_help(procs: list[ProcessInfo]) -> str:
+    shown = "; ".join(f"pid {p.pid}: {_short_command(p.command) or '?'}" for p in procs[:8])
+    return f"processes in this recording: {shown or 'none'}" + (" ..." if len(procs) > 8 else "")
 
 
 def _extent(rec: Recording, stream: Any) -> tuple[int, int]:

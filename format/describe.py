@@ -48,6 +48,9 @@ def info(rec: Recording) -> dict[str, Any]:
         "missed_deadlines": missed,
         "achieved_rate_hz": (passes - 1) / duration_s if duration_s > 0 else 0.0,
         "threads": len(defs.threads),
+        # the programs recorded, in start order (format 1.1; empty in older files)
+        "processes": [{"pid": p.pid, "parent_pid": p.parent_pid, "command": p.command,
+                       "start_s": p.start_ts * rec.tick_ns / 1e9} for p in defs.processes],
         "thread_names": sorted({t.label for t in defs.threads.values()}),
         "functions": len(defs.functions),
         "frames": len(defs.frames) - 1,

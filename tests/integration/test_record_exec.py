@@ -124,7 +124,8 @@ def test_subprocesses_are_followed_through_a_launcher(python: str, tmp_path: Pat
     assert _error_rate(out) < 0.01
 
 
-def _stderr_lines_with_times(args: list[str], timeout: float) -> tuple[int, list[tuple[float, str]]]:
+def _stderr_lines_with_times(args: list[str],
+                             timeout: float) -> tuple[int, list[tuple[float, str]]]:
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "psrec", *args], stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True, cwd=str(TARGETS))
@@ -164,3 +165,43 @@ def test_a_launcher_that_execs_python_later_is_recorded(python: str, tmp_path: P
         assert rec.stats["exit_code"] == 4, rec.stats
         # The recording's time counts from the first sample, not from the launch.
         assert rec.stats["duration_ns"] < 1.4e9, rec.stats
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_each_process_is_named_and_selectable(python: str, tmp_path: Path) -> None:
+    """With --subprocesses: `psrec info` lists every process with its pid and command line,
+    `report --per-thread` names each thread's process, and `report --pid` / `--process` select
+    exactly that process's samples."""
+    import json
+
+    out = tmp_path / "workers.psr"
+    r = psrec("record", "-q", "--subprocesses", "-o", str(out), "--", python, "rec_workers.py",
+              "1.0")
+    assert r.returncode == 0, r.stderr
+    samples = load(out)
+    with open_recording(out) as rec:
+        root = rec.metadata["pid"]
+    info = json.loads(psrec("info", "--json", str(out)).stdout)
+    procs = info["processes"]
+    assert procs[0]["pid"] == root and "rec_workers.py" in procs[0]["command"], procs
+    children = [p for p in procs if p["parent_pid"] == root]
+    assert len(children) >= 2, procs  # the spawned workers (and the resource tracker)
+    text = psrec("info", str(out)).stdout
+    for p in procs:
+        assert f"pid {p['pid']}" in text, text
+    per_thread = psrec("report", str(out), "--per-thread", "-l", "1").stdout
+    headers = [ln for ln in per_thread.splitlines() if ln.startswith("== thread")]
+    assert headers and all("pid " in h for h in headers), headers
+    assert any(f"pid {root}: " in h and "rec_workers.py 1.0" in h for h in headers), headers
+    worker = next(p["pid"] for p in children
+                  if any(s.pid == p["pid"] and "child_work" in s.functions for s in samples))
+    want = sum(1 for s in samples if s.pid == worker)
+    picked = psrec("report", str(out), "--pid", str(worker), "--weights", "count", "-l", "1")
+    assert picked.returncode == 0, picked.stderr
+    assert f": {want:,} samples over" in picked.stdout.splitlines()[0], (want, picked.stdout)
+    by_name = psrec("report", str(out), "--process", "rec_workers.py 1.0", "--weights", "count",
+                    "-l", "1")
+    parent = sum(1 for s in samples if s.pid == root)
+    assert f": {parent:,} samples over" in by_name.stdout.splitlines()[0], (parent, by_name.stdout)
+    wrong = psrec("report", str(out), "--pid", "1")
+    assert wrong.returncode != 0 and "no process with pid 1" in wrong.stderr, wrong.stderr

@@ -47,6 +47,8 @@ def handle_errors(fn: F) -> F:
         except BrokenPipeError:
             sys.stderr.close()
             sys.exit(1)
+        except click.ClickException:  # wrong usage click words itself (exit status 2)
+            raise
         except Exception as exc:
             if _State.verbose:
                 raise
@@ -68,6 +70,20 @@ def warn_all(warnings: list[str]) -> None:
 def main(verbose: bool) -> None:
     """psrec: record a running Python process once, ask questions of the recording offline."""
     _State.verbose = verbose
+
+
+def _truncated(d: dict[str, Any]) -> str:
+    """How many stacks were cut at the depth cap, as the trailer's stats count them."""
+    from psrec.format import constants as C
+
+    cap = f"deeper than {C.MAX_DEPTH:,} frames"
+    n = (d["stats"] or {}).get("truncated_stacks")
+    if n is None:
+        return f"not counted in this file (stacks {cap} are cut)"
+    if n == 0:
+        return f"none (no stack {cap})"
+    return (f"{n:,} thread-samples with a stack {cap}, cut to its innermost "
+            f"{C.MAX_DEPTH - 1:,} below [truncated stack]")
 
 
 @main.command()
@@ -106,6 +122,7 @@ def info(recording: str, as_json: bool) -> None:
             ("duration", f"{d['duration_s']:.3f} s"),
             ("passes", f"{d['passes']:,} (achieved {d['achieved_rate_hz']:,.1f} Hz)"),
             ("samples", f"{d['samples']:,} thread-samples"),
+            ("truncated", _truncated(d)),
             ("errors", f"{d['sample_errors']:,} sample errors, "
                        f"{d['missed_deadlines']:,} missed deadlines"),
             ("threads", f"{d['threads']}: {', '.join(d['thread_names'][:12])}"
@@ -239,9 +256,10 @@ def report(recording: str, sort: str, limit: int, pstats: bool, collapsed: bool,
         try:
             seconds = parse_duration(slices)
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--slices") from None
+            raise CliUsageError(f"--slices: {exc}", help="see psrec report --help") from None
         if seconds <= 0:
-            raise click.BadParameter("must be more than 0", param_hint="--slices")
+            raise CliUsageError(f"--slices: {slices!r} is not more than 0",
+                                help="give the length of a slice, e.g. 1s or 250ms")
         name = "slices"
         options["slice_seconds"] = seconds
     _run_reporter(name, recording, options, view_args, output, force)

@@ -1,4 +1,5 @@
-"""psrec.recorder: attach to a running CPython (3.8-3.13) and record it into a .psr file.
+"""psrec.recorder: attach to a running CPython (3.8 to 3.15, free-threaded 3.14 included, a later
+version from its _Py_DebugOffsets) and record it into a .psr file.
 
 The native part (``psrec.recorder._recorder``) is imported lazily, so that reading recordings
 works where it is absent.
@@ -14,8 +15,11 @@ from .errors import (
     NotPythonError,
     RecorderError,
     RecorderPermissionError,
+    RecorderUsageError,
     TargetReadError,
     UnsupportedPythonError,
+    ZombieProcessError,
+    ptrace_help,
 )
 
 __all__ = [
@@ -27,9 +31,12 @@ __all__ = [
     "RecorderError",
     "NoSuchProcessError",
     "RecorderPermissionError",
+    "RecorderUsageError",
+    "ZombieProcessError",
     "NotPythonError",
     "UnsupportedPythonError",
     "TargetReadError",
     "CommandNotFoundError",
     "NativeRecorderMissingError",
+    "ptrace_help",
 ]

@@ -22,9 +22,8 @@ from psrec.format.errors import OutputExistsError, PsrecError
 from .errors import (
     CommandNotFoundError,
     NativeRecorderMissingError,
-    NoSuchProcessError,
-    NotPythonError,
     RecorderError,
+    RecorderUsageError,
 )
 
 __all__ = ["RecordOptions", "RecordResult", "record", "dump_process", "parse_rate"]
@@ -37,7 +36,7 @@ MAX_RATE_HZ = 1_000_000.0  # "max": passes back to back, no sleeping (the sample
 
 def parse_rate(text: str | float | int) -> float:
     """'1000', '10k', '10khz', '250hz', '1.5k' -> samples per second; 'max' -> as fast as
-    possible."""
+    possible. A rate it cannot take is wrong usage (RecorderUsageError, exit status 2)."""
     if isinstance(text, str) and text.strip().lower() == "max":
         return MAX_RATE_HZ
     if isinstance(text, (int, float)):
@@ -45,13 +44,16 @@ def parse_rate(text: str | float | int) -> float:
     else:
         m = _RATE.match(text)
         if not m:
-            raise RecorderError(
-                f"invalid rate {text!r}", help="give samples per second, e.g. 1000, 10k or 10khz"
+            raise RecorderUsageError(
+                f"invalid rate {text!r}",
+                help="give samples per second (1000, 10k or 10khz), or -r max to sample as fast "
+                     "as possible",
             )
         value = float(m.group(1)) * (1000 if m.group(2) else 1)
     if not (0 < value <= 100_000) and value != MAX_RATE_HZ:
-        raise RecorderError(
-            f"rate {value:g} Hz is out of range", help="choose a rate between 1 Hz and 100 kHz"
+        raise RecorderUsageError(
+            f"rate {value:g} Hz is out of range",
+            help="choose a rate between 1 Hz and 100 kHz, or -r max to sample as fast as possible",
         )
     return value
 
@@ -179,11 +181,30 @@ def _human_bytes(n: float) -> str:
 
 
 class _StatusLine:
+    """The live status line on a terminal, redrawn in place. It is kept narrower than the
+    terminal: a line that wraps leaves one more line behind at every redraw. The least useful
+    fields are left out first."""
+
     def __init__(self, stream: TextIO, enabled: bool) -> None:
         self.stream = stream
         self.enabled = enabled
         self.last = 0.0
-        self.width = 0
+        self.width = 0  # the widest line drawn so far: the next one blanks out what it leaves
+
+    def _room(self) -> int:
+        """Characters a line may take: one less than the terminal's width (COLUMNS when set,
+        as for shutil.get_terminal_size, else the stream's own terminal, asked at every redraw
+        so that a resize is followed), so that the cursor never reaches the last column."""
+        try:
+            columns = int(os.environ.get("COLUMNS", ""))
+        except ValueError:
+            columns = 0
+        if columns <= 0:
+            try:
+                columns = os.get_terminal_size(self.stream.fileno()).columns
+            except (AttributeError, OSError, ValueError):
+                columns = 0
+        return max(1, (columns if columns > 0 else 80) - 1)
 
     def update(self, st: dict[str, Any], size: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -194,22 +215,50 @@ class _StatusLine:
         rate = st["passes"] / elapsed if elapsed > 0 else 0.0
         total = st["samples"] + st["sample_errors"]
         err = 100.0 * st["sample_errors"] / total if total else 0.0
-        line = (
-            f"psrec: {elapsed:7.1f} s  {st['samples']:>10,} samples  {rate:8.1f} Hz  "
-            f"{err:5.2f}% errors  {st['live_threads']:>3} threads  {_human_bytes(size)}"
-        )
+        # (usefulness, text) in the order shown; 0 is kept longest.
+        fields = [
+            (0, f"{elapsed:7.1f} s"),
+            (1, f"{st['samples']:>10,} samples"),
+            (2, f"{rate:8.1f} Hz"),
+            (3, f"{err:5.2f}% errors"),
+            (4, f"{st['live_threads']:>3} threads"),
+            (5, _human_bytes(size)),
+        ]
+        room = self._room()
+        line = "psrec: " + "  ".join(text for _, text in fields)
+        while len(line) > room and len(fields) > 1:
+            fields.remove(max(fields))
+            line = "psrec: " + "  ".join(text for _, text in fields)
+        line = line[:room]
         self.width = max(self.width, len(line))
-        self.stream.write("\r" + line.ljust(self.width))
+        self.stream.write("\r" + line.ljust(min(self.width, room)))
         self.stream.flush()
 
     def clear(self) -> None:
         if self.enabled and self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.write("\r" + " " * min(self.width, self._room()) + "\r")
             self.stream.flush()
 
 
 class _Terminate(Exception):
     pass
+
+
+def _end_with_parent() -> Any:
+    """For a launched program: it gets SIGTERM when psrec dies, however psrec dies (even
+    SIGKILL), instead of running on under init unrecorded."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+    pr_set_pdeathsig = 1
+
+    def in_child() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # psrec died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return in_child
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> None:
@@ -291,7 +340,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     if opts.command:
         argv = _resolve_command(opts.command)
         try:
-            child = subprocess.Popen(argv)
+            child = subprocess.Popen(argv, preexec_fn=_end_with_parent())
         except FileNotFoundError:
             raise CommandNotFoundError(f"command not found: {argv[0]}") from None
         except PermissionError:

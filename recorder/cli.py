@@ -5,13 +5,23 @@ Importing this module does not load the native recorder; the commands do, when t
 
 from __future__ import annotations
 
+import difflib
+import os
+import shlex
 import sys
 from typing import Any
 
 import click
 from psrec.format.errors import PsrecError
 
-__all__ = ["record", "dump_pid", "format_dump"]
+from .errors import RecorderUsageError, ZombieProcessError
+
+__all__ = ["record", "dump_pid", "format_dump", "check_pid"]
+
+# The largest pid Linux hands out (PID_MAX_LIMIT, include/linux/threads.h).
+_PID_MAX_LIMIT = 1 << 22
+# ctx.meta key: how many words followed `--` on the command line (None: no `--`).
+_AFTER_DASHDASH = "psrec.after_dashdash"
 
 
 def _short_path(path: str) -> str:
@@ -49,10 +59,49 @@ def format_dump(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _stat(path: str) -> tuple[str, str, int] | None:
+    """(command name, state letter, parent pid) from a /proc/PID[/task/TID]/stat file."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # "pid (comm) S ppid ...": comm may hold spaces and parentheses of its own.
+    name, _, rest = text.partition(" (")[2].rpartition(") ")
+    fields = rest.split()
+    return (name, fields[0], int(fields[1])) if len(fields) > 1 else None
+
+
+def check_pid(pid: int) -> None:
+    """Says before attaching what psrec can tell from /proc: a number that cannot be a pid
+    (wrong usage), or a process that has exited but is not reaped yet (a zombie: its memory is
+    gone, and reading it is refused as if psrec lacked the permission)."""
+    if not 0 < pid <= _PID_MAX_LIMIT:
+        raise RecorderUsageError(f"invalid pid {pid}",
+                                 help="give the pid of a running Python process "
+                                      "(ps aux | grep python)")
+    st = _stat(f"/proc/{pid}/stat")
+    if st is None or st[1] not in ("Z", "X"):
+        return
+    try:  # a leader that has exited while other threads run: the process lives on
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        tids = []
+    for tid in tids:
+        task = _stat(f"/proc/{pid}/task/{tid}/stat")
+        if task is not None and task[1] not in ("Z", "X"):
+            return
+    parent = _stat(f"/proc/{st[2]}/stat")
+    raise ZombieProcessError(
+        f"process {pid} has exited and is a zombie: its parent, process {st[2]}"
+        + (f" ({parent[0]})" if parent else "") + ", has not reaped it yet")
+
+
 def dump_pid(pid: int, blocking: bool = False) -> None:
     """Prints every thread's current stack, with GIL and CPU status (like py-spy dump)."""
     from ._api import dump_process, native
 
+    check_pid(pid)
     d = dump_process(pid, blocking)
     d["info"]["command"] = native().command_line(pid)
     for line in format_dump(d):
@@ -68,7 +117,21 @@ def _fail(exc: PsrecError, verbose: bool) -> None:
     sys.exit(exc.exit_code)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+class _RecordCommand(click.Command):
+    """`psrec record`, which notes how many words followed `--`: what follows it is a program
+    to launch, whatever it looks like. (sys.argv would not do: psrec may be run from Python,
+    and a program's own arguments may hold a `--`.)"""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_AFTER_DASHDASH] = len(args) - args.index("--") - 1 if "--" in args else None
+        return super().parse_args(ctx, args)
+
+
+# Words psrec does not know, options included, are left to TARGET, so that a program given
+# without `--` can be named in the error rather than one of its options.
+@click.command(cls=_RecordCommand,
+               context_settings={"help_option_names": ["-h", "--help"],
+                                 "ignore_unknown_options": True})
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The recording to write (.psr).")
 @click.option("-r", "--rate", default="1000", show_default=True,
@@ -107,7 +170,8 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
     verbose = verbose or bool(parent.get("verbose"))
     try:
         code = _record(output, rate, duration, subprocesses, blocking, force, quiet, target,
-                       realtime=realtime, cpu_source=cpu_source)
+                       realtime=realtime, cpu_source=cpu_source,
+                       after_dashdash=ctx.meta.get(_AFTER_DASHDASH))
     except PsrecError as exc:
         _fail(exc, verbose)
     except KeyboardInterrupt:
@@ -118,24 +182,51 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
     sys.exit(code)
 
 
+def _no_such_option(word: str) -> click.NoSuchOption:
+    ctx = click.get_current_context()
+    names = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+    return click.NoSuchOption(word, possibilities=difflib.get_close_matches(word, names), ctx=ctx)
+
+
+def _target(output: str, words: tuple[str, ...],
+            after_dashdash: int | None) -> tuple[int | None, tuple[str, ...]]:
+    """The pid to attach to, or the program to launch, from the words psrec's options left
+    and the number of them that followed `--`."""
+    if not words:
+        raise click.UsageError("give a pid to attach to, or -- and a command to launch")
+    split = len(words) - (after_dashdash or 0)
+    before, command = words[:split], words[split:]
+    if not before:
+        return None, command
+    first = before[0]
+    if first.startswith("-"):
+        raise _no_such_option(first)
+    if not (first.isascii() and first.isdigit()):
+        raise RecorderUsageError(
+            f"{first} is not a pid; to launch a program, put -- before it",
+            help=f"run psrec record -o {shlex.quote(output)} -- {shlex.join(words)}")
+    option = next((w for w in before[1:] if w.startswith("-")), None)
+    if option is not None:
+        raise _no_such_option(option)
+    if command:
+        raise RecorderUsageError(f"a pid ({first}) and a command after -- were both given",
+                                 help="give a pid to attach to, or -- and a command to launch")
+    if len(before) > 1:
+        raise RecorderUsageError(f"one pid was expected, not {' '.join(before)}",
+                                 help=f"give the pid of one running Python process: psrec "
+                                      f"record -o {shlex.quote(output)} {first}")
+    pid = int(first)
+    check_pid(pid)
+    return pid, ()
+
+
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
             force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
-            cpu_source: str = "auto") -> int:
+            cpu_source: str = "auto", after_dashdash: int | None = None) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
-    from .errors import RecorderError
 
-    dashdash = "--" in sys.argv
-    if not target:
-        raise click.UsageError("give a pid to attach to, or -- and a command to launch")
-    if dashdash or not target[0].isdigit() or len(target) > 1:
-        command = tuple(target)
-        pid = None
-    else:
-        command = ()
-        pid = int(target[0])
-    if pid is not None and pid <= 0:
-        raise RecorderError(f"invalid pid {pid}", help="give the pid of a running Python process")
+    pid, command = _target(output, target, after_dashdash)
     opts = RecordOptions(
         output=output,
         pid=pid,

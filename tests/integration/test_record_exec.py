@@ -205,3 +205,45 @@ def test_each_process_is_named_and_selectable(python: str, tmp_path: Path) -> No
     assert f": {parent:,} samples over" in by_name.stdout.splitlines()[0], (parent, by_name.stdout)
     wrong = psrec("report", str(out), "--pid", "1")
     assert wrong.returncode != 0 and "no process with pid 1" in wrong.stderr, wrong.stderr
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_a_killed_recorder_takes_its_launched_program_with_it(python: str,
+                                                             tmp_path: Path) -> None:
+    """SIGKILL of `psrec record -- cmd` (no chance to clean up): the program gets SIGTERM
+    instead of running on under init, and what was recorded is readable."""
+    import os
+    import signal
+
+    out = tmp_path / "killed.psr"
+    p = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out), "--",
+                          python, "rec_finite.py", "60", "0"], cwd=str(TARGETS),
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "ready"
+    children = (Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split())
+    assert len(children) == 1, children
+    program = int(children[0])
+    deadline = time.monotonic() + 20
+    while not out.exists() or out.stat().st_size < 200:  # the file has begun
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    begun = out.stat().st_size
+    while out.stat().st_size == begun:  # and holds a first chunk of samples
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait(10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            state = Path(f"/proc/{program}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state in ("Z", "X"):
+            break
+        assert time.monotonic() < deadline, f"the program (pid {program}) still runs: {state}"
+        time.sleep(0.05)
+    assert not any(pid == str(program) for pid in os.listdir("/proc")) or state in ("Z", "X")
+    with open_recording(out) as rec:
+        assert rec.definitions().threads

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,16 +25,24 @@ PROVISIONED = Path(os.environ.get("PSREC_INTERPRETERS", "/var/cache/psrec-interp
 ROOTS: dict[str, Path] = {}
 
 
+def pyenv_command() -> str | None:
+    """pyenv, on PATH or where its installer puts it ($PYENV_ROOT/bin, ~/.pyenv/bin)."""
+    path = shutil.which("pyenv") or os.path.join(
+        os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv"), "bin", "pyenv")
+    return path if os.access(path, os.X_OK) else None
+
+
 def _pyenv_pythons() -> dict[str, str]:
     found: dict[str, str] = {}
-    if not shutil.which("pyenv"):
+    pyenv = pyenv_command()
+    if pyenv is None:
         return found
-    out = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True).stdout
+    out = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True).stdout
     for version in out.split():
         minor = ".".join(version.split(".")[:2])
         if not version[0].isdigit() or minor in found:
             continue
-        prefix = subprocess.run(["pyenv", "prefix", version], capture_output=True, text=True)
+        prefix = subprocess.run([pyenv, "prefix", version], capture_output=True, text=True)
         exe = Path(prefix.stdout.strip()) / "bin" / f"python{minor}"
         if prefix.returncode == 0 and exe.exists():
             found[minor] = str(exe)
@@ -56,26 +64,45 @@ def _provisioned() -> tuple[dict[str, str], dict[str, str]]:
     return found, why
 
 
-def _system_python() -> tuple[str, str] | None:
-    """Debian's /usr/bin/python3, a statically linked executable, as python=3.X-debian-static."""
-    exe = Path("/usr/bin/python3")
-    if not exe.exists():
-        return None
-    out = subprocess.run([str(exe), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=30)
-    return (f"python={out.stdout.strip()}-debian-static", str(exe)) if out.returncode == 0 else None
+# What each interpreter found says it is when run: its (major, minor) version and whether it
+# is free-threaded. One run each, at collection; the tests ask minor_of and is_free_threaded.
+_RUNS_AS: dict[str, tuple[tuple[int, int], bool]] = {}
+# Interpreters found that do not run, by id, with how they failed (test_interpreters_found
+# fails on them; the other tests go on without them).
+BROKEN: dict[str, str] = {}
+_PROBE = ("import sys, sysconfig; "
+          "print(*sys.version_info[:2], bool(sysconfig.get_config_var('Py_GIL_DISABLED')))")
+
+
+def _probe(python: str) -> str | None:
+    """Runs python once to learn what it is; None when it runs, else how it failed."""
+    try:
+        r = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
+                           cwd=str(TARGETS))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{python} does not run: {exc}"
+    out = r.stdout.split()
+    if r.returncode != 0 or len(out) != 3:
+        return f"{python} does not run (exit {r.returncode}): {r.stderr.strip()[-300:]}"
+    _RUNS_AS[python] = (int(out[0]), int(out[1])), out[2] == "True"
+    return None
 
 
 def discover() -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
-    """Supported interpreters as (id, path), unsupported ones by minor version, and why
-    supported versions are missing."""
+    """Supported interpreters that run, as (id, path), unsupported ones by minor version, and
+    why supported versions are missing."""
     pyenv = _pyenv_pythons()
     provisioned, failed = _provisioned()
     have = {**pyenv, **provisioned}
     supported = [(f"python={m}", have[m]) for m in SUPPORTED if m in have]
-    system = _system_python()
-    if system:
-        supported.append(system)
+    # Debian's /usr/bin/python3, a statically linked executable, as python=3.X-debian-static.
+    system = "/usr/bin/python3"
+    if os.path.exists(system):
+        if _probe(system) is None:
+            major, minor = _RUNS_AS[system][0]
+            supported.append((f"python={major}.{minor}-debian-static", system))
+        else:
+            BROKEN["python=debian-static"] = f"{system} does not run"
     unsupported = {m: p for m, p in pyenv.items() if m not in SUPPORTED}
     missing = {m: failed.get(m, "not installed (pyenv, or run tests/interpreters/provision)")
                for m in SUPPORTED if m not in have}
@@ -84,38 +111,54 @@ def discover() -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
         keys = {w.strip() for w in wanted.split(",") if w.strip()}
         supported = [(i, p) for i, p in supported if i.split("=", 1)[1] in keys]
         missing = {m: why for m, why in missing.items() if m in keys}
-    return supported, unsupported, missing
+    running = []
+    for ident, path in supported:
+        why = None if path in _RUNS_AS else _probe(path)
+        if why is None:
+            running.append((ident, path))
+        else:
+            BROKEN[ident] = why
+    return running, unsupported, missing
 
 
 PYTHONS, UNSUPPORTED, MISSING = discover()
 
 
-def missing_note() -> str:
-    return "".join(f"; python={m}: {why}" for m, why in MISSING.items())
-
-
 def python_params() -> list[object]:
-    """Every supported interpreter found, and, skipped with the reason, every one missing."""
+    """Every supported interpreter found, and, skipped with the reason, every one missing or
+    found but not running (test_interpreters_found fails on those unless provisioning said
+    why)."""
     params: list[object] = [pytest.param(path, id=ident) for ident, path in PYTHONS]
     params += [pytest.param(None, id=f"python={m}", marks=pytest.mark.skip(reason=why))
                for m, why in MISSING.items()]
+    params += [pytest.param(None, id=ident, marks=pytest.mark.skip(reason=why))
+               for ident, why in BROKEN.items()]
     if not params:
         params = [pytest.param(None, marks=pytest.mark.skip(
             reason="PSREC_TEST_PYTHONS selected no interpreter"))]
     return params
 
 
+def one_python() -> list[object]:
+    """One interpreter, for tests that need only one: the last one found that runs (Debian's
+    when it is there), whatever is missing; skipped, saying why, only when none runs."""
+    found = python_params()[:len(PYTHONS)]
+    return found[-1:] if found else python_params()[:1]
+
+
+def _runs_as(python: str) -> tuple[tuple[int, int], bool]:
+    if python not in _RUNS_AS:
+        why = _probe(python)
+        assert why is None, why
+    return _RUNS_AS[python]
+
+
 def is_free_threaded(python: str) -> bool:
-    out = subprocess.run([python, "-c", "import sysconfig; "
-                          "print(bool(sysconfig.get_config_var('Py_GIL_DISABLED')))"],
-                         capture_output=True, text=True, timeout=30).stdout
-    return out.strip() == "True"
+    return _runs_as(python)[1]
 
 
 def minor_of(python: str) -> tuple[int, int]:
-    out = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
-                         capture_output=True, text=True, timeout=30).stdout.split()
-    return int(out[0]), int(out[1])
+    return _runs_as(python)[0]
 
 
 @dataclass
@@ -189,6 +232,31 @@ def wait_recording(path: Path, proc: subprocess.Popen[str], timeout: float = 20.
         assert proc.poll() is None, f"psrec record exited ({proc.returncode})"
         assert time.monotonic() < deadline, f"{path} not written within {timeout} s"
         time.sleep(0.02)
+
+
+def wait_samples(path: Path, proc: subprocess.Popen[str],
+                 done: Callable[[list[Sample], int], bool], what: str,
+                 timeout: float = 30.0) -> list[Sample]:
+    """Waits until the recording a background `psrec record` is writing holds what a test
+    needs: done(samples, created_mono_ns) is polled over the chunks written so far (every
+    complete chunk of a file being written can be read; the recorder seals one at least every
+    second). Returns those samples."""
+    from psrec.format import open_recording
+
+    wait_recording(path, proc, timeout)
+    deadline = time.monotonic() + timeout
+    size = 0
+    while True:
+        assert proc.poll() is None, f"psrec record exited ({proc.returncode}) before {what}"
+        if path.stat().st_size != size:
+            size = path.stat().st_size
+            with open_recording(path) as rec:
+                base = rec.header.created_mono_ns
+            samples = load(path)
+            if done(samples, base):
+                return samples
+        assert time.monotonic() < deadline, f"{what}: not in {path} within {timeout} s"
+        time.sleep(0.05)
 
 
 def record(path: Path, pid: int, *extra: str, duration: float = 1.5) -> None:

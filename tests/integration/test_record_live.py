@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,18 +15,19 @@ import pytest
 from psrec.format import constants as C
 from rec_live import (
     ROOTS,
+    TARGETS,
     collapsed,
     is_free_threaded,
     line_of,
     load,
     minor_of,
-    missing_note,
     psrec,
     psrec_async,
     python_params,
     record,
+    stop,
     target,
-    wait_recording,
+    wait_samples,
 )
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
@@ -39,16 +42,75 @@ def by_thread(samples, name):
     return [s for s in samples if s.thread == name]
 
 
+def _expected_interpreters() -> dict[str, str]:
+    """The interpreters the live tests must cover here, by id, each with where it comes from.
+    Worked out apart from rec_live.discover, so that a discovery that loses one is caught:
+    pyenv's CPython builds of a supported minor version (as `pyenv versions --bare` lists
+    them), /usr/bin/python3, and every id of tests/interpreters/provision's listing that has
+    no failed/ID reason. PSREC_TEST_PYTHONS narrows them as it narrows the parametrization."""
+    from rec_live import PROVISIONED, SUPPORTED, pyenv_command
+
+    want: dict[str, str] = {}
+    pyenv = pyenv_command()
+    if pyenv is not None:
+        r = subprocess.run([pyenv, "versions", "--bare"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, f"{pyenv} versions --bare failed: {r.stderr}"
+        for version in r.stdout.split():
+            m = re.fullmatch(r"(\d+\.\d+)\.\d+(t?)", version)  # CPython builds, not envs
+            if m and m.group(1) + m.group(2) in SUPPORTED:
+                want[f"python={m.group(1)}{m.group(2)}"] = f"pyenv's {version}"
+    system = Path("/usr/bin/python3")
+    if system.exists():
+        r = subprocess.run([str(system), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, f"{system} does not run: {r.stderr}"
+        want[f"python={r.stdout.strip()}-debian-static"] = str(system)
+    listing = PROVISIONED / "interpreters.tsv"
+    if listing.exists():
+        for line in filter(None, listing.read_text().splitlines()):
+            fields = line.split("\t")
+            assert len(fields) == 3, f"{listing}: not 'id<TAB>command<TAB>root': {line!r}"
+            if not (PROVISIONED / "failed" / fields[0]).exists():
+                want[f"python={fields[0]}"] = f"{listing} ({fields[1]})"
+    wanted = os.environ.get("PSREC_TEST_PYTHONS")
+    if wanted:
+        keys = {w.strip() for w in wanted.split(",") if w.strip()}
+        want = {i: src for i, src in want.items() if i.split("=", 1)[1] in keys}
+    return want
+
+
 def test_interpreters_found() -> None:
-    """Says which interpreters the live tests cover. With PSREC_REQUIRE_PYTHONS=1 (as CI sets
-    it) every supported version must be there, or provisioning must have said why not."""
-    from rec_live import MISSING, PROVISIONED
+    """Every interpreter that is there is in the live tests' parametrization, and runs as the
+    version its id names. With PSREC_REQUIRE_PYTHONS=1 (as .ci/run sets it) every supported
+    version must be there besides, or provisioning must have said why not (failed/ID)."""
+    from rec_live import BROKEN, PROVISIONED, SUPPORTED
+
+    have = {p.id: p.values[0] for p in PYTHONS  # type: ignore[attr-defined]
+            if p.values[0] is not None}  # type: ignore[attr-defined]
+    want = _expected_interpreters()
+    lost = [f"{ident} (from {src}){': ' + BROKEN[ident] if ident in BROKEN else ''}"
+            for ident, src in want.items() if ident not in have]
+    assert not lost, f"interpreters left out of the live tests: {lost}; parametrized: {list(have)}"
+
+    broken = []
+    for ident, path in have.items():
+        r = subprocess.run(
+            [path, "-c", "import sys, sysconfig; print('%d.%d' % sys.version_info[:2]"
+             " + ('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"],
+            capture_output=True, text=True, timeout=60, cwd=str(TARGETS))
+        runs_as = r.stdout.strip()
+        if r.returncode != 0 or runs_as != ident.split("=", 1)[1].split("-")[0]:
+            broken.append(f"{ident} ({path}): exit {r.returncode}, runs as {runs_as!r}, "
+                          f"stderr {r.stderr.strip()[-300:]!r}")
+    assert not broken, "interpreters that do not run as their id says:\n" + "\n".join(broken)
 
     if os.environ.get("PSREC_REQUIRE_PYTHONS") == "1":
-        unexplained = [m for m in MISSING if not (PROVISIONED / "failed" / m).exists()]
+        wanted = os.environ.get("PSREC_TEST_PYTHONS")
+        keys = {w.strip() for w in wanted.split(",")} if wanted else set(SUPPORTED)
+        unexplained = [m for m in SUPPORTED if m in keys and f"python={m}" not in have
+                       and not (PROVISIONED / "failed" / m).exists()]
         assert not unexplained, f"interpreters missing with no reason: {unexplained}"
-    if missing_note():
-        pytest.skip("live tests run without some interpreters" + missing_note())
 
 
 def perf_events_permitted() -> bool:
@@ -372,20 +434,32 @@ def test_thread_starts_and_exits_seen_at_once(python: str, tmp_path: Path) -> No
 
     out = tmp_path / "lifecycle.psr"
     with target(python, "rec_lifecycle.py", stdin=True) as t:
-        rec = psrec_async("record", "-q", "-o", str(out), "-d", "3", str(t.pid))
-        wait_recording(out, rec)
-        time.sleep(0.2)
-        assert t.proc.stdin is not None
-        t.proc.stdin.write("go\n")
-        t.proc.stdin.flush()
-        spans = _read_json_line(t.proc, 30)
-        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+        rec = psrec_async("record", "-q", "-o", str(out), str(t.pid))
+        try:
+            # The schedule starts once psrec samples the target (its passes are in the file),
+            # so that every thread starts and exits while it is sampled...
+            wait_samples(out, rec, lambda samples, _: any(s.os_tid == t.pid for s in samples),
+                         "a pass over the target before its threads start")
+            assert t.proc.stdin is not None
+            t.proc.stdin.write("go\n")
+            t.proc.stdin.flush()
+            spans = _read_json_line(t.proc, 30)
+            # ... and psrec stops once it sampled the target well past the last thread's end.
+            after = max(end for _, end in spans.values()) + 300_000_000
+            wait_samples(out, rec, lambda samples, base: any(
+                s.os_tid == t.pid and base + s.ts * 1000 > after for s in samples),
+                "a pass 300 ms after the last thread ended")
+            rec.terminate()
+            assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+        finally:
+            stop(rec)
     with open_recording(out) as r:
         base = r.header.created_mono_ns
     samples = load(out)
     # Passes, as the times the main thread was sampled (it is sampled in every pass).
     passes = sorted(base + s.ts * 1000 for s in samples if s.os_tid == t.pid)
     assert len(passes) > 1000, len(passes)
+    assert passes[0] < min(start for start, _ in spans.values()), "sampled only after a start"
     for name, (start, end) in spans.items():
         mine = sorted(base + s.ts * 1000 for s in samples if s.thread == f"life-{name}")
         assert mine, (name, Counter(s.thread for s in samples))
@@ -418,14 +492,24 @@ def test_thread_names_from_threading(python: str, tmp_path: Path) -> None:
     from psrec.format import open_recording
 
     out = tmp_path / "names.psr"
+    first_names = {"main-renamed", "before-rename", "ünïcode-名前", "os-only"}
     with target(python, "rec_names.py", stdin=True) as t:
-        rec = psrec_async("record", "-q", "-o", str(out), "-d", "2.5", str(t.pid))
-        wait_recording(out, rec)
-        time.sleep(0.3)  # the names of the threads at attach are read by now
-        assert t.proc.stdin is not None
-        t.proc.stdin.write("go\n")
-        t.proc.stdin.flush()
-        assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+        rec = psrec_async("record", "-q", "-o", str(out), str(t.pid))
+        try:
+            # The rename and the late start come once psrec has sampled every thread under
+            # the name it had at attach...
+            wait_samples(out, rec, lambda samples, _: first_names <= {s.thread for s in samples},
+                         f"samples of {sorted(first_names)}")
+            assert t.proc.stdin is not None
+            t.proc.stdin.write("go\n")
+            t.proc.stdin.flush()
+            # ... and psrec stops once it has sampled them under their new names.
+            wait_samples(out, rec, lambda samples, _: {"after-rename", "late-start"} <= {
+                s.thread for s in samples}, "samples of after-rename and late-start")
+            rec.terminate()
+            assert rec.wait(60) == 0, rec.stderr.read() if rec.stderr else ""
+        finally:
+            stop(rec)
     samples = load(out)
     names = Counter(s.thread for s in samples)
     want = {"main-renamed", "after-rename", "ünïcode-名前", "late-start", "os-only"}

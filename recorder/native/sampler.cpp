@@ -24,6 +24,8 @@ namespace fmt = psrec::format;
 
 // Reads of a thread after a torn one, within the same pass.
 constexpr int kTornRetries = 3;
+// Walks of the thread list begun again, within a pass, after it changed under the walk.
+constexpr int kListRestarts = 3;
 // Exec, liveness and children are looked at this often.
 constexpr uint64_t kWatchNs = 100000000;
 // A process that starts a program is tried for this long to be Python (its loader maps
@@ -391,14 +393,21 @@ Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, 
   return t.threads.emplace(head.tstate, std::move(th)).first->second;
 }
 
-// A thread state made for a thread that has not started yet: the thread starting it creates
-// it, and until the new thread binds it, it carries no ids (3.12+) or the creating thread's
-// (3.8-3.11). No thread runs it, so there is nothing to sample.
+// A thread state that no thread runs yet (or any more), so there is nothing to sample: the
+// thread starting a new one creates it, and until the new thread binds it, it carries no ids
+// (3.12+) or the creating thread's (3.8-3.11). The new thread binds it in two steps (the Python
+// thread id, then the kernel's): read between them it carries its own Python id with the
+// creating thread's kernel id (3.11) or none (3.12+). On 3.8-3.10 the kernel id comes from the
+// pthread, which reads 0 once the thread has exited. An id that another thread seen in this or
+// the last pass holds is one of those (ids are unique among live threads; a reused one is
+// taken once its old holder is gone, a pass later).
 bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const {
   if (!head.thread_id && !head.native_tid) return true;
+  if (!head.native_tid && t.unwinder->nativeTidKnown()) return true;
   for (const auto& [addr, other] : t.threads)
-    if (addr != tstate && other.thread_id == head.thread_id &&
-        other.native_tid == head.native_tid && other.seen_pass + 1 >= pass_)
+    if (addr != tstate && other.seen_pass + 1 >= pass_ &&
+        (other.thread_id == head.thread_id ||
+         (head.native_tid && other.native_tid == head.native_tid)))
       return true;
   return false;
 }
@@ -438,22 +447,64 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     return;
   }
   bool list_ok = true;
-  uint64_t tstate = head.threads_head;
-  for (int n = 0; tstate; ++n) {
-    ThreadHead th_head;
-    auto known = t.threads.find(tstate);
-    const StackHint* hint = known != t.threads.end() ? &known->second.hint : nullptr;
-    // A kernel thread id above PID_MAX_LIMIT (2^22) means the state was freed while we read
-    // it: the list itself cannot be trusted past it.
-    if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk ||
-        th_head.native_tid > (1u << 22)) {
+  const uint64_t interp = t.proc->mainInterpreter();
+  // 3.8-3.10: a thread's frames are read in one copy where its last sample says they are.
+  const bool frame_objects = t.proc->layout().frame_model == cpython::FrameModel::kFrameObject;
+  uint64_t tstate = head.threads_head, prev = 0, first = head.threads_head;
+  int restarts = 0;
+  for (int n = 0;; ++n) {
+    if (!tstate) {
+      // The end of the list, unless the walk met a state being made or reset (its links not
+      // set yet, or cleared: a short list that ends early). When the list changed since the
+      // last pass, the head and the last state's link are read again to confirm.
+      PassHead again;
+      if (head.list_unchanged && !restarts) break;
+      if (!prev || t.unwinder->listEnds(first, prev)) break;
+      if (restarts++ < kListRestarts && t.unwinder->readPass(again, {}) == ReadStatus::kOk) {
+        tstate = first = again.threads_head;
+        prev = 0;
+        n = -1;
+        continue;
+      }
       list_ok = false;
       break;
     }
-    // (Also where a known thread's state now holds other ids: its memory was reused.)
-    const bool same = known != t.threads.end() &&
-                      known->second.thread_id == th_head.thread_id &&
-                      known->second.native_tid == th_head.native_tid;
+    ThreadHead th_head;
+    auto known = t.threads.find(tstate);
+    const StackHint* hint = known != t.threads.end() ? &known->second.hint : nullptr;
+    // Every state in the list links back to the one before it and to its interpreter; one
+    // that does not was freed or reused while the pass read the list (threads come and go),
+    // and neither it nor what it says of the list can be trusted. A kernel thread id above
+    // PID_MAX_LIMIT (2^22) says the same. The walk then begins again from the head, read
+    // now and without read-ahead; threads it sampled already are not sampled twice.
+    if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk ||
+        th_head.prev != prev || th_head.interp != interp || th_head.native_tid > (1u << 22)) {
+      PassHead again;
+      if (restarts++ < kListRestarts && t.unwinder->readPass(again, {}) == ReadStatus::kOk) {
+        tstate = first = again.threads_head;
+        prev = 0;
+        n = -1;
+        continue;
+      }
+      list_ok = false;
+      break;
+    }
+    // (Also where a known thread's state now holds other ids: its memory was reused. A thread
+    // ending unbinds its state one id at a time: one id gone and the other its own is still
+    // the same thread.)
+    const bool same =
+        known != t.threads.end() && (th_head.thread_id || th_head.native_tid) &&
+        (known->second.thread_id == th_head.thread_id || !th_head.thread_id) &&
+        (known->second.native_tid == th_head.native_tid || !th_head.native_tid);
+    if (same) {
+      th_head.thread_id = known->second.thread_id;
+      th_head.native_tid = known->second.native_tid;
+    }
+    prev = tstate;
+    if (same && known->second.seen_pass == pass_) {  // sampled before the walk began again
+      tstate = th_head.next;
+      continue;
+    }
     if (!same && unstarted(t, tstate, th_head)) {
       tstate = th_head.next;
       continue;
@@ -466,6 +517,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       break;
     }
     th.seen_pass = pass_;
+    if (frame_objects && !th.raw.empty()) t.unwinder->guessFrames(tstate, th.raw);
     bool ok = sampleThread(t, th, th_head, head, ts);
     t.unwinder->noteWalk(th.hint);
     // A torn read: the thread changed its stack while we copied it. Read it again, at once

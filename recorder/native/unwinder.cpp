@@ -93,6 +93,14 @@ void Unwinder::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const
   out.gil_holder = v.ptr(holder_off - gil_lo_);
 }
 
+bool Unwinder::listEnds(uint64_t first, uint64_t last) {
+  uint64_t head = 0, next = 0;
+  ReadRequest reqs[2] = {
+      {proc_.mainInterpreter() + static_cast<uint64_t>(l_.interp_threads_head), &head, 8},
+      {last + static_cast<uint64_t>(l_.tstate_next), &next, 8}};
+  return proc_.mem().readMany(reqs, 2) == ReadStatus::kOk && head == first && next == 0;
+}
+
 ReadStatus Unwinder::readPassHead(PassHead& out) {
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;
@@ -240,6 +248,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
   parseGil(with_gil ? gil : nullptr, gil_len, out);
   if (count == known.size() && listUnchanged()) {
     out.threads_head = pf_.front().tstate;
+    out.list_unchanged = true;
     return ReadStatus::kOk;
   }
   return proc_.mem().read(interp + static_cast<uint64_t>(l_.interp_threads_head),
@@ -269,7 +278,9 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
                            const Prefetched* pf) {
   StructView v(buf, len);
   out.tstate = tstate;
+  out.prev = v.ptr(l_.tstate_prev);
   out.next = v.ptr(l_.tstate_next);
+  out.interp = v.ptr(l_.tstate_interp);
   out.thread_id = v.ptr(l_.tstate_thread_id);
   out.native_tid = l_.tstate_native_thread_id != kAbsent ? v.ptr(l_.tstate_native_thread_id) : 0;
   if (l_.tstate_frame != kAbsent) out.frame = v.ptr(l_.tstate_frame);
@@ -504,7 +515,8 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
       reqs.push_back({solo_[i].addr, verify_buf_.data() + solo_[i].offset, len});
     if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
   }
-  if (leaf_ptr && leaf_now != leaf) return false;
+  verified_leaf_ = leaf_now;
+  if (leaf_ptr && leaf_now != leaf && !calledFrom(leaf_now, leaf)) return false;
   for (const SoloFrame& f : solo_) {
     const uint8_t* a = solo_buf_.data() + f.offset;
     const uint8_t* b = verify_buf_.data() + f.offset;
@@ -520,13 +532,90 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
   return true;
 }
 
+void Unwinder::guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames) {
+  guess_tstate_ = tstate;
+  guess_.clear();
+  for (const RawFrame& f : frames) guess_.push_back(f.addr);
+  std::sort(guess_.begin(), guess_.end());
+}
+
+bool Unwinder::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                           uint64_t* current_frame) {
+  // The thread's current frame and every guessed frame in one copy: when the chain from the
+  // current frame runs through guessed frames to its end, the stack is that copy (as
+  // consistent as a 3.11+ data-stack chunk, and checked as those are: sampleThread re-reads
+  // callers whose callee changed in place).
+  const size_t len = static_cast<size_t>(l_.frame_size);
+  const size_t n = std::min<size_t>(guess_.size(), 1000);
+  if (!n) return false;
+  guess_buf_.resize(n * len);
+  std::vector<ReadRequest> reqs;
+  reqs.reserve(n + 1);
+  uint64_t current = 0;
+  reqs.push_back({t.tstate + static_cast<uint64_t>(l_.tstate_frame), &current, 8});
+  for (size_t i = 0; i < n; ++i) reqs.push_back({guess_[i], guess_buf_.data() + i * len, len});
+  ++stats_.frame_reads;
+  if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
+  *current_frame = current;
+  out.clear();
+  uint64_t addr = current;
+  while (addr) {
+    if (out.size() >= max_depth || out.size() >= n) return false;
+    auto it = std::lower_bound(guess_.begin(), guess_.begin() + static_cast<long>(n), addr);
+    if (it == guess_.begin() + static_cast<long>(n) || *it != addr) return false;
+    StructView v(guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len);
+    RawFrame f;
+    f.addr = addr;
+    f.code = v.ptr(l_.frame_code);
+    f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+    f.prev = v.ptr(l_.frame_back);
+    if (!f.code) return false;
+    out.push_back(f);
+    addr = f.prev;
+  }
+  return true;
+}
+
+bool Unwinder::calledFrom(uint64_t now, uint64_t leaf) {
+  // 3.8-3.10: the thread's current frame moved since the walk began. When it is a callee of
+  // the frame the walk took as innermost (the leaf called on, as fast-calling code does all
+  // the time), that frame is still live and the stack read is the thread's stack as it was:
+  // only a leaf that returned makes the stack read stale. A few frames are followed.
+  if (l_.frame_model != FrameModel::kFrameObject || !now || !leaf) return false;
+  for (int i = 0; i < 4 && now; ++i) {
+    uint64_t back = 0;
+    if (!proc_.mem().readValue(now + static_cast<uint64_t>(l_.frame_back), back)) return false;
+    if (back == leaf) return true;
+    now = back;
+  }
+  return false;
+}
+
 bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* which,
                              size_t count) {
   // One bulk copy is not one snapshot: it runs from low to high addresses while the target
   // runs, so a caller can be copied before its callee returned and the callee after another
   // function took its place (the same address, the caller at its next line). Re-read such
   // callers at once and require each one's code, link and instruction unchanged.
-  if (l_.frame_model != FrameModel::kInterpreterFrame || count == 0) return true;
+  if (count == 0) return true;
+  if (l_.frame_model == FrameModel::kFrameObject) {
+    // 3.8-3.10: the same for a walk copied in one read (walkGuessed).
+    const size_t flen = static_cast<size_t>(l_.frame_size);
+    verify_buf_.resize(count * flen);
+    std::vector<ReadRequest> freqs;
+    for (size_t k = 0; k < count; ++k)
+      freqs.push_back({frames[which[k]].addr, verify_buf_.data() + k * flen, flen});
+    if (proc_.mem().readMany(freqs.data(), freqs.size()) != ReadStatus::kOk) return false;
+    for (size_t k = 0; k < count; ++k) {
+      StructView v(verify_buf_.data() + k * flen, flen);
+      const RawFrame& f = frames[which[k]];
+      if (v.ptr(l_.frame_code) != f.code || v.ptr(l_.frame_back) != f.prev ||
+          static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti))) != f.instr)
+        return false;
+    }
+    return true;
+  }
+  if (l_.frame_model != FrameModel::kInterpreterFrame) return true;
   const size_t len = static_cast<size_t>(l_.iframe_size);
   verify_buf_.resize(count * len);
   std::vector<ReadRequest> reqs;
@@ -580,29 +669,62 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
   out.clear();
   walk_outside_.clear();
   if (l_.frame_model == FrameModel::kFrameObject) {
+    // The guessed copy also reads the thread's current frame: a walk one by one after it
+    // starts from there (the thread state read at the pass's start is older).
+    uint64_t start = t.frame;
+    if (guess_tstate_ == t.tstate && walkGuessed(t, out, max_depth, &start))
+      return WalkResult::kOk;
+    // One by one, each frame's link read before the next: slow enough for a thread that calls
+    // and returns fast to change under the walk, so every frame is checked afterwards. The
+    // frames read are the guess for a walk again.
     uint8_t buf[256];
     size_t len = static_cast<size_t>(l_.frame_size);
-    uint64_t addr = t.frame;
+    uint64_t addr = start;
     solo_.clear();
     solo_buf_.clear();
+    out.clear();
+    guess_tstate_ = t.tstate;
+    guess_.clear();
+    WalkResult result = WalkResult::kOk;
     while (addr) {
-      if (out.size() >= max_depth) return WalkResult::kTruncated;
+      if (out.size() >= max_depth) {
+        result = WalkResult::kTruncated;
+        break;
+      }
       ++stats_.frame_reads;
-      if (proc_.mem().read(addr, buf, len) != ReadStatus::kOk) return WalkResult::kError;
+      guess_.push_back(addr);
+      if (proc_.mem().read(addr, buf, len) != ReadStatus::kOk) {
+        result = WalkResult::kError;
+        break;
+      }
       noteSolo(addr, buf, len, out.empty());
       StructView v(buf, len);
       RawFrame f;
       f.addr = addr;
       f.code = v.ptr(l_.frame_code);
       f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
-      if (!f.code) return WalkResult::kError;
+      f.prev = v.ptr(l_.frame_back);
+      if (!f.code) {
+        result = WalkResult::kError;
+        break;
+      }
       out.push_back(f);
-      addr = v.ptr(l_.frame_back);
+      addr = f.prev;
     }
-    if (!verifySolo(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
-                    t.frame))
-      return WalkResult::kError;
-    return WalkResult::kOk;
+    std::sort(guess_.begin(), guess_.end());
+    verified_leaf_ = 1;
+    if (result == WalkResult::kOk &&
+        !verifySolo(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
+                    start)) {
+      // A thread whose Python code ended meanwhile (a thread finishing) was seen without a
+      // Python frame, in the check's own read: that is its sample.
+      if (!verified_leaf_) {
+        out.clear();
+        return WalkResult::kOk;
+      }
+      result = WalkResult::kError;
+    }
+    return result;
   }
 
   walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
@@ -711,8 +833,15 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     if (!out.empty() && solo_.front().addr == out.front().addr) solo_.front().leaf = true;
     const uint64_t current =
         check_current ? t.tstate + static_cast<uint64_t>(l_.tstate_current_frame) : 0;
+    verified_leaf_ = 1;
     if (!verifySolo(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8, current, t.frame)) {
       walk_bottom_ = 0;
+      // As on 3.8-3.10: a thread seen with no current frame in the check's own read has left
+      // Python code (it is ending); that is its sample.
+      if (current && !verified_leaf_) {
+        out.clear();
+        return WalkResult::kOk;
+      }
       return WalkResult::kError;
     }
   }

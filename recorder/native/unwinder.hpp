@@ -23,7 +23,7 @@ struct RawFrame {
   uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
   uint64_t code = 0;   // its code object
   uint64_t instr = 0;  // f_lasti (3.8-3.10) or the instruction pointer (3.11+)
-  uint64_t prev = 0;   // 3.11+: the `previous` link as read (not part of the comparison)
+  uint64_t prev = 0;   // the link to the caller as read (not part of the comparison)
   bool entered = false;  // 3.11+: entered from C (an entry frame), not pushed by its caller
   uint8_t owner = 0;     // 3.11+: FRAME_OWNED_BY_THREAD (0) or _GENERATOR (1)
   int32_t tlbc = 0;      // free-threaded 3.14+: the copy of the bytecode instr points into
@@ -35,7 +35,9 @@ struct RawFrame {
 
 struct ThreadHead {
   uint64_t tstate = 0;
-  uint64_t next = 0;
+  uint64_t prev = 0;        // the list's links: checked, as a state is freed or reused while
+  uint64_t next = 0;        // the list is read when threads come and go
+  uint64_t interp = 0;      // its interpreter
   uint64_t thread_id = 0;   // threading.get_ident(): the pthread_t
   uint64_t native_tid = 0;  // OS thread id (0 unknown)
   uint64_t frame = 0;       // PyFrameObject* (3.8-3.10), _PyCFrame* (3.11-3.12), frame (3.13+)
@@ -57,6 +59,8 @@ struct GilStatus {
 
 struct PassHead {
   uint64_t threads_head = 0;
+  // The thread states read ahead still form the list of the last pass (none came or went).
+  bool list_unchanged = false;
   bool gil_known = false;
   bool gil_locked = false;
   uint64_t gil_holder = 0;
@@ -161,6 +165,16 @@ class Unwinder {
   // bottom: where the thread's last whole walk ended (StackHint::bottom; 0 if unknown).
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
                   uint64_t bottom = 0);
+  // Whether a thread's kernel id is known (read from its state, or from its pthread once the
+  // offset is found): a thread without one then is one not started or already gone.
+  bool nativeTidKnown() const {
+    return l_.tstate_native_thread_id != cpython::kAbsent || pthread_tid_offset_ >= 0;
+  }
+  // Whether, read now, the list still begins at `first` and ends at `last` (its next is null).
+  bool listEnds(uint64_t first, uint64_t last);
+  // 3.8-3.10: where the next walk of the thread at `tstate` may find its frames (its last
+  // sample's). A walk that fails leaves its own frames as the guess for a walk again.
+  void guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames);
   // 3.11+: whether the callers frames[which[..]] of frames walked from one bulk copy still
   // read the same (see the .cpp).
   bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count);
@@ -262,6 +276,16 @@ class Unwinder {
   std::vector<uint8_t> solo_buf_;
   std::vector<uint8_t> verify_buf_;
   void noteSolo(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf);
+  // Whether the frame at `now` was called (within a few frames) from `leaf` (3.8-3.10).
+  bool calledFrom(uint64_t now, uint64_t leaf);
+  // 3.8-3.10: the walk in one copy of the guessed frames (see guessFrames); false when the
+  // copy does not hold the whole stack. current_frame: the thread's current frame as read.
+  bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                   uint64_t* current_frame);
+  std::vector<uint64_t> guess_;  // sorted frame addresses
+  uint64_t guess_tstate_ = 0;
+  std::vector<uint8_t> guess_buf_;
+  uint64_t verified_leaf_ = 0;  // the innermost frame as verifySolo's read found it
   // leaf_ptr/leaf: where the thread state points at its innermost frame, and the frame the
   // walk started from; checked in the same read (0: no check).
   bool verifySolo(size_t len, int32_t instr_offset, size_t instr_width, uint64_t leaf_ptr = 0,

@@ -105,10 +105,11 @@ def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rat
 
 
 def _every_interpreter() -> list[object]:
-    """Every interpreter; 3.8-3.10 are expected to fail (strict): there each frame is read on
-    its own and must read the same when read again, which a fast recursion never does, so
-    nearly every sample inside fibonacci is dropped as torn (share 0.0005 against 0.06 on
-    3.8.18) and the profile is biased against it."""
+    """Every interpreter; 3.8-3.10 are expected to fail (strict): there a frame whose address
+    the thread's last sample does not give is read on its own and must read the same when
+    read again, which a fast recursion (new frame objects at every depth) seldom does, so
+    about half the samples inside fibonacci are dropped as torn (share 0.041 against 0.085 on
+    3.9; 0.0005 before frames were read in one copy) and the profile is biased against it."""
     out: list[object] = []
     for p in python_params():
         path = p.values[0]  # type: ignore[attr-defined]

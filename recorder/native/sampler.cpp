@@ -415,6 +415,12 @@ bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head
 void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   std::optional<ProcessPause> pause;
   if (config_.blocking) {
+    for (auto& [addr, th] : t.threads) {
+      const uint64_t stat_reads = th.files.statReads();
+      th.before_pause = th.files.sample(pass_ns_);
+      pass_stat_reads_ += th.files.statReads() - stat_reads;
+      th.paused = true;
+    }
     pause.emplace(t.pid);
     int e = pause->stop();
     if (e == ESRCH) {
@@ -693,9 +699,15 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   if (gil.requested) status |= fmt::kStatusGilRequested;
   bool has_cpu = false;
   uint64_t cpu_ticks = 0;
-  const uint64_t stat_reads = th.files.statReads();
-  ThreadCpu cpu = th.files.sample(pass_ns_);
-  pass_stat_reads_ += th.files.statReads() - stat_reads;
+  ThreadCpu cpu;
+  if (th.paused) {
+    cpu = th.before_pause;
+    th.paused = false;
+  } else {
+    const uint64_t stat_reads = th.files.statReads();
+    cpu = th.files.sample(pass_ns_);
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+  }
   if (th.files.fromSwitches()) ++pass_switch_samples_;
   if (cpu.ok) {
     if (cpu.running) status |= fmt::kStatusOnCpu;

@@ -123,6 +123,10 @@ class Sampler {
     ThreadStatFiles files;
     bool has_cpu = false;
     uint64_t cpu_reported_ns = 0;
+    // --blocking: the CPU state read before the pass paused the process (a stopped thread is
+    // off its CPU because psrec stopped it); used by the pass's sample.
+    ThreadCpu before_pause;
+    bool paused = false;
     uint64_t seen_pass = 0;
     StackHint hint;
     std::vector<RawFrame> raw;  // root first, as last sampled

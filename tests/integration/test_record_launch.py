@@ -70,6 +70,14 @@ def test_blocking_records_consistent_stacks(python: str, tmp_path: Path) -> None
     assert busy_ok / len(busy) > 0.95, collapsed(busy)
     sleepy_ok = sum(1 for s in sleepy if s.stack[-1][1:] == ("sleepy_inner", sleepy_line))
     assert sleepy_ok / len(sleepy) > 0.95, collapsed(sleepy)
+    # A thread is off its CPU while psrec has the process stopped: its CPU state is the one
+    # from before the pause. The busy worker spins (on a shared 2-core machine it is on a CPU
+    # most of the time), the sleepy one sleeps.
+    from psrec.format import constants as C
+
+    busy_on = sum(1 for s in busy if s.status & C.STATUS_ON_CPU) / len(busy)
+    sleepy_on = sum(1 for s in sleepy if s.status & C.STATUS_ON_CPU) / len(sleepy)
+    assert busy_on > 0.6 and sleepy_on < 0.2, (busy_on, sleepy_on)
     # Every pass saw all three threads (the process was paused while it was read).
     per_pass: dict[int, int] = {}
     for s in samples:

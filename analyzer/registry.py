@@ -13,7 +13,7 @@ import sys
 from typing import IO, Any, ClassVar
 
 from psrec.format import PsrecError
-from psrec.format.writer import open_output
+from psrec.format.writer import Output
 
 from .profile import Profile
 
@@ -97,19 +97,17 @@ def write_output(
         return "<stdout>", summary
     if os.path.abspath(output) == os.path.abspath(profile.path):
         raise PsrecError(f"{output} is the recording itself", help="choose another name with -o")
-    fh = open_output(output, force)
+    out = Output(output, force)
     try:
         if reporter.binary:
-            summary = reporter.write(profile, fh)
+            summary = reporter.write(profile, out.file)
         else:
-            with io.TextIOWrapper(fh, encoding="utf-8", newline="\n") as text:
-                summary = reporter.write(profile, text)
+            text = io.TextIOWrapper(out.file, encoding="utf-8", newline="\n")
+            summary = reporter.write(profile, text)
+            text.flush()
+            text.detach()
+        out.commit()
     except BaseException:
-        fh.close()
-        try:
-            os.unlink(output)
-        except OSError:
-            pass
+        out.discard()
         raise
-    fh.close()
     return output, summary

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
+import sys
+import tempfile
 import zlib
 from typing import Any, BinaryIO
 
@@ -19,7 +22,117 @@ from . import _constants as C
 from ._layout import ChunkHeader, Header, pack_trailer
 from .errors import FormatError, OutputExistsError, PsrecError
 
-__all__ = ["PsrWriter", "open_output"]
+__all__ = ["PsrWriter", "open_output", "is_stream", "Output"]
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """'-' (standard output), or a path that names no regular file: a device (/dev/null), a
+    pipe or a terminal, directly or through links (/dev/stdout). Output there is written in
+    place: nothing is replaced or removed, and nothing is lost by writing, so no --force."""
+    p = os.fspath(path)
+    if p == "-" or _names_a_descriptor(p):
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(p).st_mode) and not stat.S_ISDIR(os.stat(p).st_mode)
+    except OSError:
+        return False
+
+
+def _names_a_descriptor(p: str) -> bool:
+    """/dev/stdout, /dev/fd/N, /proc/self/fd/N, or a link to one: an open file of the
+    process, whatever it is (a redirected standard output may be a regular file)."""
+    for _ in range(8):
+        parts = os.path.abspath(p).split("/")
+        if parts[1:2] == ["proc"] and len(parts) == 5 and parts[3] == "fd":
+            return True
+        if parts[1:3] == ["dev", "fd"] or p in ("/dev/stdout", "/dev/stderr"):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.join(os.path.dirname(p), os.readlink(p))
+    return False
+
+
+class Output:
+    """Where an output goes, so that a failed write destroys nothing: a regular file is
+    written beside its final name and renamed over it only once complete (an existing file
+    is replaced only with force; a link to a file keeps pointing at the new one); a stream
+    ('-', a device, a pipe) is written in place. Only what psrec created is ever removed."""
+
+    def __init__(self, path: str | os.PathLike[str], force: bool = False,
+                 binary_to_terminal: bool = True) -> None:
+        self.path = os.fspath(path)
+        self._temp: str | None = None
+        if self.path == "-":
+            if not binary_to_terminal and sys.stdout.isatty():
+                raise PsrecError("the output is binary and stdout is a terminal",
+                                 help="give a file name with -o, or redirect stdout")
+            sys.stdout.flush()
+            self.file: BinaryIO = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+            return
+        if is_stream(self.path):
+            if not binary_to_terminal and os.path.exists(self.path):
+                with open(self.path, "rb") as probe:
+                    if probe.isatty():
+                        raise PsrecError(f"{self.path} is a terminal and the output is binary",
+                                         help="give a file name with -o")
+            self.file = open_output(self.path, force=True)
+            return
+        final = os.path.realpath(self.path)
+        if os.path.lexists(self.path) and not force:
+            raise OutputExistsError(self.path)
+        # The checks and messages of open_output, on the final name, without creating it.
+        folder = os.path.dirname(final) or "."
+        if os.path.isdir(final):
+            raise PsrecError(f"{self.path} is a directory", help="give a file name with -o")
+        if not os.path.isdir(folder):
+            raise PsrecError(
+                f"cannot create {self.path}: folder {folder} does not exist",
+                help="create the folder first or choose another path with -o",
+            )
+        try:
+            fd, self._temp = tempfile.mkstemp(
+                prefix=f".{os.path.basename(final)}.", suffix=".part", dir=folder)
+        except PermissionError:
+            raise PsrecError(
+                f"cannot create {self.path}: permission denied",
+                help="choose a folder you can write to with -o",
+            ) from None
+        except OSError as exc:
+            raise PsrecError(f"cannot create {self.path}: {exc.strerror}") from None
+        self._final = final
+        self.file = os.fdopen(fd, "wb")
+
+    @property
+    def in_place(self) -> bool:
+        return self._temp is None
+
+    def commit(self) -> None:
+        """The output is complete: it takes its name."""
+        self.file.close()
+        if self._temp is not None:
+            os.chmod(self._temp, 0o666 & ~_umask())
+            os.replace(self._temp, self._final)
+            self._temp = None
+
+    def discard(self) -> None:
+        """The output failed: what psrec created is removed, nothing else."""
+        try:
+            self.file.close()
+        except OSError:
+            pass
+        if self._temp is not None:
+            try:
+                os.unlink(self._temp)
+            except OSError:
+                pass
+            self._temp = None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def open_output(path: str | os.PathLike[str], force: bool = False) -> BinaryIO:
@@ -60,7 +173,12 @@ class PsrWriter:
         level: int = 3,
     ) -> None:
         self.path = os.fspath(path)
-        self._file = open_output(self.path, force)
+        # Written where it will stay, chunk by chunk, so that a writer killed at any point
+        # leaves a readable file at its name; '-' and other streams in place (see Output).
+        if self.path == "-" or is_stream(self.path):
+            self._file = Output(self.path, binary_to_terminal=False).file
+        else:
+            self._file = open_output(self.path, force)
         self._zstd = zstandard.ZstdCompressor(level=level, write_content_size=True)
         self._index: list[list[int]] = []
         self._closed = False
@@ -137,10 +255,14 @@ class PsrWriter:
             self._file.close()
 
     def abandon(self) -> None:
-        """Closes the file without index or trailer, as a killed writer would leave it."""
+        """Closes the file without index or trailer, as a killed writer would leave it. What
+        cannot be written any more (a full disk) is dropped: every chunk written whole stays."""
         if not self._closed:
             self._closed = True
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass
 
     def __enter__(self) -> PsrWriter:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 
 from psrec.format import PsrWriter
 from psrec.format.errors import OutputExistsError, PsrecError
+from psrec.format.writer import is_stream
 
 from .errors import (
     CommandNotFoundError,
@@ -92,8 +94,26 @@ class RecordResult:
     stopped_by: str = ""  # "exit", "duration", "interrupt", "terminate"
 
 
+def _to_stdout(path: str) -> bool:
+    """The recording goes to psrec's standard output ('-', /dev/stdout, the same pipe)."""
+    if path == "-":
+        return True
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _check_output(path: str, force: bool) -> None:
     """Fails before anything is started if the output cannot be written."""
+    if is_stream(path):
+        # '-', a device or a pipe: written in place, nothing to overwrite. A terminal cannot
+        # take a binary recording.
+        if _to_stdout(path) and sys.stdout.isatty():
+            raise PsrecError("the recording is binary and stdout is a terminal",
+                             help="give a file name with -o, or redirect stdout")
+        return
     if os.path.isdir(path):
         raise PsrecError(f"{path} is a directory", help="give a file name with -o")
     if os.path.exists(path) and not force:
@@ -261,6 +281,17 @@ def _end_with_parent() -> Any:
     return in_child
 
 
+def _why(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or \
+        type(exc).__name__
+
+
+def _write_help(exc: BaseException) -> str | None:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space, or record to another disk with -o"
+    return None
+
+
 def _stop_child(child: subprocess.Popen[bytes]) -> None:
     if child.poll() is None:
         child.terminate()
@@ -339,8 +370,11 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     child: subprocess.Popen[bytes] | None = None
     if opts.command:
         argv = _resolve_command(opts.command)
+        # A recording written to standard output must not be mixed with the program's own
+        # output: the program's goes to standard error then.
+        child_stdout = sys.stderr.fileno() if _to_stdout(opts.output) else None
         try:
-            child = subprocess.Popen(argv, preexec_fn=_end_with_parent())
+            child = subprocess.Popen(argv, preexec_fn=_end_with_parent(), stdout=child_stdout)
         except FileNotFoundError:
             raise CommandNotFoundError(f"command not found: {argv[0]}") from None
         except PermissionError:
@@ -400,14 +434,17 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     def open_writer(info: dict[str, Any]) -> PsrWriter:
         if info["layout_warning"]:
             print(f"psrec: warning: {info['layout_warning']}", file=stream)
-        w = PsrWriter(
-            opts.output,
-            metadata=_metadata(rec, info, opts, pid, command, interval_ns),
-            created_wall_ns=created_wall_ns,
-            created_mono_ns=created_mono_ns,
-            force=True,  # checked above, before anything started
-        )
-        return w
+        try:
+            return PsrWriter(
+                opts.output,
+                metadata=_metadata(rec, info, opts, pid, command, interval_ns),
+                created_wall_ns=created_wall_ns,
+                created_mono_ns=created_mono_ns,
+                force=True,  # checked above, before anything started
+            )
+        except OSError as exc:
+            raise RecorderError(f"cannot write {opts.output}: {exc.strerror or exc}",
+                                help=_write_help(exc)) from None
 
     waiting = (_Waiting(opts, child, stream, os.path.basename(command[0]))
                if child is not None else None)
@@ -431,12 +468,17 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             if sampler.wait(0.1 if writer is not None else 0.02):
                 break
             if write_error:
+                stopped_by = "write_error"
                 break
             if opts.duration is not None and time.monotonic() - start >= opts.duration:
                 stopped_by = "duration"
                 break
             if writer is not None:
                 status.update(sampler.stats(), writer.bytes_written)
+        if write_error and child is not None and child.poll() is None:
+            print(f"psrec: writing {opts.output} failed ({_why(write_error[0])}): recording "
+                  f"stopped; waiting for {os.path.basename(command[0])} to exit (Ctrl-C stops "
+                  "it)", file=stream)
         reason = sampler.state()["stop_reason"]
         if reason:
             stopped_by = "exec"
@@ -471,7 +513,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         # After Ctrl-C the program got the SIGINT too (same process group) and should be
         # ending; after --duration it keeps running and is waited for once the file is
         # closed; a program that is not Python, or that exec'd one, runs on.
-        if stopped_by not in ("duration", "not_python", "exec"):
+        if stopped_by not in ("duration", "not_python", "exec", "write_error"):
             try:
                 child.wait(10 if stopped_by != "exit" else None)
             except subprocess.TimeoutExpired:
@@ -515,7 +557,11 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         err = write_error[0]
         if isinstance(err, PsrecError):
             raise err
-        raise RecorderError(f"writing {opts.output} failed: {err}") from err
+        if child is not None:
+            _exit_status(child.wait())
+        raise RecorderError(
+            f"writing {opts.output} failed: {_why(err)}; the file keeps every chunk written "
+            "whole", help=_write_help(err)) from err
     if child is not None and exit_code is None:
         exit_code = _exit_status(child.wait())
     if writer is None and stopped_by == "exit" and child is not None:

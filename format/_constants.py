@@ -63,6 +63,20 @@ TRUNCATED_FRAME = 0
 MAX_DEPTH = 8192
 WEIGHT_CAP_INTERVALS = 4
 
+# Limits a reader enforces on what a file's chunks hold (spec section 9), so that no count, id
+# or length read from a file makes it allocate or loop beyond what the file's size allows.
+MAX_THREAD_REF = 1 << 24  # thread refs run from 1 to this
+MAX_CHUNK_SAMPLES = 1 << 22  # thread-samples one DATA chunk may yield
+MAX_CHUNK_PASSES = 1 << 20  # passes one DATA chunk may hold
+MAX_MAP_RAW = 16 << 20  # uncompressed METADATA and STATS chunks (msgpack maps)
+# A file of S bytes holds at most RECORDS_BASE + RECORDS_PER_BYTE * S definitions, as many
+# events, and DEFS chunks of DEFS_RAW_BASE + DEFS_RAW_PER_BYTE * S bytes uncompressed in all.
+RECORDS_BASE = 65536
+RECORDS_PER_BYTE = 2
+DEFS_RAW_BASE = 16 << 20
+DEFS_RAW_PER_BYTE = 64
+INDEX_ENTRY_MAX = 55  # bytes of msgpack one INDEX entry takes at most (6 integers)
+
 CHUNK_NAMES = {
     CHUNK_METADATA: "METADATA",
     CHUNK_DEFS: "DEFS",

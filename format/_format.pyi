@@ -37,7 +37,7 @@ class Encoder:
     def stats(self) -> dict[str, int]: ...
 
 def decode_defs(
-    arg: bytes, /
+    payload: bytes, max_records: int = 18446744073709551615
 ) -> tuple[
     list[tuple[int, str]],
     list[tuple[int, int, int, int]],
@@ -67,7 +67,7 @@ class SampleBatch:
 class Decoder:
     def __init__(self, weight_cap_ticks: int, first_weight_ticks: int) -> None: ...
     def decode_data(
-        self, arg0: bytes, arg1: SampleBatch, /
+        self, payload: bytes, batch: SampleBatch, max_events: int = 18446744073709551615
     ) -> tuple[list[tuple[int, int, int, int, int]], dict[str, int]]: ...
     def trie_size(self) -> int: ...
     def trie_parents(self) -> bytes: ...

@@ -7,8 +7,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import _constants as C
-from .reader import Recording
-from .reference import RefDecodeError, _Reader, unzigzag
+from .reader import (
+    Recording,
+    _chunk_seq,
+    _decode_defs,
+    _DecodeError,
+    _msgpack_limits,
+    native_available,
+)
+from .reference import RefBatch, RefDecodeError, RefDecoder, _Reader, unzigzag
 
 __all__ = ["info", "dump_lines"]
 
@@ -112,11 +119,21 @@ def _fields(rtype: int, b: _Reader) -> str:
     return f"({b.end - b.pos} bytes, unknown record type: skipped)"
 
 
+# Records of a chunk the reader refuses that dump still shows, to see where it goes wrong.
+DUMP_REFUSED_RECORDS = 100
+
+
 def dump_lines(rec: Recording) -> Iterator[str]:
-    """One line per chunk and per record."""
+    """One line per chunk and per record. A DEFS or DATA chunk the reader refuses (malformed,
+    or past a limit of spec section 9) shows its first records and why: its whole content
+    could be millions of lines from a few bytes."""
+    import msgpack
+
     h = rec.header
     yield (f"HEADER format={h.major}.{h.minor} created_wall_ns={h.created_wall_ns} "
            f"created_mono_ns={h.created_mono_ns} tick_ns={h.tick_ns}")
+    budget = {"records": rec.max_records, "events": rec.max_records}
+    seqs: dict[int, int] = {}  # sequence number -> offset of the first DATA chunk with it
     for info in rec.chunks:
         yield (f"CHUNK @{info.offset} {info.type_name} stored={info.length} raw={info.raw_length}"
                + (f" ts={info.first_ts}..{info.last_ts} passes={info.passes} samples={info.samples}"
@@ -126,15 +143,52 @@ def dump_lines(rec: Recording) -> Iterator[str]:
             yield "  (damaged: skipped)"
             continue
         if info.type in (C.CHUNK_METADATA, C.CHUNK_STATS, C.CHUNK_INDEX):
-            import msgpack
-
-            yield f"  {msgpack.unpackb(payload, raw=False)!r}"
+            try:
+                value = msgpack.unpackb(payload, raw=False, **_msgpack_limits(len(payload)))
+            except (ValueError, TypeError, msgpack.UnpackException) as exc:
+                yield f"  (not valid msgpack: {exc})"
+                continue
+            yield f"  {value!r}"
             continue
         if info.type not in (C.CHUNK_DEFS, C.CHUNK_DATA):
             continue
+        refused = _refused(payload, info.type, budget)
+        seq = _chunk_seq(payload) if info.type == C.CHUNK_DATA else None
+        if refused is None and seq is not None:
+            if seq in seqs:
+                yield (f"  (repeats sequence number {seq} of the chunk at byte {seqs[seq]}: "
+                       "the reader counts it once)")
+            seqs.setdefault(seq, info.offset)
         try:
-            for rtype, body in _Reader(payload).records():
+            for i, (rtype, body) in enumerate(_Reader(payload).records()):
+                if refused is not None and i == DUMP_REFUSED_RECORDS:
+                    break
                 name = C.RECORD_NAMES.get(rtype, f"RECORD{rtype:#x}")
                 yield f"  {name} {_fields(rtype, body)}"
         except RefDecodeError as exc:
-            yield f"  (malformed: {exc})"
+            if refused is None:
+                refused = str(exc)
+        if refused is not None:
+            yield f"  (malformed: {refused}; the reader skips this chunk)"
+
+
+def _refused(payload: bytes, ctype: int, budget: dict[str, int]) -> str | None:
+    """Why the reader refuses a DEFS or DATA payload, if it does (what it reads is taken from
+    the file's budgets)."""
+    try:
+        if ctype == C.CHUNK_DEFS:
+            decoded = _decode_defs(payload, budget["records"])
+            budget["records"] -= sum(len(part) for part in decoded[:5])
+        else:
+            if native_available():
+                from . import _format
+
+                dec: Any = _format.Decoder(1, 1)
+                batch: Any = _format.SampleBatch()
+            else:
+                dec, batch = RefDecoder(1, 1), RefBatch()
+            events, _ = dec.decode_data(payload, batch, budget["events"])
+            budget["events"] -= len(events)
+    except (RefDecodeError, _DecodeError) as exc:
+        return str(exc)
+    return None

@@ -127,6 +127,7 @@ class Definitions:
     threads: dict[int, ThreadInfo] = field(default_factory=dict)
     processes: list[ProcessInfo] = field(default_factory=list)  # in start order
     unknown_records: int = 0
+    _processes_seen: set[tuple[int, int, int, int]] = field(default_factory=set, repr=False)
 
     def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]
             ) -> None:
@@ -143,6 +144,10 @@ class Definitions:
         for ref, pid, ptid, otid, name, start in threads:
             self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
         for pid, ppid, command, start in processes:
+            key = (pid, ppid, command, start)
+            if key in self._processes_seen:  # the same definition again: a chunk written twice
+                continue
+            self._processes_seen.add(key)
             self.processes.append(ProcessInfo(pid, ppid, s.get(command, ""), start))
         self.unknown_records += unknown
 
@@ -193,32 +198,56 @@ class Recording:
     def _warn(self, msg: str) -> None:
         self.warnings.append(f"{self.path}: {msg}")
 
-    def _load_from_trailer(self) -> bool:
+    @property
+    def max_chunks(self) -> int:
+        """The most chunks a file of this size can hold: each takes at least its header."""
+        return max(0, self.file_size - C.HEADER_SIZE - C.TRAILER_SIZE) // C.CHUNK_HEADER_SIZE
+
+    def _load_from_trailer(self) -> tuple[bool, str | None]:
+        """Takes the chunk list from the index. Returns whether it did, and what is wrong with
+        the index when the trailer is valid but the index is not."""
         if self.file_size < C.HEADER_SIZE + C.TRAILER_SIZE:
-            return False
+            return False, None
         self._fh.seek(self.file_size - C.TRAILER_SIZE)
         trailer = unpack_trailer(self._fh.read(C.TRAILER_SIZE))
         if trailer is None:
-            return False
+            return False, None
         index_offset, _ = trailer
         info = self._chunk_at(index_offset)
         if info is None or info.type != C.CHUNK_INDEX:
-            return False
+            return False, f"the trailer points to byte {index_offset}, where no INDEX chunk is"
+        where = _where(info)
         try:
-            index = msgpack.unpackb(self._payload(info), raw=False)
+            index = msgpack.unpackb(self._payload(info), raw=False, **_msgpack_limits(
+                info.raw_length, max_array_len=max(6, self.max_chunks)))
+            entries = index["chunks"]
+            if len(entries) > self.max_chunks:
+                return False, (f"{where} lists {len(entries):,} chunks, more than a file of "
+                               f"{self.file_size:,} bytes can hold ({self.max_chunks:,})")
             chunks = []
-            for off, ctype, first, last, passes, samples in index["chunks"]:
+            end = C.HEADER_SIZE
+            for entry in entries:
+                off, ctype, first, last, passes, samples = entry
+                if not all(type(v) is int for v in entry):
+                    return False, f"{where} holds an entry that is not 6 integers"
+                # Chunks follow one another: an entry that points back, or into the chunk
+                # before it, is not a chunk of this file (or lists one twice).
+                if off < end:
+                    return False, f"{where} lists a chunk at byte {off} out of order"
                 head = self._chunk_at(off)
                 if head is None or head.type != ctype:
-                    return False
+                    return False, f"{where} lists a chunk at byte {off}, where none is"
                 chunks.append(
                     ChunkInfo(head.offset, head.type, head.flags, head.length, head.raw_length,
                               head.crc, first, last, passes, samples)
                 )
-        except (CorruptRecordingError, ValueError, TypeError, KeyError, msgpack.UnpackException):
-            return False
+                end = head.end
+        except CorruptRecordingError as exc:
+            return False, str(exc).split(": ", 1)[-1]
+        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+            return False, f"{where} is not a valid index ({type(exc).__name__}: {exc})"[:300]
         self.chunks = chunks
-        return True
+        return True, None
 
     def _chunk_at(self, offset: int) -> ChunkInfo | None:
         if offset < C.HEADER_SIZE or offset + C.CHUNK_HEADER_SIZE > self.file_size:
@@ -277,51 +306,86 @@ class Recording:
         return len(raw) < C.CHUNK_HEADER_SIZE or raw[:4] == struct.pack("<I", C.CHUNK_SYNC)
 
     def _open(self) -> None:
-        self.clean = self._load_from_trailer()
+        self.clean, index_problem = self._load_from_trailer()
         if not self.clean:
             self._scan()
-            self._warn(
-                "was not closed cleanly (the recorder was killed or the file was cut short); "
-                f"recovered {sum(1 for c in self.chunks if c.type == C.CHUNK_DATA)} data chunks"
-            )
+            found = sum(1 for c in self.chunks if c.type == C.CHUNK_DATA)
+            if index_problem is not None:
+                self._warn(f"its index is damaged: {index_problem}; the file was scanned "
+                           f"instead ({found} data chunk{'' if found == 1 else 's'} found)")
+            else:
+                self._warn(
+                    "was not closed cleanly (the recorder was killed or the file was cut "
+                    f"short); recovered {found} data chunks"
+                )
         for info in self.chunks:
             if info.type in (C.CHUNK_METADATA, C.CHUNK_STATS):
                 try:
-                    value = msgpack.unpackb(self._payload(info), raw=False)
+                    value = msgpack.unpackb(self._payload(info), raw=False,
+                                            **_msgpack_limits(info.raw_length))
                 except CorruptRecordingError as exc:
-                    self._warn(str(exc))
+                    self._warn(str(exc).split(": ", 1)[-1] + "; skipped")
                     continue
                 except (ValueError, msgpack.UnpackException):
                     self._warn(f"chunk at byte {info.offset} holds invalid msgpack; skipped")
                     continue
                 if not isinstance(value, dict):
+                    self._warn(f"{_where(info)} holds {_kind(value)}, not a map; skipped")
                     continue
                 if info.type == C.CHUNK_METADATA:
-                    self.metadata = value
+                    self.metadata = self._typed(info, value, _METADATA_TYPES)
                 else:
-                    self.stats = value
+                    self.stats = self._typed(info, value, _STATS_TYPES)
+
+    def _typed(self, info: ChunkInfo, value: dict[Any, Any],
+               types: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+        """The map without the keys whose values have another type than spec section 2
+        gives them (an int where the command line belongs made `psrec info` fail), each
+        named in a warning. Keys it does not list are kept as they are."""
+        out: dict[str, Any] = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                self._warn(f"{_where(info)} holds a key that is not a string ({key!r:.40}); "
+                           "ignored")
+                continue
+            check = types.get(key)
+            if check is not None and not check[0](v):
+                self._warn(f"{_where(info)}: {key!r} is {_kind(v)}, not {check[1]}; ignored")
+                continue
+            out[key] = v
+        return out
 
     # -- payloads ------------------------------------------------------------------------
+    def _raw_limit(self, info: ChunkInfo) -> int:
+        """The most uncompressed bytes a chunk of this type may hold in this file."""
+        if info.type in (C.CHUNK_METADATA, C.CHUNK_STATS):
+            return C.MAX_MAP_RAW
+        if info.type == C.CHUNK_INDEX:
+            return 64 + C.INDEX_ENTRY_MAX * self.max_chunks
+        return C.MAX_RAW
+
     def _payload(self, info: ChunkInfo) -> bytes:
-        """The chunk's uncompressed payload. Raises CorruptRecordingError if it is damaged."""
+        """The chunk's uncompressed payload. Raises CorruptRecordingError if it is damaged, or
+        holds more than a chunk of its type may (spec section 9)."""
+        where = f"{self.path}: {_where(info)}"
+        if info.raw_length > self._raw_limit(info):
+            if info.type == C.CHUNK_INDEX:
+                most = (f"more than an index of the {self.max_chunks:,} chunks a file of "
+                        f"{self.file_size:,} bytes can hold takes ({self._raw_limit(info):,})")
+            else:
+                most = f"more than the {self._raw_limit(info):,} a {info.type_name} chunk may hold"
+            raise CorruptRecordingError(
+                f"{where} is {info.raw_length:,} bytes uncompressed, {most}")
         self._fh.seek(info.offset + C.CHUNK_HEADER_SIZE)
         payload = self._fh.read(info.length)
         if len(payload) != info.length or zlib.crc32(payload) != info.crc:
-            raise CorruptRecordingError(
-                f"{self.path}: chunk at byte {info.offset} is damaged (checksum mismatch)"
-            )
+            raise CorruptRecordingError(f"{where} is damaged (checksum mismatch)")
         if info.flags & C.CHUNK_FLAG_ZSTD:
-            try:
-                payload = zstandard.ZstdDecompressor().decompress(
-                    payload, max_output_size=info.raw_length
-                )
-            except zstandard.ZstdError as exc:
-                raise CorruptRecordingError(
-                    f"{self.path}: chunk at byte {info.offset} does not decompress ({exc})"
-                ) from None
+            payload = _inflate(payload, info.raw_length, where)
         if len(payload) != info.raw_length:
             raise CorruptRecordingError(
-                f"{self.path}: chunk at byte {info.offset} has the wrong length"
+                f"{where} holds {len(payload):,} bytes where its header says "
+                f"{info.raw_length:,}"
             )
         return payload
 
@@ -354,15 +418,37 @@ class Recording:
             interval_ns = 1_000_000  # absent or implausible: assume 1 kHz
         return max(1, min(interval_ns // self.tick_ns, 1 << 31))
 
+    @property
+    def max_records(self) -> int:
+        """The most definitions the file may hold, and the most events (spec section 9)."""
+        return C.RECORDS_BASE + C.RECORDS_PER_BYTE * self.file_size
+
     def definitions(self) -> Definitions:
         if self._defs is None:
             defs = Definitions()
-            for info, payload in self.payloads(C.CHUNK_DEFS):
+            records = self.max_records
+            most = raw = C.DEFS_RAW_BASE + C.DEFS_RAW_PER_BYTE * self.file_size
+            for info in self.chunks:
+                if info.type != C.CHUNK_DEFS:
+                    continue
+                if info.raw_length > raw:
+                    self.corrupt_chunks += 1
+                    self._warn(f"{_where(info)} would take the definitions past the "
+                               f"{most:,} bytes a file of {self.file_size:,} bytes may hold; "
+                               "skipped")
+                    continue
+                payload = self.payload(info)
+                if payload is None:
+                    continue
                 try:
-                    defs.add(_decode_defs(payload))
+                    decoded = _decode_defs(payload, records)
                 except (RefDecodeError, _DecodeError) as exc:
                     self.corrupt_chunks += 1
-                    self._warn(f"definitions chunk at byte {info.offset} is malformed ({exc})")
+                    self._warn(f"{_where(info)} is malformed ({exc}); skipped")
+                    continue
+                raw -= info.raw_length
+                records -= sum(len(part) for part in decoded[:5])
+                defs.add(decoded)
             self._defs = defs
         return self._defs
 
@@ -398,10 +484,90 @@ class Recording:
 _DecodeError: type[Exception] = _native.DecodeError if _HAVE_NATIVE else RefDecodeError
 
 
-def _decode_defs(payload: bytes) -> Any:
+def _decode_defs(payload: bytes, max_records: int) -> Any:
     if _HAVE_NATIVE:
-        return _native.decode_defs(payload)
-    return ref_decode_defs(payload)
+        return _native.decode_defs(payload, max_records)
+    return ref_decode_defs(payload, max_records)
+
+
+def _where(info: ChunkInfo) -> str:
+    return f"{info.type_name} chunk at byte {info.offset}"
+
+
+def _kind(v: object) -> str:
+    return "nil" if v is None else f"{'an' if type(v).__name__[0] in 'aeiou' else 'a'} " \
+        f"{type(v).__name__}"
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# The types spec section 2 gives the keys of METADATA and STATS: (check, what it says).
+_STR = (lambda v: isinstance(v, str), "a string")
+_INT = (_is_int, "an integer")
+_MAP = (lambda v: isinstance(v, dict), "a map")
+_METADATA_TYPES: dict[str, tuple[Any, str]] = {
+    "psrec_version": _STR,
+    "pid": _INT,
+    "command": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                "a list of strings"),
+    "python_version": _STR,
+    "python_build": _MAP,
+    "hostname": _STR,
+    "interval_ns": _INT,
+    "rate_hz": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "options": _MAP,
+}
+_STATS_TYPES: dict[str, tuple[Any, str]] = {
+    **{k: _INT for k in ("passes", "samples", "sample_errors", "missed_deadlines",
+                         "duration_ns", "exit_code", "truncated_stacks")},
+    "stopped_by": _STR,
+}
+
+
+def _msgpack_limits(raw_length: int, max_array_len: int | None = None) -> dict[str, int]:
+    """msgpack's own limits, so that a length in a map or array header cannot make it
+    allocate more than the payload could fill."""
+    n = raw_length if max_array_len is None else min(raw_length, max_array_len)
+    return {"max_str_len": raw_length, "max_bin_len": raw_length, "max_ext_len": raw_length,
+            "max_array_len": n, "max_map_len": raw_length // 2}
+
+
+def _inflate(stored: bytes, raw_length: int, where: str) -> bytes:
+    """A chunk's zstandard frame, decompressed to no more than the raw_length bytes its header
+    declares. A frame that declares another size is refused before decompressing (python's
+    zstandard would allocate what the frame says: 1 TiB for a frame of a few bytes), and one
+    that does not say is stopped one byte past raw_length."""
+    try:
+        params = zstandard.get_frame_parameters(stored)
+    except zstandard.ZstdError as exc:
+        raise CorruptRecordingError(f"{where} does not decompress ({exc})") from None
+    declared = params.content_size
+    if declared != zstandard.CONTENTSIZE_UNKNOWN and declared != raw_length:
+        raise CorruptRecordingError(
+            f"{where} does not match its header: its zstd frame declares {declared:,} bytes "
+            f"uncompressed, its header {raw_length:,}"
+        )
+    # The window the decoder allocates: never more than the payload needs (at least 1 MiB,
+    # at most zstd's default limit of 128 MiB).
+    window = min(1 << 27, max(1 << 20, 1 << max(0, raw_length - 1).bit_length()))
+    if params.window_size > window:
+        raise CorruptRecordingError(
+            f"{where} does not match its header: its zstd frame asks for a "
+            f"{params.window_size:,}-byte window for {raw_length:,} bytes"
+        )
+    try:
+        reader = zstandard.ZstdDecompressor(max_window_size=window).stream_reader(stored)
+        with reader:
+            out = reader.read(raw_length + 1)
+    except zstandard.ZstdError as exc:
+        raise CorruptRecordingError(f"{where} does not decompress ({exc})") from None
+    if len(out) > raw_length:
+        raise CorruptRecordingError(
+            f"{where} decompresses to more than the {raw_length:,} bytes its header declares"
+        )
+    return out
 
 
 class SampleStream:
@@ -430,6 +596,8 @@ class SampleStream:
         self.events: list[tuple[int, int, int, int, int]] = []
         self.summaries: list[dict[str, int]] = []
         self.errors = 0
+        self.duplicates = 0  # data chunks skipped: their sequence number came before
+        self._seqs: dict[int, int] = {}  # sequence number -> offset of its chunk
 
     def accumulator(self, **query: Any) -> Any:
         if self.native:
@@ -437,22 +605,60 @@ class SampleStream:
         return RefAccumulator(**query)
 
     def __iter__(self) -> Iterator[Any]:
+        first_duplicate: tuple[int, int, int] | None = None
         for info in self.rec.data_chunks(self.from_ts, self.to_ts):
             payload = self.rec.payload(info)
             if payload is None:
                 continue
+            # A chunk whose sequence number an earlier chunk had is that chunk written twice
+            # (its checksums hold): its samples are counted once.
+            seq = _chunk_seq(payload)
+            if seq is not None and seq in self._seqs:
+                self.duplicates += 1
+                if first_duplicate is None:
+                    first_duplicate = (info.offset, seq, self._seqs[seq])
+                continue
             self.batch.clear()
             try:
-                events, summary = self.decoder.decode_data(payload, self.batch)
+                events, summary = self.decoder.decode_data(
+                    payload, self.batch, max(0, self.rec.max_records - len(self.events)))
             except (_DecodeError, RefDecodeError) as exc:
                 self.rec.corrupt_chunks += 1
-                self.rec._warn(f"data chunk at byte {info.offset} is malformed ({exc}); skipped")
+                self.rec._warn(f"{_where(info)} is malformed ({exc}); skipped")
                 self.batch.clear()
                 continue
+            if seq is not None:
+                self._seqs[seq] = info.offset
             self.events.extend(events)
             self.summaries.append(summary)
             self.errors += summary["errors"]
             yield self.batch
+        if first_duplicate is not None:
+            off, seq, earlier = first_duplicate
+            n = self.duplicates
+            msg = (f"{n} DATA chunk{'s' if n > 1 else ''} repeat{'' if n > 1 else 's'} the "
+                   f"sequence number of an earlier one (first: the chunk at byte {off}, "
+                   f"sequence number {seq}, as the chunk at byte {earlier}); each sequence "
+                   "number was counted once")
+            if f"{self.rec.path}: {msg}" not in self.rec.warnings:
+                self.rec._warn(msg)
+
+
+def _chunk_seq(payload: bytes) -> int | None:
+    """The sequence number in a DATA payload's BEGIN record (its first), if it has one."""
+    if len(payload) < 3 or payload[0] != C.REC_BEGIN:
+        return None
+    pos, seq, shift = 2 if payload[1] < 0x80 else None, 0, 0
+    if pos is None:  # a BEGIN record is short: its length takes one byte
+        return None
+    while pos < len(payload) and shift < 64:
+        b = payload[pos]
+        seq |= (b & 0x7F) << shift
+        pos += 1
+        if not b & 0x80:
+            return seq
+        shift += 7
+    return None
 
 
 def open_recording(path: str | os.PathLike[str]) -> Recording:

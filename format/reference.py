@@ -96,7 +96,7 @@ def unzigzag(v: int) -> int:
 
 
 def decode_defs(
-    payload: bytes,
+    payload: bytes, max_records: int | None = None,
 ) -> tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]:
     strings: list[Any] = []
     functions: list[Any] = []
@@ -104,7 +104,12 @@ def decode_defs(
     threads: list[Any] = []
     processes: list[Any] = []
     unknown = 0
+    records = 0
     for rtype, b in _Reader(payload).records():
+        if C.REC_STRING <= rtype <= C.REC_PROCESS:
+            records += 1
+            if max_records is not None and records > max_records:
+                raise RefDecodeError("more definitions than the file's size allows")
         if rtype == C.REC_STRING:
             sid = b.u32("bad string id")
             n = b.varint()
@@ -116,6 +121,8 @@ def decode_defs(
                            unzigzag(b.varint())))
         elif rtype == C.REC_THREAD:
             ref, pid, ptid, otid = b.u32("bad thread record"), b.varint(), b.varint(), b.varint()
+            if ref == 0 or ref > C.MAX_THREAD_REF:
+                raise RefDecodeError("thread reference out of range")
             threads.append((ref, pid, ptid, otid, b.u32("bad thread record"), b.varint()))
         elif rtype == C.REC_PROCESS:
             pid, ppid = b.varint(), b.varint()
@@ -184,10 +191,17 @@ class RefDecoder:
     def trie_frames(self) -> bytes:
         return array("I", self.frames).tobytes()
 
-    def decode_data(self, payload: bytes, out: RefBatch) -> tuple[list[Any], dict[str, int]]:
+    def decode_data(self, payload: bytes, out: RefBatch, max_events: int | None = None
+                    ) -> tuple[list[Any], dict[str, int]]:
         threads: dict[int, _Thread] = {}
-        live: list[int] = []
+        live: dict[int, None] = {}  # refs in order of first entry (a dict: O(1) removal)
         events: list[Any] = []
+
+        def event(e: tuple[int, int, int, int, int]) -> None:
+            if max_events is not None and len(events) >= max_events:
+                raise RefDecodeError("more events than the file's size allows")
+            events.append(e)
+
         summary = {
             "seq": 0, "passes": 0, "samples": 0, "errors": 0, "unknown_records": 0,
             "first_ts": -1, "last_ts": -1,
@@ -199,7 +213,7 @@ class RefDecoder:
         pass_no = 0
 
         def thread(ref: int) -> _Thread:
-            if ref == 0 or ref > 1 << 24:
+            if ref == 0 or ref > C.MAX_THREAD_REF:
                 raise RefDecodeError("thread reference out of range")
             t = threads.get(ref)
             if t is None:
@@ -220,6 +234,9 @@ class RefDecoder:
                 if ts > _I64_MAX:
                     raise RefDecodeError("PASS timestamp out of range")
                 pass_no += 1
+                if pass_no > C.MAX_CHUNK_PASSES:
+                    raise RefDecodeError(f"more than MAX_CHUNK_PASSES ({C.MAX_CHUNK_PASSES}) "
+                                         "passes in one chunk")
                 while not b.at_end():
                     head = b.varint()
                     ref = head >> C.ENTRY_FLAG_BITS
@@ -227,16 +244,18 @@ class RefDecoder:
                     t = thread(ref)
                     if not t.live:
                         t.live = True
-                        live.append(ref)
+                        live[ref] = None
                     t.pass_no = pass_no
                     t.error = flags == 0
                     if flags & C.ENTRY_STACK:
                         pop = b.varint()
                         push = b.varint()
-                        if pop > self.depths[t.node]:
+                        depth = self.depths[t.node]
+                        if pop > depth:
                             raise RefDecodeError("stack delta pops more frames than the stack has")
-                        if push > C.MAX_DEPTH:
-                            raise RefDecodeError("stack delta pushes too many frames")
+                        if depth - pop + push > C.MAX_DEPTH:
+                            raise RefDecodeError(
+                                f"stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
                         node = t.node
                         for _ in range(pop):
                             node = self.parents[node]
@@ -256,6 +275,9 @@ class RefDecoder:
                     if t.pass_no == pass_no and t.error:
                         summary["errors"] += 1
                         continue
+                    if len(out) - before >= C.MAX_CHUNK_SAMPLES:
+                        raise RefDecodeError(f"more than MAX_CHUNK_SAMPLES ({C.MAX_CHUNK_SAMPLES}) "
+                                             "thread-samples in one chunk")
                     out.ts.append(ts)
                     out.thread.append(ref)
                     out.node.append(t.node)
@@ -273,23 +295,23 @@ class RefDecoder:
                 t = thread(ref)
                 if rtype == C.REC_THREAD_EXIT and t.live:
                     threads[ref] = _Thread()
-                    live.remove(ref)
-                events.append((rtype, ts, ref, 0, 0))
+                    del live[ref]
+                event((rtype, ts, ref, 0, 0))
             elif rtype == C.REC_THREAD_RENAME:
                 ref, ts, name = b.i64(), b.varint(), b.i64()
-                events.append((rtype, ts, ref, name, 0))
+                event((rtype, ts, ref, name, 0))
             elif rtype == C.REC_PROCESS_START:
                 ts, pid, ppid, cmd = b.varint(), b.i64(), b.i64(), b.i64()
-                events.append((rtype, ts, pid, ppid, cmd))
+                event((rtype, ts, pid, ppid, cmd))
             elif rtype == C.REC_PROCESS_EXIT:
                 ts, pid, code = b.varint(), b.i64(), unzigzag(b.varint())
-                events.append((rtype, ts, pid, code, 0))
+                event((rtype, ts, pid, code, 0))
             elif rtype == C.REC_PASS_ERRORS:
                 ts, errors, missed = b.varint(), b.i64(), b.i64()
-                events.append((rtype, ts, errors, missed, 0))
+                event((rtype, ts, errors, missed, 0))
             elif rtype == C.REC_MARKER:
                 ts, label = b.varint(), b.i64()
-                events.append((rtype, ts, label, 0, 0))
+                event((rtype, ts, label, 0, 0))
             else:
                 summary["unknown_records"] += 1
         summary["samples"] = len(out) - before
@@ -341,7 +363,8 @@ class RefAccumulator:
                 if previous is not None:
                     previous[2] += b.cpu[i]
                     continue
-            sl = (ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
+            # As the native one: 64-bit slices, and a time before the origin in slice 0.
+            sl = max(0, ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
             cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
             cell[2] += b.cpu[i]
             if not counted:

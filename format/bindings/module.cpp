@@ -116,11 +116,12 @@ NB_MODULE(_format, m) {
         return d;
       });
 
-  m.def("decode_defs", [](const nb::bytes& payload) {
+  m.def("decode_defs", [](const nb::bytes& payload, uint64_t max_records) {
     Definitions d;
     {
       nb::gil_scoped_release release;
-      d = Decoder::decodeDefs(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size());
+      d = Decoder::decodeDefs(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size(),
+                              max_records);
     }
     nb::list strings, functions, frames, threads, processes;
     for (auto& s : d.strings)
@@ -137,7 +138,7 @@ NB_MODULE(_format, m) {
     for (auto& p : d.processes)
       processes.append(nb::make_tuple(p.pid, p.parent_pid, p.command, p.start_ts));
     return nb::make_tuple(strings, functions, frames, threads, processes, d.unknown_records);
-  });
+  }, nb::arg("payload"), nb::arg("max_records") = UINT64_MAX);
 
   nb::class_<Batch>(m, "SampleBatch")
       .def(nb::init<>())
@@ -154,13 +155,13 @@ NB_MODULE(_format, m) {
       .def(nb::init<uint32_t, uint32_t>(), nb::arg("weight_cap_ticks"),
            nb::arg("first_weight_ticks"))
       .def("decode_data",
-           [](Decoder& d, const nb::bytes& payload, Batch& batch) {
+           [](Decoder& d, const nb::bytes& payload, Batch& batch, uint64_t max_events) {
              std::vector<Event> events;
              ChunkSummary s;
              {
                nb::gil_scoped_release release;
                s = d.decodeData(reinterpret_cast<const uint8_t*>(payload.c_str()),
-                                payload.size(), batch.cols, events);
+                                payload.size(), batch.cols, events, max_events);
              }
              nb::list ev;
              for (auto& e : events) ev.append(nb::make_tuple(e.type, e.ts, e.a, e.b, e.c));
@@ -173,7 +174,8 @@ NB_MODULE(_format, m) {
              sum["first_ts"] = s.first_ts;
              sum["last_ts"] = s.last_ts;
              return nb::make_tuple(ev, sum);
-           })
+           },
+           nb::arg("payload"), nb::arg("batch"), nb::arg("max_events") = UINT64_MAX)
       .def("trie_size", [](Decoder& d) { return d.trie().size(); })
       .def("trie_parents", [](Decoder& d) { return asBytes(d.trie().parents()); })
       .def("trie_frames", [](Decoder& d) { return asBytes(d.trie().frames()); });
@@ -202,23 +204,25 @@ NB_MODULE(_format, m) {
       .def_prop_ro("selected", &Accumulator::selected)
       .def_prop_ro("first_ts", &Accumulator::firstTs)
       .def_prop_ro("last_ts", &Accumulator::lastTs)
+      .def_prop_ro("slice_overflow", &Accumulator::sliceOverflow)
       .def("cells", [](const Accumulator& a) {
         nb::list out;
         for (auto& [k, c] : a.cells())
-          out.append(nb::make_tuple(k.slice, k.thread, k.node, c.count, c.weight, c.cpu, c.gil,
-                                    c.on_cpu));
+          out.append(nb::make_tuple(a.sliceBase() + k.slice, k.thread, k.node, c.count,
+                                    c.weight, c.cpu, c.gil, c.on_cpu));
         return out;
       })
       .def("columns", [](const Accumulator& a) {
-        // The cells as columns: slice, thread, node (uint32), count, weight, cpu, gil, on_cpu
-        // (uint64), in the order cells() gives them.
-        std::vector<uint32_t> slice, thread, node;
+        // The cells as columns: slice (uint64), thread, node (uint32), count, weight, cpu,
+        // gil, on_cpu (uint64), in the order cells() gives them.
+        std::vector<uint64_t> slice;
+        std::vector<uint32_t> thread, node;
         std::vector<uint64_t> count, weight, cpu, gil, on_cpu;
         const size_t n = a.cells().size();
-        for (auto* v : {&slice, &thread, &node}) v->reserve(n);
-        for (auto* v : {&count, &weight, &cpu, &gil, &on_cpu}) v->reserve(n);
+        for (auto* v : {&thread, &node}) v->reserve(n);
+        for (auto* v : {&slice, &count, &weight, &cpu, &gil, &on_cpu}) v->reserve(n);
         for (auto& [k, c] : a.cells()) {
-          slice.push_back(k.slice);
+          slice.push_back(a.sliceBase() + k.slice);
           thread.push_back(k.thread);
           node.push_back(k.node);
           count.push_back(c.count);
@@ -305,7 +309,7 @@ NB_MODULE(_format, m) {
   });
 
   m.def("slice_sums",
-        [](const StackKeys& sk, Column<uint32_t> slice, Column<uint32_t> thread,
+        [](const StackKeys& sk, Column<uint64_t> slice, Column<uint32_t> thread,
            Column<uint32_t> node, Column<uint64_t> count, Column<uint64_t> gil,
            Column<uint64_t> on_cpu, Column<uint64_t> value, uint64_t value_scale) {
           const size_t n = slice.shape(0);

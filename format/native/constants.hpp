@@ -64,4 +64,15 @@ constexpr uint32_t kMaxDepth = 8192;
 // A sample stands for the time since the previous pass, capped at this many sampling intervals.
 constexpr uint32_t kWeightCapIntervals = 4;
 
+// Limits a reader enforces (spec section 9), so that no count, id or depth read from a file
+// can make it allocate or loop beyond what the file's size and these constants allow.
+// Thread refs run from 1 to kMaxThreadRef.
+constexpr uint32_t kMaxThreadRef = 16777216;
+// Thread-samples one DATA chunk may yield, and passes it may hold; an encoder seals a chunk
+// well before either.
+constexpr uint32_t kMaxChunkSamples = 4194304;
+constexpr uint32_t kMaxChunkPasses = 1048576;
+// The limits that depend on a file's size (definitions, events) are worked out by the reader
+// (format/reader.py) and given to the decoder with each chunk.
+
 }  // namespace psrec::format

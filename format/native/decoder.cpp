@@ -7,6 +7,9 @@
 
 namespace psrec::format {
 
+static_assert(kMaxDepth == 8192 && kMaxChunkSamples == 4194304 && kMaxChunkPasses == 1048576,
+              "the messages below name these limits");
+
 namespace {
 
 [[noreturn]] void fail(const char* what) { throw DecodeError(what); }
@@ -92,9 +95,10 @@ uint32_t StackTrie::child(uint32_t parent, uint32_t frame) {
   return id;
 }
 
-Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
+Definitions Decoder::decodeDefs(const uint8_t* data, size_t size, uint64_t max_records) {
   Definitions d;
   ByteReader r(data, size);
+  uint64_t records = 0;
   while (!r.atEnd()) {
     uint8_t type;
     r.byte(type);
@@ -102,6 +106,8 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
     const uint8_t* body;
     if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
     ByteReader b(body, len);
+    if (type >= kRecString && type <= kRecProcess && ++records > max_records)
+      fail("more definitions than the file's size allows");
     switch (type) {
       case kRecString: {
         uint32_t id = need32(b, "bad string id");
@@ -131,6 +137,7 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size) {
       case kRecThread: {
         DefThread t;
         t.ref = need32(b, "bad thread record");
+        if (t.ref == 0 || t.ref > kMaxThreadRef) fail("thread reference out of range");
         t.pid = need(b, "bad thread record");
         t.python_tid = need(b, "bad thread record");
         t.os_tid = need(b, "bad thread record");
@@ -159,23 +166,54 @@ Decoder::Decoder(uint32_t weight_cap_ticks, uint32_t first_weight_ticks)
     : weight_cap_(weight_cap_ticks), first_weight_(first_weight_ticks) {}
 
 Decoder::Thread& Decoder::thread(uint64_t ref) {
-  // Thread refs are small and dense; a huge one can only come from a corrupt chunk.
-  if (ref == 0 || ref > (1u << 24)) fail("thread reference out of range");
-  if (ref > threads_.size()) threads_.resize(ref);
-  return threads_[ref - 1];
+  if (ref == 0 || ref > kMaxThreadRef) fail("thread reference out of range");
+  Thread& t = threads_[static_cast<uint32_t>(ref)];
+  if (t.chunk != chunk_) {  // first use in this chunk: every thread starts unknown, not live
+    t = Thread();
+    t.chunk = chunk_;
+  }
+  return t;
 }
 
+void Decoder::compactLive() {
+  // Threads that exited leave their place in live_ until a pass needs the list: dropping each
+  // at once would cost the whole list per exit.
+  size_t n = 0;
+  for (size_t i = 0; i < live_.size(); ++i) {
+    Thread& t = threads_[live_[i]];
+    if (!t.live || t.live_at != i) continue;
+    t.live_at = static_cast<uint32_t>(n);
+    live_[n++] = live_[i];
+  }
+  live_.resize(n);
+  stale_ = false;
+}
+
+// flatten: the per-sample column appends and per-entry thread lookups are inlined (GCC's
+// heuristics otherwise left std::vector::push_back out of line in a function this size, which
+// cost a fifth more time per sample).
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((flatten))
+#endif
 ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns& out,
-                                 std::vector<Event>& events) {
+                                 std::vector<Event>& events, uint64_t max_events) {
   ChunkSummary sum;
-  // A chunk needs nothing before it: every thread starts unknown and not live.
-  for (Thread& t : threads_) t = Thread();
+  // A chunk needs nothing before it: every thread starts unknown and not live (thread()
+  // resets a thread's state on its first use in the chunk).
+  ++chunk_;
   live_.clear();
+  stale_ = false;
   int64_t last_pass = -1;  // -1: unknown
   int64_t base = 0;
   bool begun = false;
   uint64_t pass_no = 0;
   const size_t rows_before = out.size();
+  const size_t events_before = events.size();
+  auto event = [&](const Event& e) {
+    if (events.size() - events_before >= max_events)
+      fail("more events than the file's size allows");
+    events.push_back(e);
+  };
 
   ByteReader r(data, size);
   while (!r.atEnd()) {
@@ -200,7 +238,8 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         const int64_t from = pass_no == 0 ? base : last_pass;
         if (from > INT64_MAX - delta) fail("PASS timestamp out of range");
         const int64_t ts = from + delta;
-        ++pass_no;
+        if (++pass_no > kMaxChunkPasses)
+          fail("more than MAX_CHUNK_PASSES (1048576) passes in one chunk");
         while (!b.atEnd()) {
           const uint64_t head = need(b, "bad PASS entry");
           const uint64_t ref = head >> kEntryFlagBits;
@@ -208,6 +247,7 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
           Thread& t = thread(ref);
           if (!t.live) {
             t.live = true;
+            t.live_at = static_cast<uint32_t>(live_.size());
             live_.push_back(static_cast<uint32_t>(ref));
           }
           t.pass = pass_no;
@@ -215,8 +255,12 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
           if (flags & kEntryStack) {
             uint64_t pop = need(b, "bad stack delta");
             uint64_t push = need(b, "bad stack delta");
-            if (pop > trie_.depth(t.node)) fail("stack delta pops more frames than the stack has");
-            if (push > kMaxDepth) fail("stack delta pushes too many frames");
+            const uint32_t depth = trie_.depth(t.node);
+            if (pop > depth) fail("stack delta pops more frames than the stack has");
+            // The cap holds for the stack, not only for one delta: pushes on a stack that is
+            // never popped would otherwise grow it (and the trie) without end.
+            if (push > kMaxDepth - (depth - pop))
+              fail("stack deeper than MAX_DEPTH (8192) frames");
             uint32_t node = t.node;
             for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
             for (uint64_t i = 0; i < push; ++i)
@@ -238,8 +282,19 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
           int64_t d = ts - last_pass;
           w = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(d, 0), weight_cap_));
         }
+        if (stale_) compactLive();
+        // At most one row per live thread: the limit is checked before anything is allocated
+        // for it.
+        if (out.size() - rows_before + live_.size() > kMaxChunkSamples) {
+          size_t n = out.size() - rows_before;
+          for (uint32_t ref : live_) {
+            const Thread& t = threads_[ref];
+            if (!(t.pass == pass_no && t.error) && ++n > kMaxChunkSamples)
+              fail("more than MAX_CHUNK_SAMPLES (4194304) thread-samples in one chunk");
+          }
+        }
         for (uint32_t ref : live_) {
-          Thread& t = threads_[ref - 1];
+          const Thread& t = threads_[ref];
           if (t.pass == pass_no && t.error) {
             ++sum.errors;
             continue;
@@ -261,7 +316,7 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         int64_t ref = needI64(b, "bad THREAD_START");
         uint64_t ts = need(b, "bad THREAD_START");
         thread(ref);
-        events.push_back({type, ts, ref, 0, 0});
+        event({type, ts, ref, 0, 0});
         break;
       }
       case kRecThreadExit: {
@@ -270,17 +325,17 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         Thread& t = thread(ref);
         if (t.live) {
           t = Thread();
-          live_.erase(std::remove(live_.begin(), live_.end(), static_cast<uint32_t>(ref)),
-                      live_.end());
+          t.chunk = chunk_;
+          stale_ = true;
         }
-        events.push_back({type, ts, ref, 0, 0});
+        event({type, ts, ref, 0, 0});
         break;
       }
       case kRecThreadRename: {
         int64_t ref = needI64(b, "bad THREAD_RENAME");
         uint64_t ts = need(b, "bad THREAD_RENAME");
         int64_t name = needI64(b, "bad THREAD_RENAME");
-        events.push_back({type, ts, ref, name, 0});
+        event({type, ts, ref, name, 0});
         break;
       }
       case kRecProcessStart: {
@@ -288,28 +343,27 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         int64_t pid = needI64(b, "bad PROCESS_START");
         int64_t ppid = needI64(b, "bad PROCESS_START");
         int64_t cmd = needI64(b, "bad PROCESS_START");
-        events.push_back({type, ts, pid, ppid,
-                          cmd});
+        event({type, ts, pid, ppid, cmd});
         break;
       }
       case kRecProcessExit: {
         uint64_t ts = need(b, "bad PROCESS_EXIT");
         int64_t pid = needI64(b, "bad PROCESS_EXIT");
         int64_t code = unzigzag(need(b, "bad PROCESS_EXIT"));
-        events.push_back({type, ts, pid, code, 0});
+        event({type, ts, pid, code, 0});
         break;
       }
       case kRecPassErrors: {
         uint64_t ts = need(b, "bad PASS_ERRORS");
         int64_t errors = needI64(b, "bad PASS_ERRORS");
         int64_t missed = needI64(b, "bad PASS_ERRORS");
-        events.push_back({type, ts, errors, missed, 0});
+        event({type, ts, errors, missed, 0});
         break;
       }
       case kRecMarker: {
         uint64_t ts = need(b, "bad MARKER");
         int64_t label = needI64(b, "bad MARKER");
-        events.push_back({type, ts, label, 0, 0});
+        event({type, ts, label, 0, 0});
         break;
       }
       default:
@@ -393,13 +447,42 @@ const Accumulator::CellList& Accumulator::cells() const {
   return cells_;
 }
 
+uint32_t Accumulator::sliceOf(int64_t ts) {
+  // The 64-bit index (a time before the origin, which no sound file has, goes to slice 0),
+  // kept relative to a base 2^31 slices before the first sample's.
+  const uint64_t ticks = static_cast<uint64_t>(q_.slice_ticks);
+  const bool after = ts >= q_.slice_origin;
+  const uint64_t offset =
+      after ? static_cast<uint64_t>(ts) - static_cast<uint64_t>(q_.slice_origin) : 0;
+  const uint64_t index = offset / ticks;
+  if (!have_base_) {
+    slice_base_ = index > (1u << 31) ? index - (1u << 31) : 0;
+    have_base_ = true;
+  }
+  if (index < slice_base_ || index - slice_base_ > UINT32_MAX) {
+    slice_overflow_ = true;
+    span_lo_ = span_hi_ = 0;
+    return index < slice_base_ ? 0 : UINT32_MAX;
+  }
+  span_slice_ = static_cast<uint32_t>(index - slice_base_);
+  // The times of this slice, [lo, hi), where they are int64 values; else none is cached.
+  const uint64_t lo = static_cast<uint64_t>(q_.slice_origin) + (offset - offset % ticks);
+  if (after && offset - offset % ticks <= static_cast<uint64_t>(INT64_MAX) &&
+      static_cast<int64_t>(lo) <= INT64_MAX - q_.slice_ticks) {
+    span_lo_ = static_cast<int64_t>(lo);
+    span_hi_ = span_lo_ + q_.slice_ticks;
+  } else {
+    span_lo_ = span_hi_ = 0;
+  }
+  return span_slice_;
+}
+
 void Accumulator::add(const SampleColumns& c) {
   const size_t n = c.size();
   for (size_t i = 0; i < n; ++i) {
     const int64_t ts = c.ts[i];
     const uint32_t th = c.thread[i];
     const uint8_t st = c.status[i];
-    if (th >= last_.size()) last_.resize(static_cast<size_t>(th) + 1);
     LastCell& lc = last_[th];
     const auto fate = q_.fate(ts, th, st, c.cpu[i], lc.on_cpu && lc.cell != UINT32_MAX);
     if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious) {
@@ -410,7 +493,12 @@ void Accumulator::add(const SampleColumns& c) {
     const bool counted = fate == AccumulatorQuery::Fate::kKeep;
     uint32_t slice = 0;
     if (q_.slice_ticks > 0) {
-      slice = static_cast<uint32_t>((ts - q_.slice_origin) / q_.slice_ticks);
+      // Samples come in time order: most fall in the slice of the sample before.
+      if (ts >= span_lo_ && ts < span_hi_) {
+        slice = span_slice_;
+      } else {
+        slice = sliceOf(ts);
+      }
     }
     // A thread's next sample often has the stack of its previous one: remember each thread's
     // last cell.

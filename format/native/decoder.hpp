@@ -87,6 +87,55 @@ class DecodeError : public std::exception {
   std::string msg_;
 };
 
+// Per-thread state by thread ref (1 .. kMaxThreadRef). Refs below kDense, which is what real
+// files use, index a vector; larger ones go to a hash map. So per-thread state costs memory for
+// the threads a file uses, not for its largest ref (one ref of 2^24 made every reader allocate,
+// and clear for every chunk, hundreds of megabytes).
+template <typename T>
+class RefTable {
+ public:
+  static constexpr uint32_t kDense = 1 << 16;
+  // The entry of ref, made (value-initialised) if new. Valid until the next call that makes one.
+  T& operator[](uint32_t ref) {
+    if (ref < n_) return dense_[ref];  // the decoder's and accumulator's hot path: keep it short
+    return make(ref);
+  }
+  // The entry of ref, or nullptr if it has none.
+  const T* find(uint32_t ref) const {
+    if (ref < n_) return &dense_[ref];
+    auto it = far_.find(ref);
+    return it == far_.end() ? nullptr : &it->second;
+  }
+  // Calls f(ref, entry) for every entry, refs below kDense in order, then the others.
+  template <typename F>
+  void forEach(F&& f) const {
+    for (size_t r = 0; r < dense_.size(); ++r) f(static_cast<uint32_t>(r), dense_[r]);
+    for (const auto& [r, v] : far_) f(r, v);
+  }
+  void clear() {
+    dense_.clear();
+    far_.clear();
+    n_ = 0;
+  }
+
+ private:
+#if defined(__GNUC__)
+  __attribute__((noinline))
+#endif
+  T& make(uint32_t ref) {
+    if (ref < kDense) {
+      dense_.resize(std::min<size_t>(kDense, std::max<size_t>(static_cast<size_t>(ref) + 1,
+                                                              2 * dense_.size())));
+      n_ = dense_.size();
+      return dense_[ref];
+    }
+    return far_[ref];
+  }
+  std::vector<T> dense_;
+  size_t n_ = 0;  // dense_.size(), kept so that a lookup needs no division
+  std::unordered_map<uint32_t, T> far_;
+};
+
 class StackTrie {
  public:
   StackTrie();
@@ -120,34 +169,45 @@ class Decoder {
   // very first pass (nothing before it to measure from).
   Decoder(uint32_t weight_cap_ticks, uint32_t first_weight_ticks);
 
-  // Throws DecodeError on a malformed payload. Unknown record types are skipped.
-  static Definitions decodeDefs(const uint8_t* data, size_t size);
+  // Throws DecodeError on a malformed payload, or one of more than max_records definitions.
+  // Unknown record types are skipped.
+  static Definitions decodeDefs(const uint8_t* data, size_t size,
+                                uint64_t max_records = UINT64_MAX);
 
-  // Appends the chunk's samples to out and its events to events.
+  // Appends the chunk's samples to out and its events to events. Throws DecodeError on a
+  // malformed chunk: bad records, a thread ref out of range, a stack deeper than kMaxDepth,
+  // more than kMaxChunkSamples samples or more than max_events events.
   ChunkSummary decodeData(const uint8_t* data, size_t size, SampleColumns& out,
-                          std::vector<Event>& events);
+                          std::vector<Event>& events, uint64_t max_events = UINT64_MAX);
 
   StackTrie& trie() { return trie_; }
 
  private:
   struct Thread {
     uint32_t node = 0;
+    uint32_t cpu = 0;
+    uint32_t live_at = 0;  // its place in live_ while live
+    uint64_t pass = 0;     // pass number of the last entry
+    uint64_t chunk = 0;    // the chunk the state belongs to (older: reset on first use)
     uint8_t status = 0;
     bool live = false;
-    uint32_t cpu = 0;
-    uint64_t pass = 0;  // pass number of the last entry
     bool error = false;
   };
   Thread& thread(uint64_t ref);
+  void compactLive();
 
   StackTrie trie_;
   uint32_t weight_cap_;
   uint32_t first_weight_;
-  std::vector<Thread> threads_;
-  std::vector<uint32_t> live_;
+  RefTable<Thread> threads_;
+  std::vector<uint32_t> live_;   // refs of live threads in order of first entry
+  bool stale_ = false;           // live_ holds threads that exited
+  uint64_t chunk_ = 0;           // chunks begun
 };
 
 // Sums samples by (slice, thread, stack node), after a time window, thread and status filter.
+// Slices are numbered from slice_origin in 64 bits: a recording's timestamps span up to 2^63
+// ticks, and a 32-bit slice index wrapped (slice 2^32 + 5 was shown as slice 5).
 struct AccumulatorQuery {
   int64_t from_ts = INT64_MIN;  // inclusive
   int64_t to_ts = INT64_MAX;    // exclusive
@@ -161,12 +221,15 @@ struct AccumulatorQuery {
   // on a sample of it (spec/psr-format.md, section 5).
   bool cpu_view = false;
 
-  // Keeps only these thread refs (an empty list keeps none).
+  // Keeps only these thread refs (an empty list keeps none). Refs beyond kMaxThreadRef have
+  // no samples, and are left out rather than allocated for.
   void selectThreads(const std::vector<uint32_t>& refs) {
     uint32_t top = 0;
-    for (uint32_t t : refs) top = std::max(top, t);
+    for (uint32_t t : refs)
+      if (t <= kMaxThreadRef) top = std::max(top, t);
     threads.assign(static_cast<size_t>(top) + 1, 0);
-    for (uint32_t t : refs) threads[t] = 1;
+    for (uint32_t t : refs)
+      if (t <= kMaxThreadRef) threads[t] = 1;
   }
   enum class Fate : uint8_t {
     kDrop,           // not selected
@@ -202,6 +265,8 @@ class Accumulator {
  public:
   explicit Accumulator(AccumulatorQuery q) : q_(std::move(q)) {}
   void add(const SampleColumns& cols);
+  // slice: the slice index relative to sliceBase(), so that the key stays 12 bytes (the
+  // accumulator's hot loop compares and copies one per sample).
   struct Key {
     uint32_t slice, thread, node;
     bool operator==(const Key& o) const {
@@ -217,6 +282,12 @@ class Accumulator {
   using CellList = std::vector<std::pair<Key, AccumulatorCell>>;
   // Every (slice, thread, node) once, in order of first appearance.
   const CellList& cells() const;
+  // Slice indices are 64-bit (from slice_origin): a key's slice is relative to this base,
+  // set from the first sample so that 2^31 slices either side of it fit.
+  uint64_t sliceBase() const { return slice_base_; }
+  // Whether a sample fell more than 2^31 slices from the first (its slice index was clamped):
+  // a view of more slices than that is refused anyway.
+  bool sliceOverflow() const { return slice_overflow_; }
   uint64_t selected() const { return selected_; }
   int64_t firstTs() const { return first_; }
   int64_t lastTs() const { return last_ts_; }
@@ -237,6 +308,7 @@ class Accumulator {
     bool on_cpu = false;  // the thread's previous sample was kept, on a CPU
   };
   uint32_t cellFor(const Key& k);
+  uint32_t sliceOf(int64_t ts);
   void grow();
   void newGeneration() const;
   AccumulatorQuery q_;
@@ -245,9 +317,14 @@ class Accumulator {
   mutable uint32_t gen_ = 1;
   mutable size_t used_ = 0;  // slots of the current generation
   uint32_t slice_ = 0, max_slice_ = 0;
+  uint64_t slice_base_ = 0;
+  bool have_base_ = false;
+  bool slice_overflow_ = false;
+  int64_t span_lo_ = 0, span_hi_ = 0;  // the times of slice span_slice_ (empty: none)
+  uint32_t span_slice_ = 0;
   bool revisited_ = false;      // a slice came back after a later one
   mutable bool repeats_ = false;  // cells_ may hold a key twice
-  mutable std::vector<LastCell> last_;  // by thread ref: its last cell
+  mutable RefTable<LastCell> last_;  // by thread ref: its last cell
   uint64_t selected_ = 0;
   int64_t first_ = -1, last_ts_ = -1;
 };

@@ -288,7 +288,12 @@ void Encoder::processExit(uint64_t ts, uint64_t pid, int64_t exit_code) {
 
 bool Encoder::chunkDue(uint64_t now_ts) const {
   if (!in_chunk_) return !defs_.empty();
-  return data_.size() >= chunk_bytes_ || now_ts - chunk_first_ts_ >= max_span_ticks_;
+  // Readers refuse a chunk of more than kMaxChunkSamples thread-samples or kMaxChunkPasses
+  // passes: seal one at half of either, counting the next pass (thousands of idle threads, or
+  // passes that find nothing changed, cost almost nothing in bytes).
+  return data_.size() >= chunk_bytes_ || now_ts - chunk_first_ts_ >= max_span_ticks_ ||
+         chunk_samples_ + live_threads_ > kMaxChunkSamples / 2 ||
+         chunk_passes_ >= kMaxChunkPasses / 2;
 }
 
 SealedChunk Encoder::seal() {

@@ -35,7 +35,8 @@ struct EncoderStats {
 
 class Encoder {
  public:
-  // A chunk is sealed when its data reaches chunk_bytes or spans max_span_ticks.
+  // A chunk is sealed when its data reaches chunk_bytes or spans max_span_ticks (or holds
+  // half the thread-samples or passes a reader accepts in one chunk).
   explicit Encoder(size_t chunk_bytes = 1 << 20, uint64_t max_span_ticks = 1000000);
 
   Encoder(const Encoder&) = delete;
@@ -69,7 +70,8 @@ class Encoder {
   void processStart(uint64_t ts, uint64_t pid, uint64_t parent_pid, std::string_view command);
   void processExit(uint64_t ts, uint64_t pid, int64_t exit_code);
 
-  // Whether a chunk is due: the data buffer is full or spans too long a time.
+  // Whether a chunk is due: the data buffer is full, spans too long a time or holds many
+  // thread-samples.
   bool chunkDue(uint64_t now_ts) const;
   bool empty() const { return data_.empty() && defs_.empty(); }
   // Hands over the current chunk and starts a new one (ending an open pass first). Every live thread's next sample is

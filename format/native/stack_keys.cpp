@@ -106,25 +106,33 @@ SliceSums sliceSums(const StackKeys& sk, const CellColumnsView& c) {
   struct ThreadSums {
     uint64_t count = 0, gil = 0, on_cpu = 0;
   };
-  std::unordered_map<uint64_t, ThreadSums> threads;  // slice << 32 | thread
-  std::unordered_map<uint64_t, uint64_t> keys;       // slice << 32 | key
+  // (slice, thread) and (slice, key) pairs; slices are 64-bit, so they are not packed with
+  // the other half into one integer.
+  using Pair = std::pair<uint64_t, uint32_t>;
+  struct PairHash {
+    size_t operator()(const Pair& p) const {
+      uint64_t h = p.first * 0x9E3779B97F4A7C15ULL ^ p.second;
+      return static_cast<size_t>(h ^ (h >> 31));
+    }
+  };
+  std::unordered_map<Pair, ThreadSums, PairHash> threads;
+  std::unordered_map<Pair, uint64_t, PairHash> keys;
   for (size_t i = 0; i < c.n; ++i) {
-    ThreadSums& t = threads[static_cast<uint64_t>(c.slice[i]) << 32 | c.thread[i]];
+    ThreadSums& t = threads[{c.slice[i], c.thread[i]}];
     t.count += c.count[i];
     t.gil += c.gil[i];
     t.on_cpu += c.on_cpu[i];
-    keys[static_cast<uint64_t>(c.slice[i]) << 32 | sk.leaf(c.node[i])] +=
-        c.value[i] * c.value_scale;
+    keys[{c.slice[i], sk.leaf(c.node[i])}] += c.value[i] * c.value_scale;
   }
   SliceSums s;
-  std::vector<uint64_t> order;
+  std::vector<Pair> order;
   order.reserve(threads.size());
   for (auto& kv : threads) order.push_back(kv.first);
   std::sort(order.begin(), order.end());
-  for (uint64_t k : order) {
+  for (const Pair& k : order) {
     const ThreadSums& t = threads[k];
-    s.thread_slice.push_back(static_cast<uint32_t>(k >> 32));
-    s.thread.push_back(static_cast<uint32_t>(k));
+    s.thread_slice.push_back(k.first);
+    s.thread.push_back(k.second);
     s.count.push_back(t.count);
     s.gil.push_back(t.gil);
     s.on_cpu.push_back(t.on_cpu);
@@ -132,9 +140,9 @@ SliceSums sliceSums(const StackKeys& sk, const CellColumnsView& c) {
   order.clear();
   for (auto& kv : keys) order.push_back(kv.first);
   std::sort(order.begin(), order.end());
-  for (uint64_t k : order) {
-    s.key_slice.push_back(static_cast<uint32_t>(k >> 32));
-    s.key.push_back(static_cast<uint32_t>(k));
+  for (const Pair& k : order) {
+    s.key_slice.push_back(k.first);
+    s.key.push_back(k.second);
     s.value.push_back(keys[k]);
   }
   return s;

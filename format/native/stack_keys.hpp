@@ -56,14 +56,17 @@ KeyEdges keyEdges(const StackKeys& sk, const uint32_t* node, const uint64_t* cou
 // The time-sliced report's sums: per (slice, thread) samples, GIL-held and on-CPU samples; per
 // (slice, leaf key) value. Rows come out sorted by slice, then thread or key.
 struct SliceSums {
-  std::vector<uint32_t> thread_slice, thread;
+  std::vector<uint64_t> thread_slice;
+  std::vector<uint32_t> thread;
   std::vector<uint64_t> count, gil, on_cpu;
-  std::vector<uint32_t> key_slice, key;
+  std::vector<uint64_t> key_slice;
+  std::vector<uint32_t> key;
   std::vector<uint64_t> value;
 };
 
 struct CellColumnsView {
-  const uint32_t *slice, *thread, *node;
+  const uint64_t* slice;  // 64-bit, as Accumulator numbers them
+  const uint32_t *thread, *node;
   const uint64_t *count, *gil, *on_cpu;
   const uint64_t* value;  // the view's value column (count, weight or CPU ticks)
   uint64_t value_scale;   // multiplies value (the interval, for count weights)

@@ -1,5 +1,7 @@
 #include "format/native/timeline.hpp"
 
+#include <algorithm>
+
 namespace psrec::format {
 
 const TimelineRuns Timeline::kEmpty{};
@@ -9,13 +11,10 @@ void Timeline::add(const SampleColumns& c) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t ts = c.ts[i];
     const uint32_t th = c.thread[i];
-    if (th >= runs_.size()) {
-      runs_.resize(static_cast<size_t>(th) + 1);
-      on_cpu_.resize(static_cast<size_t>(th) + 1, 0);
-    }
-    TimelineRuns& r = runs_[th];
-    const auto fate = q_.fate(ts, th, c.status[i], c.cpu[i], on_cpu_[th] && r.size() != 0);
-    on_cpu_[th] = fate == AccumulatorQuery::Fate::kKeep && (c.status[i] & kStatusOnCpu);
+    ThreadRuns& tr = threads_[th];
+    TimelineRuns& r = tr.runs;
+    const auto fate = q_.fate(ts, th, c.status[i], c.cpu[i], tr.on_cpu && r.size() != 0);
+    tr.on_cpu = fate == AccumulatorQuery::Fate::kKeep && (c.status[i] & kStatusOnCpu);
     if (fate == AccumulatorQuery::Fate::kCpuToPrevious) r.cpu.back() += c.cpu[i];
     if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious)
       continue;
@@ -38,13 +37,16 @@ void Timeline::add(const SampleColumns& c) {
 
 std::vector<uint32_t> Timeline::threads() const {
   std::vector<uint32_t> out;
-  for (size_t t = 0; t < runs_.size(); ++t)
-    if (runs_[t].size()) out.push_back(static_cast<uint32_t>(t));
+  threads_.forEach([&](uint32_t ref, const ThreadRuns& tr) {
+    if (tr.runs.size()) out.push_back(ref);
+  });
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 const TimelineRuns& Timeline::runs(uint32_t ref) const {
-  return ref < runs_.size() ? runs_[ref] : kEmpty;
+  const ThreadRuns* tr = threads_.find(ref);
+  return tr != nullptr ? tr->runs : kEmpty;
 }
 
 TimelineRuns mergeRuns(const RunsView& r, const std::vector<uint32_t>& canon) {

@@ -120,9 +120,12 @@ class Timeline {
   uint64_t selected() const { return selected_; }
 
  private:
+  struct ThreadRuns {
+    TimelineRuns runs;
+    bool on_cpu = false;  // the thread's previous sample was kept, on a CPU
+  };
   AccumulatorQuery q_;
-  std::vector<TimelineRuns> runs_;  // by thread ref
-  std::vector<uint8_t> on_cpu_;     // by thread ref: its previous sample was kept, on a CPU
+  RefTable<ThreadRuns> threads_;
   uint64_t selected_ = 0;
   static const TimelineRuns kEmpty;
 };

@@ -9,6 +9,7 @@ with the same stack merged into runs).
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from array import array
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ MODE_HELP = {
     "idle": "samples off CPU",
 }
 WEIGHTS = ("time", "count")
+# The most time slices a sliced view makes (a row each).
+MAX_SLICES = 100_000
 
 
 class SelectionError(PsrecError):
@@ -99,7 +102,8 @@ class CellColumns:
 
     @classmethod
     def empty(cls) -> CellColumns:
-        return cls(array("I"), array("I"), array("I"), array("Q"), array("Q"), array("Q"),
+        # Slices are 64-bit: a recording's timestamps span up to 2^63 ticks.
+        return cls(array("Q"), array("I"), array("I"), array("Q"), array("Q"), array("Q"),
                    array("Q"), array("Q"))
 
     @classmethod
@@ -168,7 +172,14 @@ def parse_duration(text: str) -> float:
     m = _DURATION.match(text)
     if not m or m.group(2) not in _UNITS:
         raise ValueError(f"{text!r} is not a duration (examples: 1s, 250ms, 0.5, 2m)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds):
+        raise _OutOfRange(f"{text!r} is out of range")
+    return seconds
+
+
+class _OutOfRange(ValueError):
+    """A duration too large for a float (1e400): no other reading of it is tried."""
 
 
 def parse_time(text: str, created_wall_ns: int) -> float:
@@ -181,6 +192,8 @@ def parse_time(text: str, created_wall_ns: int) -> float:
     t = text.strip()
     try:
         return parse_duration(t)
+    except _OutOfRange:
+        raise
     except ValueError:
         pass
     start = _dt.datetime.fromtimestamp(created_wall_ns / 1e9).astimezone()
@@ -342,7 +355,30 @@ class Profile:
                 warn(w)
         if prof.selected == 0:
             raise SelectionError(prof._nothing_selected(total), help=prof._nothing_help(total))
+        if slice_ticks > 0:
+            prof._check_slices(getattr(acc, "slice_overflow", False))
         return prof
+
+    def _check_slices(self, overflow: bool) -> None:
+        """The time-sliced views write a row for every slice from the earliest sample's to the
+        latest's: their number is bounded by the samples' extent, and refused beyond
+        MAX_SLICES (two samples years apart in a file of a few hundred bytes made 8M rows).
+        overflow: the accumulator found samples more than 2^31 slices apart."""
+        col = self.columns.slice
+        if not col:
+            return
+        first, last = min(col), max(col)
+        n = last - first + 1
+        if n <= MAX_SLICES and not overflow:
+            return
+        span = self.seconds((last - first) * self.slice_ticks)
+        least = _round_up(span / (MAX_SLICES - 1))
+        rows = f"more than {2**31:,}" if overflow else f"{n:,}"
+        raise ViewUsageError(
+            f"--slices: slices of {self.seconds(self.slice_ticks):g} s would make {rows} rows "
+            f"over the {span:,.3f} s the samples span, more than {MAX_SLICES:,}",
+            help=f"give slices of at least {least:g} s, or a window with --from and --to",
+        )
 
     def _window_text(self) -> str:
         a = "start" if self.from_ts is None else f"{self.seconds(self.from_ts):.3f} s"
@@ -465,17 +501,18 @@ class Profile:
             ks = cache[0] = (NO_STACK,)
             return ks
         # A stack is its parent's plus one frame: walk up to the nearest known stack only.
+        # Only the stack asked for is kept: keeping every prefix on the way cost memory in
+        # the square of the depth (270 MB for one stack 8192 frames deep).
         chain = []
         n = node
         parents, frames = self.parents, self.frames
         while n and n not in cache:
-            chain.append(n)
+            chain.append(self.key(frames[n]))
             n = parents[n]
         base: tuple[FrameKey, ...] = cache[n] if n else ()
-        for m in reversed(chain):
-            base = (*base, self.key(frames[m]))
-            cache[m] = base
-        return base
+        chain.reverse()
+        ks = cache[node] = base + tuple(chain)
+        return ks
 
     def stack_keys(self) -> tuple[Any, list[FrameKey]] | None:
         """The native view of stacks as key ids, and the keys by id (None without the native
@@ -489,15 +526,28 @@ class Profile:
                 return None
             key_list = [NO_STACK]
             index = {NO_STACK: 0}
-            frame_key = array("I", bytes(4 * (max(self.frames, default=0) + 1)))
-            for fid in set(self.frames):
+            node_frames = self.frames
+            ids = set(node_frames)
+            # Frame ids are dense in a sound file: a table by id. An id far past them (a frame
+            # no record defines) would make that table huge (16 GiB for id 2^32 - 1): the
+            # trie's frames are then renumbered by their order among the ids.
+            top = max(ids, default=0)
+            if top > len(self.defs.frames) + len(ids):
+                order = {fid: i for i, fid in enumerate(ids)}
+                node_frames = array("I", map(order.__getitem__, node_frames))
+                size = len(ids)
+            else:
+                order = None
+                size = top + 1
+            frame_key = array("I", bytes(4 * size))
+            for fid in ids:
                 k = self.key(fid)
                 i = index.get(k)
                 if i is None:
                     i = index[k] = len(key_list)
                     key_list.append(k)
-                frame_key[fid] = i
-            sk = _format.StackKeys(self.parents, self.frames, frame_key, 0)
+                frame_key[fid if order is None else order[fid]] = i
+            sk = _format.StackKeys(self.parents, node_frames, frame_key, 0)
             self._stack_keys = (sk, key_list)
         return self._stack_keys
 
@@ -554,7 +604,21 @@ def _to_ticks(text: str, rec: Recording, option: str) -> int:
         seconds = parse_time(text, rec.header.created_wall_ns)
     except ValueError as exc:
         raise ViewUsageError(f"{option}: {exc}", help="see psrec report --help") from None
-    return round(seconds * 1e9 / float(rec.tick_ns))
+    ticks = seconds * 1e9 / float(rec.tick_ns)
+    # Timestamps are 64-bit counts of ticks: a time beyond them is no time of the recording.
+    if not math.isfinite(ticks) or abs(ticks) >= 2.0**63:
+        limit = (2**63 - 1) * rec.tick_ns / 1e9
+        raise ViewUsageError(f"{option}: {text!r} is out of range (timestamps in this "
+                             f"recording reach {limit:.3g} s)")
+    return round(ticks)
+
+
+def _round_up(x: float) -> float:
+    """x rounded up to 1, 2 or 5 times a power of ten."""
+    if x <= 0:
+        return 0.0
+    p = 10.0 ** math.floor(math.log10(x))
+    return next(m * p for m in (1, 2, 5, 10) if m * p >= x * (1 - 1e-12))
 
 
 def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:

@@ -304,7 +304,8 @@ def slice_sums(
         value, mult = profile.value_column()
         parts = _format.slice_sums(sk, c.slice, c.thread, c.node, c.samples, c.gil, c.on_cpu,
                                    value, mult)
-        t_slice, t_ref, key_slice, key = (array("I", parts[i]) for i in (0, 1, 5, 6))
+        t_slice, key_slice = (array("Q", parts[i]) for i in (0, 5))  # slices are 64-bit
+        t_ref, key = (array("I", parts[i]) for i in (1, 6))
         count, gil, on_cpu, val = (array("Q", parts[i]) for i in (2, 3, 4, 7))
         for sl, ref, n, g, o in zip(t_slice, t_ref, count, gil, on_cpu):
             per[sl][ref] = [n, g, o]

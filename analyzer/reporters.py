@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import marshal
+import re
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable
@@ -34,8 +35,18 @@ def format_seconds(s: float) -> str:
     return f"{s * 1e6:.0f}us"
 
 
+# Control characters (C0, DEL, C1) in names read from a target or a file: shown escaped in
+# text meant for a terminal, where they would otherwise move the cursor, recolour or retitle.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """text with control characters escaped as \\xNN (a backslash stays as it is)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def location(k: FrameKey) -> str:
-    return f"{k.filename}:{k.line}({k.name})"
+    return printable(f"{k.filename}:{k.line}({k.name})")
 
 
 class Totals:
@@ -128,7 +139,7 @@ class TableReporter(Reporter):
             total_value = sum(profile.cell_value(c) for c in cells) or 1
             samples = sum(c.samples for c in cells)
             if title is not None:
-                w(f"\n== thread {title}: {samples:,} samples, "
+                w(f"\n== thread {printable(title)}: {samples:,} samples, "
                   f"{format_seconds(profile.seconds(total_value))} estimated\n")
             rows = _sorted(function_totals(profile, cells), sort)
             shown = rows if limit <= 0 else rows[:limit]
@@ -357,7 +368,7 @@ class SlicesReporter(Reporter):
             own = own_by_slice.get(s, {})
             tot = sum(own.values()) or 1
             tops = sorted(own.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
-            top = ", ".join(f"{k.name} {100 * v / tot:.0f}%" for k, v in tops)
+            top = ", ".join(f"{printable(k.name)} {100 * v / tot:.0f}%" for k, v in tops)
             w(f"{label} {count:>9,} {100 * on / count:>6.1f}% {100 * gil / count:>6.1f}% "
               f"{active:>3}/{len(th):<3}  {top}\n")
         # Activity strip: one column per slice, or per group of slices when there are many.
@@ -366,7 +377,7 @@ class SlicesReporter(Reporter):
         cols = -(-nslices // group)
         w(f"\nActivity, one column per {format_seconds(slice_s * group)} from "
           f"{first * slice_s:.3f} s:  {STRIP_LEGEND}\n")
-        labels = {r: profile.thread_label(r) for r in thread_refs}
+        labels = {r: printable(profile.thread_label(r)) for r in thread_refs}
         lw = min(40, max(len(x) for x in labels.values()))
         for r in thread_refs:
             chars = []

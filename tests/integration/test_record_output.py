@@ -123,3 +123,22 @@ def test_a_failed_output_leaves_the_old_file_whole(python: str, tmp_path: Path) 
         assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
         assert old.read_text() == "precious"
         assert sorted(p.name for p in disk.iterdir()) == [old.name]
+
+
+def test_control_characters_in_names_are_escaped_in_text(python: str, tmp_path: Path) -> None:
+    """A function or thread name holding terminal control sequences is shown escaped by the
+    text outputs (report, --per-thread, --slices, info), never sent raw to the terminal."""
+    out = tmp_path / "esc.psr"
+    r = psrec("record", "-q", "-o", str(out), "--", python, "rec_escapes.py", "1")
+    assert r.returncode == 0, r.stderr
+    texts = {
+        "report": psrec("report", str(out)).stdout,
+        "per-thread": psrec("report", str(out), "--per-thread").stdout,
+        "slices": psrec("report", str(out), "--slices", "500ms").stdout,
+        "info": psrec("info", str(out)).stdout,
+    }
+    for what, text in texts.items():
+        assert "\x1b" not in text, (what, text)
+    assert "sp\\x1b[2Jin" in texts["report"], texts["report"]
+    for what in ("per-thread", "slices", "info"):
+        assert "bad\\x1b[41mname" in texts[what], (what, texts[what])

@@ -523,6 +523,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     sampler.finish(exit_code)
     final_stats: dict[str, Any] = {}
     if writer is not None:
+        if writer_thread.ident is None:  # stopped between opening the file and starting it
+            writer_thread.start()
         writer_thread.join()
         st = sampler.stats()
         status.clear()

@@ -558,6 +558,8 @@ bool Unwinder::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size
   if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
   *current_frame = current;
   out.clear();
+  solo_.clear();
+  solo_buf_.clear();
   uint64_t addr = current;
   while (addr) {
     if (out.size() >= max_depth || out.size() >= n) return false;
@@ -570,10 +572,16 @@ bool Unwinder::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size
     f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
     f.prev = v.ptr(l_.frame_back);
     if (!f.code) return false;
+    noteSolo(addr, guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len,
+             out.empty());
     out.push_back(f);
     addr = f.prev;
   }
-  return true;
+  // One copy is not one instant (the kernel copies the frames one after the other, in
+  // address order): read them all again, with the current frame, and require them unchanged,
+  // as a walk one by one is.
+  return verifySolo(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
+                    current);
 }
 
 bool Unwinder::calledFrom(uint64_t now, uint64_t leaf) {

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from psrec import __version__
 from psrec.format import PsrecError, open_recording
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,8 +63,20 @@ def warn_all(warnings: list[str]) -> None:
         click.echo(f"psrec: warning: {w}", err=True)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """click.version_option's -V, with the version looked up only when asked for (importlib.
+    metadata takes longer than most commands)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from psrec import __version__
+
+    click.echo(f"psrec, version {__version__}", color=ctx.color)
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="psrec")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the version and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail.")
 def main(verbose: bool) -> None:
     """psrec: record a running Python process once, ask questions of the recording offline."""
@@ -132,16 +143,24 @@ def info(recording: str, as_json: bool) -> None:
                      if d["bytes_per_sample"] is not None else "n/a"),
             ("chunks", f"{d['chunks']} ({d['corrupt_chunks']} damaged)"),
         ]
+        from psrec.analyzer.reporters import printable
+
         for k, v in rows:
-            click.echo(f"{k:>10}  {v}")
+            click.echo(f"{k:>10}  {printable(v)}")
     if d["samples"] == 0:
         raise EmptyRecordingError(f"{recording}: the recording holds no samples")
 
 
+# `psrec dump PID [--json]`, plain, is answered by psrec.recorder._dump before click is even
+# imported (see psrec.__main__); it comes here from any other form of command line (`-v -v`,
+# `--`, ...), with the same output.
 @main.command()
 @click.argument("target")
+@click.option("--json", "as_json", is_flag=True,
+              help="With a PID: print the process and its threads' stacks as one JSON "
+                   "document.")
 @handle_errors
-def dump(target: str) -> None:
+def dump(target: str, as_json: bool) -> None:
     """Dump a recording (a file) chunk by chunk and record by record, or, given a PID, print
     every thread's current Python stack."""
     import os
@@ -149,8 +168,12 @@ def dump(target: str) -> None:
     if not os.path.exists(target) and target.isdigit():
         from psrec.recorder.cli import dump_pid
 
-        dump_pid(int(target))
+        dump_pid(int(target), as_json=as_json)
         return
+    if as_json:
+        raise CliUsageError(f"--json applies to a process (psrec dump PID), not to a "
+                            f"recording: {target}",
+                            help=f"psrec info --json {target} describes a recording as JSON")
     from psrec.format.describe import dump_lines
 
     with open_recording(target) as rec:

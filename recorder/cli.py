@@ -6,106 +6,25 @@ Importing this module does not load the native recorder; the commands do, when t
 from __future__ import annotations
 
 import difflib
-import os
 import shlex
 import sys
-from typing import Any
 
 import click
 from psrec.format.errors import PsrecError
 
-from .errors import RecorderUsageError, ZombieProcessError
+from ._dump import check_pid, format_dump, render
+from .errors import RecorderUsageError
 
 __all__ = ["record", "dump_pid", "format_dump", "check_pid"]
 
-# The largest pid Linux hands out (PID_MAX_LIMIT, include/linux/threads.h).
-_PID_MAX_LIMIT = 1 << 22
 # ctx.meta key: how many words followed `--` on the command line (None: no `--`).
 _AFTER_DASHDASH = "psrec.after_dashdash"
 
 
-def _short_path(path: str) -> str:
-    return path
-
-
-def format_dump(d: dict[str, Any]) -> list[str]:
-    info = d["info"]
-    lines = [
-        f"Process {info['pid']}: {info.get('command') or info['executable']}",
-        f"Python {info['version']}{' free-threaded' if info['free_threaded'] else ''} "
-        f"({info['binary']})",
-        "",
-    ]
-    # A free-threaded interpreter has no GIL: what stands in its place is whether the thread
-    # was attached to the interpreter (running Python code).
-    held, label = ("yes", "attached") if info["free_threaded"] else ("held", "gil")
-    for t in d["threads"]:
-        gil = (f"{label}: ?" if not t["gil_known"]
-               else (f"{label}: {held}" if t["gil_held"] else f"{label}: -"))
-        cpu = "cpu: ?" if not t["cpu_known"] else ("cpu: running" if t["on_cpu"] else "cpu: idle")
-        name = f' "{t["name"]}"' if t["name"] else ""
-        lines.append(
-            f"Thread {t['python_tid']:#x} (tid {t['native_tid'] or '?'}){name}  [{gil}, {cpu}]"
-        )
-        for filename, func, line in t["frames"]:
-            lines.append(f"    {func} ({_short_path(filename)}:{line})")
-        if t["truncated"]:
-            lines.append("    [truncated stack]")
-        if t["error"]:
-            lines.append(f"    [{t['error']}]")
-        if not t["frames"] and not t["error"]:
-            lines.append("    [no Python frames]")
-        lines.append("")
-    return lines
-
-
-def _stat(path: str) -> tuple[str, str, int] | None:
-    """(command name, state letter, parent pid) from a /proc/PID[/task/TID]/stat file."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # "pid (comm) S ppid ...": comm may hold spaces and parentheses of its own.
-    name, _, rest = text.partition(" (")[2].rpartition(") ")
-    fields = rest.split()
-    return (name, fields[0], int(fields[1])) if len(fields) > 1 else None
-
-
-def check_pid(pid: int) -> None:
-    """Says before attaching what psrec can tell from /proc: a number that cannot be a pid
-    (wrong usage), or a process that has exited but is not reaped yet (a zombie: its memory is
-    gone, and reading it is refused as if psrec lacked the permission)."""
-    if not 0 < pid <= _PID_MAX_LIMIT:
-        raise RecorderUsageError(f"invalid pid {pid}",
-                                 help="give the pid of a running Python process "
-                                      "(ps aux | grep python)")
-    st = _stat(f"/proc/{pid}/stat")
-    if st is None or st[1] not in ("Z", "X"):
-        return
-    try:  # a leader that has exited while other threads run: the process lives on
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        tids = []
-    for tid in tids:
-        task = _stat(f"/proc/{pid}/task/{tid}/stat")
-        if task is not None and task[1] not in ("Z", "X"):
-            return
-    parent = _stat(f"/proc/{st[2]}/stat")
-    raise ZombieProcessError(
-        f"process {pid} has exited and is a zombie: its parent, process {st[2]}"
-        + (f" ({parent[0]})" if parent else "") + ", has not reaped it yet")
-
-
-def dump_pid(pid: int, blocking: bool = False) -> None:
-    """Prints every thread's current stack, with GIL and CPU status (like py-spy dump)."""
-    from ._api import dump_process, native
-
-    check_pid(pid)
-    d = dump_process(pid, blocking)
-    d["info"]["command"] = native().command_line(pid)
-    for line in format_dump(d):
-        click.echo(line)
+def dump_pid(pid: int, blocking: bool = False, as_json: bool = False) -> None:
+    """Prints every thread's current stack, with GIL and CPU status (like py-spy dump), as
+    text or as one JSON document."""
+    click.echo(render(pid, as_json, blocking), nl=False)
 
 
 def _fail(exc: PsrecError, verbose: bool) -> None:
@@ -127,6 +46,18 @@ class _RecordCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
+class _Seconds(click.FloatRange):
+    """A number of seconds above 0. nan passes every range check (it compares false with
+    everything) and inf is no duration: both are refused."""
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        seconds: float = super().convert(value, param, ctx)
+        if not seconds < float("inf"):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 # Words psrec does not know, options included, are left to TARGET, so that a program given
 # without `--` can be named in the error rather than one of its options.
 @click.command(cls=_RecordCommand,
@@ -136,7 +67,7 @@ class _RecordCommand(click.Command):
               help="The recording to write (.psr).")
 @click.option("-r", "--rate", default="1000", show_default=True,
               help="Samples per second: 1000, 10k or 10khz; max: as fast as possible.")
-@click.option("-d", "--duration", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("-d", "--duration", type=_Seconds(min=0, min_open=True), default=None,
               help="Seconds to record (default: until the target exits or Ctrl-C).")
 @click.option("--subprocesses", is_flag=True,
               help="Also record child Python processes (e.g. multiprocessing workers).")

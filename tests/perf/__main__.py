@@ -20,14 +20,15 @@ import time
 from typing import Any
 
 from . import _proc
-from ._figures import Ctx, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
+from ._figures import Ctx, fig_dump, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tools import _version, ensure_tools, target_pythons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format")
-LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory"}
+FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
+           "dump")
+LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump"}
 
 
 def _log(msg: str) -> None:
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_memory(ctx)
                 elif fig == "format":
                     fig_format(ctx, args.cache)
+                elif fig == "dump":
+                    fig_dump(ctx)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

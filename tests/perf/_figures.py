@@ -165,6 +165,13 @@ def _tail(b: bytes) -> str:
     return t(b, 300)
 
 
+def _tail_text(b: bytes) -> str:
+    """Output as text, without colour codes."""
+    from ._tools import _tail as t
+
+    return t(b, 4000)
+
+
 def _remove(path: str) -> None:
     for p in (path, path + ".stderr"):
         try:
@@ -583,3 +590,150 @@ def fig_memory(ctx: Ctx) -> None:
     ctx.add(Row("7", "failed/torn samples in that recording", "%", "lower",
                 {t: summarize([100 * r.result.error_share]) for t, r in ok.items()
                  if r.result}, "< 0.5 %", lambda p, b: p.median < 0.5))
+
+
+# -- figure D: one dump of every thread's stack ------------------------------------------------
+
+DUMP_WORKLOADS = ("basic", "threads")
+_COMPLAINTS = ("error", "cannot", "not a python", "fail", "unsupported")
+
+
+def _psrec_command(ctx: Ctx) -> tuple[list[str], str]:
+    """psrec as a user runs it, and how: the `psrec` script installed beside this Python, else
+    `python -m psrec` (also when the script is one an older install wrote, for an entry point
+    other than psrec.__main__:main)."""
+    script = os.path.join(os.path.dirname(ctx.tc.python), "psrec")
+    try:
+        with open(script) as f:
+            current = "psrec.__main__" in f.read(4096)
+    except OSError:
+        return [ctx.tc.python, "-m", "psrec"], "python -m psrec"
+    if current and os.access(script, os.X_OK):
+        return [script], "the psrec script"
+    return [ctx.tc.python, "-m", "psrec"], ("python -m psrec: the psrec script predates "
+                                            "psrec.__main__:main, reinstall psrec")
+
+
+def _dump_argv(ctx: Ctx, tool: str, pid: int, as_json: bool) -> list[str] | None:
+    if tool == "psrec":
+        return [*_psrec_command(ctx)[0], "dump", str(pid), *(["--json"] if as_json else [])]
+    if tool == "py-spy" and ctx.tc.py_spy:
+        return [ctx.tc.py_spy, "dump", "--pid", str(pid), *(["--json"] if as_json else [])]
+    if tool == "austin" and ctx.tc.austin and not as_json:  # austin -w has no JSON form
+        return [ctx.tc.austin, "-w", str(pid)]
+    return None
+
+
+@dataclass
+class DumpRun:
+    wall_s: float  # from before the fork to the reap
+    cpu_s: float  # user + system (wait4)
+    status: int
+    out_bytes: int
+    error: str | None = None
+
+
+def _time_dump(ctx: Ctx, argv: list[str], label: str, env: dict[str, str],
+               prints: bool = True) -> DumpRun:
+    out = ctx.path("dump", "txt")
+    with open(out, "wb") as fo, open(out + ".stderr", "wb") as fe:
+        t0 = time.perf_counter()
+        p = _proc.start(argv, label, stdout=fo, stderr=fe, env=env)
+        ex = p.wait_exit(timeout=60.0)
+        wall = time.perf_counter() - t0
+    size = os.path.getsize(out)
+    with open(out + ".stderr", "rb") as f:
+        err = f.read()
+    _remove(out)
+    error = None
+    if ex.returncode != 0 or (prints and size == 0):
+        # The line that says what went wrong (py-spy follows it with a backtrace, Austin puts
+        # a banner before it).
+        lines = [ln.strip() for ln in _tail_text(err).splitlines() if ln.strip()]
+        why = next((ln for ln in lines if any(w in ln.lower() for w in _COMPLAINTS)),
+                   lines[-1] if lines else "no output")
+        error = f"exit status {ex.returncode}: {why[:120]}"
+    return DumpRun(wall, ex.cpu_s, ex.returncode, size, error)
+
+
+def fig_dump(ctx: Ctx) -> None:
+    """`psrec dump PID` (and --json) against `py-spy dump` and `austin -w`: the wall time of one
+    dump, run after run against the same live target, the tools interleaved in rotating order."""
+    rounds = 5 if ctx.quick else 20
+    cmd, how = _psrec_command(ctx)
+    # An installed psrec starts from bytecode it wrote on its first run; with
+    # PYTHONDONTWRITEBYTECODE (set in some development shells) it would compile every module
+    # at every start instead. The bytecode goes to the scratch folder, not into the sources.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(ctx.workdir, "pycache")
+    raw: dict[str, Any] = {"psrec_command": cmd, "rounds": rounds}
+    for wl in DUMP_WORKLOADS:
+        ctx.log(f"[D] dump of every thread's stack, {wl}.py, {rounds} rounds")
+        target = start_workload(ctx, wl)
+        configs: list[tuple[str, str, list[str]]] = [
+            ("python", "start-up", [ctx.tc.python, "-c", "pass"])]
+        for as_json in (False, True):
+            for tool in ctx.tools():
+                argv = _dump_argv(ctx, tool, target.pid, as_json)
+                if argv is not None:
+                    configs.append((tool, "json" if as_json else "text", argv))
+        runs: dict[tuple[str, str], list[DumpRun]] = {(t, f): [] for t, f, _ in configs}
+        try:
+            # A warm-up run each (page cache, bytecode). A tool that fails it is not run again
+            # (its failure is noted); one that takes over a second (Austin on a version it does
+            # not know) is run in the first 3 rounds only.
+            slow: set[tuple[str, str]] = set()
+            for tool, form, argv in list(configs):
+                w = _time_dump(ctx, argv, f"{tool} {form} (warm-up)", env, tool != "python")
+                if w.error:
+                    runs[(tool, form)].append(w)
+                    configs.remove((tool, form, argv))
+                elif w.wall_s > 1.0:
+                    slow.add((tool, form))
+            for i in range(rounds):
+                k = i % len(configs)
+                for tool, form, argv in configs[k:] + configs[:k]:
+                    if (tool, form) in slow and i >= 3:
+                        continue
+                    runs[(tool, form)].append(
+                        _time_dump(ctx, argv, f"{tool} {form}", env, tool != "python"))
+        finally:
+            target.stop()
+        raw[wl] = {f"{t}/{f}": [r.__dict__ for r in rs] for (t, f), rs in runs.items()}
+
+        def summary(tool: str, form: str, what: str,
+                    runs: dict[tuple[str, str], list[DumpRun]] = runs) -> Summary | None:
+            """Milliseconds of wall or CPU time over the runs that succeeded."""
+            ok = [r for r in runs.get((tool, form), []) if r.error is None]
+            return summarize([1000.0 * getattr(r, what) for r in ok])
+
+        def failures(form: str, runs: dict[tuple[str, str], list[DumpRun]] = runs) -> str:
+            """Which tools failed how often, each with the line that says why."""
+            out = []
+            for (tool, f), rs in runs.items():
+                bad = [r for r in rs if f == form and r.error]
+                if bad:
+                    out.append(f"{tool} failed {len(bad)} of {len(rs)}: {bad[0].error}")
+            return "; ".join(out)
+
+        for form in ("text", "json"):
+            vals = {t: summary(t, form, "wall_s") for t in ctx.tools() if (t, form) in runs}
+            notes = [f"psrec run as {how}" if form == "text" else "", failures(form)]
+            ctx.add(Row("D", f"dump PID{' --json' if form == 'json' else ''}, {wl}.py: wall "
+                        "time per dump", "ms", "lower", vals,
+                        note="; ".join(n for n in notes if n)))
+        ctx.add(Row("D", f"dump PID, {wl}.py: CPU time per dump (user + system)", "ms",
+                    "lower", {t: summary(t, "text", "cpu_s") for t in ctx.tools()
+                              if (t, "text") in runs}))
+        ctx.add(Row("D", f"for scale: Python's start-up (python -c pass), CPU time, beside the "
+                    f"{wl}.py runs", "ms", "none",
+                    {"psrec": summary("python", "start-up", "cpu_s")}))
+        # What psrec adds to the start-up of its Python, round by round, in CPU time (on a
+        # busy machine the wall time of runs this short is mostly waiting for a CPU).
+        own = [1000.0 * (p.cpu_s - s.cpu_s)
+               for p, s in zip(runs.get(("psrec", "text"), []), runs[("python", "start-up")])
+               if p.error is None]
+        ctx.add(Row("D", f"psrec's own part: CPU time of dump PID minus Python's start-up in the "
+                    f"same round, {wl}.py", "ms", "none", {"psrec": summarize(own)}, "≤ 10 ms",
+                    lambda p, b: p.median <= 10.0))
+    ctx.raw["dump"] = raw

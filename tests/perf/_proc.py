@@ -12,6 +12,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -112,6 +113,22 @@ class Proc:
                 raise BenchTimeout(f"{self.label} did not finish within {timeout:.0f} s")
             time.sleep(0.01)
         assert self.exited is not None
+        return self.exited
+
+    def wait_exit(self, timeout: float) -> Exited:
+        """Waits for the exit inside wait4 itself, so that a run of a few milliseconds is not
+        rounded up to wait()'s polling interval; past the timeout the group is killed and
+        BenchTimeout raised."""
+        timer = threading.Timer(timeout, self.signal, (signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+        try:
+            self._reap(0)
+        finally:
+            timer.cancel()
+        assert self.exited is not None
+        if self.exited.wall_s >= timeout and self.exited.returncode == -signal.SIGKILL:
+            raise BenchTimeout(f"{self.label} did not finish within {timeout:.0f} s")
         return self.exited
 
     def signal(self, sig: int) -> None:

@@ -1,0 +1,272 @@
+"""`psrec dump PID`: every thread's current Python stack, read once, as text or as JSON.
+
+psrec's entry point (``psrec.__main__.main``) sends ``psrec [-v] dump PID [--json]`` here before
+it imports anything else: no click, no format package, no recording machinery. What a dump
+needs is the native recorder and these few functions, so it starts about as fast as Python
+itself (the read takes well under a millisecond). Errors are worded, and exit with the status,
+exactly as the click command words them (``psrec.analyzer.cli.handle_errors``); the modules
+that word them are imported only when there is an error to word.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# typing imports `re`, which costs more than the whole dump: annotations only (mypy takes any
+# name TYPE_CHECKING for typing's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
+__all__ = ["format_dump", "dump_json", "render_json", "check_pid", "read_dump", "main"]
+
+# The largest pid Linux hands out (PID_MAX_LIMIT, include/linux/threads.h).
+_PID_MAX_LIMIT = 1 << 22
+
+
+def _short_path(path: str) -> str:
+    return path
+
+
+def format_dump(d: dict[str, Any]) -> list[str]:
+    """The text form of a dump (the native recorder's dict, with the command line in
+    d["info"]["command"]): a header, then one block per thread, innermost frame first."""
+    info = d["info"]
+    lines = [
+        f"Process {info['pid']}: {info.get('command') or info['executable']}",
+        f"Python {info['version']}{' free-threaded' if info['free_threaded'] else ''} "
+        f"({info['binary']})",
+        "",
+    ]
+    # A free-threaded interpreter has no GIL: what stands in its place is whether the thread
+    # was attached to the interpreter (running Python code).
+    held, label = ("yes", "attached") if info["free_threaded"] else ("held", "gil")
+    for t in d["threads"]:
+        gil = (f"{label}: ?" if not t["gil_known"]
+               else (f"{label}: {held}" if t["gil_held"] else f"{label}: -"))
+        cpu = "cpu: ?" if not t["cpu_known"] else ("cpu: running" if t["on_cpu"] else "cpu: idle")
+        name = f' "{t["name"]}"' if t["name"] else ""
+        lines.append(
+            f"Thread {t['python_tid']:#x} (tid {t['native_tid'] or '?'}){name}  [{gil}, {cpu}]"
+        )
+        for filename, func, line in t["frames"]:
+            lines.append(f"    {func} ({_short_path(filename)}:{line})")
+        if t["truncated"]:
+            lines.append("    [truncated stack]")
+        if t["error"]:
+            lines.append(f"    [{t['error']}]")
+        if not t["frames"] and not t["error"]:
+            lines.append("    [no Python frames]")
+        lines.append("")
+    return lines
+
+
+def dump_json(d: dict[str, Any]) -> dict[str, Any]:
+    """The JSON form of a dump: the process, then its threads in the text form's order.
+
+    What cannot be told is null: a thread's OS id, its GIL or CPU status, the command line.
+    On a free-threaded build each thread has "attached" (attached to the interpreter) where a
+    build with a GIL has "gil_held"."""
+    info = d["info"]
+    free_threaded = bool(info["free_threaded"])
+    status = "attached" if free_threaded else "gil_held"
+    threads = [
+        {
+            "python_tid": t["python_tid"],
+            "native_tid": t["native_tid"] or None,
+            "name": t["name"],
+            status: bool(t["gil_held"]) if t["gil_known"] else None,
+            "on_cpu": bool(t["on_cpu"]) if t["cpu_known"] else None,
+            "frames": [{"file": filename, "function": func, "line": line}
+                       for filename, func, line in t["frames"]],
+            "truncated": bool(t["truncated"]),
+            "error": t["error"] or None,
+        }
+        for t in d["threads"]
+    ]
+    return {
+        "pid": info["pid"],
+        "command": info.get("command") or None,
+        "executable": info["executable"],
+        "binary": info["binary"],
+        "python_version": info["version"],
+        "free_threaded": free_threaded,
+        "threads": threads,
+    }
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    """``json.dumps(doc, indent=2)`` for a document of dump_json(), without importing json: its
+    encoder and decoder import `re`, which takes longer than the whole dump, and its indented
+    encoder is pure Python. tests/integration/test_dump_pid.py checks that the two agree."""
+    from _json import encode_basestring_ascii as quote
+
+    def scalar(v: Any) -> str:
+        if v is None or v is True or v is False:
+            return "null" if v is None else "true" if v else "false"
+        return str(quote(v)) if isinstance(v, str) else int.__repr__(v)
+
+    def array(items: list[str], pad: str) -> str:
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]" if items else "[]"
+
+    def obj(d: dict[str, Any], pad: str) -> str:
+        inner = pad + "  "
+        fields = []
+        for key, v in d.items():
+            if key == "threads":
+                text = array([inner + "  " + obj(t, inner + "  ") for t in v], inner)
+            elif key == "frames":  # most of a dump: one template, not a walk per value
+                at = inner + "  "
+                text = array([f'{at}{{\n{at}  "file": {quote(f["file"])},\n'
+                              f'{at}  "function": {quote(f["function"])},\n'
+                              f'{at}  "line": {int.__repr__(f["line"])}\n{at}}}' for f in v],
+                             inner)
+            else:
+                text = scalar(v)
+            fields.append(f"{inner}{quote(key)}: {text}")
+        return "{\n" + ",\n".join(fields) + "\n" + pad + "}"
+
+    return obj(doc, "")
+
+
+def _stat(path: str) -> tuple[str, str, int] | None:
+    """(command name, state letter, parent pid) from a /proc/PID[/task/TID]/stat file."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # "pid (comm) S ppid ...": comm may hold spaces and parentheses of its own.
+    name, _, rest = text.partition(" (")[2].rpartition(") ")
+    fields = rest.split()
+    return (name, fields[0], int(fields[1])) if len(fields) > 1 else None
+
+
+def check_pid(pid: int) -> None:
+    """Says before attaching what psrec can tell from /proc: a number that cannot be a pid
+    (wrong usage), or a process that has exited but is not reaped yet (a zombie: its memory is
+    gone, and reading it is refused as if psrec lacked the permission)."""
+    if not 0 < pid <= _PID_MAX_LIMIT:
+        from .errors import RecorderUsageError
+
+        raise RecorderUsageError(f"invalid pid {pid}",
+                                 help="give the pid of a running Python process "
+                                      "(ps aux | grep python)")
+    st = _stat(f"/proc/{pid}/stat")
+    if st is None or st[1] not in ("Z", "X"):
+        return
+    try:  # a leader that has exited while other threads run: the process lives on
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        tids = []
+    for tid in tids:
+        task = _stat(f"/proc/{pid}/task/{tid}/stat")
+        if task is not None and task[1] not in ("Z", "X"):
+            return
+    parent = _stat(f"/proc/{st[2]}/stat")
+    from .errors import ZombieProcessError
+
+    raise ZombieProcessError(
+        f"process {pid} has exited and is a zombie: its parent, process {st[2]}"
+        + (f" ({parent[0]})" if parent else "") + ", has not reaped it yet")
+
+
+def _native() -> ModuleType:
+    try:
+        from . import _recorder
+    except ImportError as exc:
+        from .errors import NativeRecorderMissingError
+
+        raise NativeRecorderMissingError(
+            f"the native recorder cannot be loaded: {exc}") from None
+    module: ModuleType = _recorder
+    return module
+
+
+def read_dump(pid: int, blocking: bool = False) -> dict[str, Any]:
+    """Every thread's current stack, GIL and CPU state, read once, with the process's command
+    line in d["info"]["command"]."""
+    check_pid(pid)
+    rec = _native()
+    d: dict[str, Any] = rec.dump(pid, blocking)
+    d["info"]["command"] = rec.command_line(pid)
+    return d
+
+
+def render(pid: int, as_json: bool, blocking: bool = False) -> str:
+    """The dump of process pid as psrec prints it, text or JSON, newline-terminated."""
+    d = read_dump(pid, blocking)
+    if as_json:
+        return render_json(dump_json(d)) + "\n"
+    return "".join(line + "\n" for line in format_dump(d))
+
+
+def _echo(text: str, err: bool = False) -> None:
+    """click.echo's behaviour, for what a dump prints: ANSI escapes (from a thread name, say)
+    dropped when the stream is not a terminal, and text the stream cannot encode replaced."""
+    stream = sys.stderr if err else sys.stdout
+    if "\x1b" in text and not stream.isatty():
+        import re
+
+        text = re.sub(r"\033\[[0-?]*[ -/]*[@-~]", "", text)
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        stream.flush()
+        stream.buffer.write(text.encode(stream.encoding or "utf-8", "replace"))
+    stream.flush()
+
+
+def _pid_dump_args(args: list[str]) -> tuple[int, bool, bool] | None:
+    """(pid, --json, -v) when args are exactly ``[-v ...] dump PID [--json]`` (--json before or
+    after PID) and PID names no file; None for anything else (help, a recording, an option
+    psrec does not know, a repeated or misplaced word), which the click command handles."""
+    i = 0
+    while i < len(args) and args[i] in ("-v", "--verbose"):
+        i += 1
+    if args[i:i + 1] != ["dump"]:
+        return None
+    rest = args[i + 1:]
+    as_json = rest.count("--json")
+    words = [w for w in rest if w != "--json"]
+    if as_json > 1 or len(words) != 1:
+        return None
+    target = words[0]
+    # As the click command decides (psrec.analyzer.cli.dump): a file of that name is a file.
+    if not target.isdigit() or os.path.exists(target):
+        return None
+    return int(target), bool(as_json), i > 0
+
+
+def main(args: list[str]) -> int | None:
+    """Runs ``psrec [-v] dump PID [--json]`` and returns its exit status; returns None, having
+    done nothing, when args are any other command line."""
+    parsed = _pid_dump_args(args)
+    if parsed is None:
+        return None
+    pid, as_json, verbose = parsed
+    try:
+        _echo(render(pid, as_json))
+    except KeyboardInterrupt:
+        if verbose:
+            raise
+        _echo("psrec: interrupted\n", err=True)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 1
+    except Exception as exc:
+        from psrec.format.errors import PsrecError
+
+        if verbose:
+            raise
+        if isinstance(exc, PsrecError):
+            _echo(f"psrec: error: {exc.message}\n"
+                  + (f"psrec: {exc.help}\n" if exc.help else ""), err=True)
+            return int(exc.exit_code)
+        _echo(f"psrec: internal error: {type(exc).__name__}: {exc}\n"
+              "psrec: run again with -v for the traceback, and please report it\n", err=True)
+        return 1
+    return 0

@@ -1,0 +1,317 @@
+"""`psrec dump PID` and `psrec dump PID --json` on live targets, for every interpreter found.
+
+`psrec dump PID` is answered without click and the recording machinery (psrec.recorder._dump,
+called by psrec.__main__): these tests check what it prints, that it imports no more than it
+needs, and that its errors are worded and exit as the click commands' are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rec_live import (
+    TARGETS,
+    is_free_threaded,
+    line_of,
+    minor_of,
+    one_python,
+    psrec,
+    python_params,
+    target,
+)
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
+PYTHONS = python_params()
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+# What `psrec dump PID` must not import: the command line and reports (click, the analyzer),
+# the recording machinery and the format package, importlib.metadata (for __version__).
+HEAVY = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format", "importlib.metadata")
+# Wording an error imports the error classes, and with them psrec.format (their base class):
+# still no click, analyzer or importlib.metadata.
+HEAVY_ON_ERROR = ("click", "psrec.analyzer", "psrec.recorder._api", "importlib.metadata")
+
+
+def psrec_imports(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """psrec run as `python -m psrec ARGS` with -X importtime: the run, with the importtime
+    lines taken out of its stderr, and the modules it imported."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "psrec", *args],
+                       capture_output=True, text=True, timeout=60, cwd=str(TARGETS))
+    modules, rest = set(), []
+    for line in r.stderr.splitlines(keepends=True):
+        if line.startswith("import time:"):
+            modules.add(line.rpartition("|")[2].strip())
+        else:
+            rest.append(line)
+    r.stderr = "".join(rest)
+    return r, modules
+
+
+def assert_lean(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> None:
+    loaded = sorted(m for m in modules for h in heavy if m == h or m.startswith(h + "."))
+    assert not loaded, f"psrec dump PID imported {loaded}"
+
+
+def dump_json(pid: int) -> dict[str, Any]:
+    r, modules = psrec_imports("dump", str(pid), "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "", r.stderr
+    doc = json.loads(r.stdout)
+    # One document, printed as json.dumps(doc, indent=2) prints it.
+    assert r.stdout == json.dumps(doc, indent=2) + "\n"
+    assert_lean(modules)
+    return doc
+
+
+def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in doc["threads"]}
+
+
+THREAD = re.compile(r'^Thread (0x[0-9a-f]+) \(tid (\d+|\?)\)(?: "(.*)")?  \[(\w+): ([-\w?]+), '
+                    r"cpu: (\w+|\?)\]$")
+FRAME = re.compile(r"^    (.+) \((.+):(\d+)\)$")
+
+
+def parse_text(text: str) -> list[dict[str, Any]]:
+    """The threads of the text form: ids, name, status words and frames (function, file,
+    line), innermost first."""
+    threads: list[dict[str, Any]] = []
+    for line in text.splitlines()[3:]:
+        m = THREAD.match(line)
+        if m:
+            threads.append({"python_tid": int(m[1], 16),
+                            "native_tid": None if m[2] == "?" else int(m[2]),
+                            "name": m[3] or "", "label": m[4], "gil": m[5], "cpu": m[6],
+                            "frames": []})
+        elif (f := FRAME.match(line)) and threads:
+            threads[-1]["frames"].append((f[1], f[2], int(f[3])))
+    return threads
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_json_names_each_thread_and_where_it_is(python: str) -> None:
+    with target(python, "rec_threads.py") as t:
+        doc = dump_json(t.pid)
+    ft = is_free_threaded(python)
+    assert doc["pid"] == t.pid
+    assert "rec_threads.py" in doc["command"], doc["command"]
+    minor = "{}.{}".format(*minor_of(python))  # 3.8 has no Py_Version to read the patch from
+    assert doc["python_version"] == minor or doc["python_version"].startswith(minor + "."), doc
+    assert doc["free_threaded"] is ft
+    assert doc["executable"] and doc["binary"], doc
+    threads = by_name(doc)
+    assert {"busy-worker", "sleepy-worker", "MainThread"} <= set(threads), list(threads)
+    busy_line = line_of("rec_threads.py", "busy_inner")
+    want = {  # innermost first: (function, lines it may be on)
+        "busy-worker": [("busy_inner", {busy_line - 1, busy_line}), ("busy_worker", None)],
+        "sleepy-worker": [("sleepy_inner", {line_of("rec_threads.py", "sleepy_inner")}),
+                          ("sleepy_worker", None)],
+        "MainThread": [("main_sleep", {line_of("rec_threads.py", "main_sleep")}),
+                       ("<module>", None)],
+    }
+    status = "attached" if ft else "gil_held"
+    for name, frames in want.items():
+        th = threads[name]
+        got = th["frames"][:len(frames)]
+        assert [f["function"] for f in got] == [f for f, _ in frames], (name, th["frames"])
+        # (as the target names it: in a container, its own path)
+        assert all(f["file"].endswith("/rec_threads.py") for f in got), (name, th["frames"])
+        for f, (_, lines) in zip(got, frames):
+            assert lines is None or f["line"] in lines, (name, th["frames"])
+        assert status in th and ("attached" if status == "gil_held" else "gil_held") not in th
+        assert th[status] in (True, False) and th["on_cpu"] in (True, False), th
+        assert th["truncated"] is False and th["error"] is None, th
+        assert isinstance(th["python_tid"], int) and th["python_tid"] > 0, th
+    assert threads["MainThread"]["native_tid"] == t.pid
+    assert len({th["native_tid"] for th in doc["threads"]}) == len(doc["threads"])
+    # A thread in time.sleep has let go of the GIL (or detached, without one).
+    assert threads["sleepy-worker"][status] is False, threads["sleepy-worker"]
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_json_and_text_say_the_same(python: str) -> None:
+    """The JSON form holds what the text form shows: the process, each thread's ids, name and
+    frames (two dumps of the same process a moment apart: only the busy thread's line and the
+    threads' GIL and CPU status may differ between them)."""
+    with target(python, "rec_threads.py") as t:
+        r, modules = psrec_imports("dump", str(t.pid))
+        doc = dump_json(t.pid)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert_lean(modules)
+    head = r.stdout.splitlines()[:3]
+    assert head[0] == f"Process {t.pid}: {doc['command']}", head
+    assert head[1] == (f"Python {doc['python_version']}"
+                       f"{' free-threaded' if doc['free_threaded'] else ''} ({doc['binary']})")
+    text = parse_text(r.stdout)
+    assert len(text) == len(doc["threads"]) >= 3, r.stdout
+    label = "attached" if doc["free_threaded"] else "gil"
+    word = {True: "yes" if doc["free_threaded"] else "held", False: "-", None: "?"}
+    for tt, jt in zip(text, doc["threads"]):
+        assert (tt["python_tid"], tt["native_tid"], tt["name"]) == \
+            (jt["python_tid"], jt["native_tid"], jt["name"]), (tt, jt)
+        assert tt["label"] == label
+        assert tt["gil"] in word.values() and tt["cpu"] in ("running", "idle", "?"), tt
+        frames = [(f["function"], f["file"], f["line"]) for f in jt["frames"]]
+        if jt["name"] == "busy-worker":  # its innermost line moves with its loop
+            tt["frames"][0], frames[0] = tt["frames"][0][:2], frames[0][:2]
+        assert tt["frames"] == frames, (tt, jt)
+    # The statuses of the threads that sleep hold still between the two dumps.
+    for tt, jt in zip(text, doc["threads"]):
+        if jt["name"] == "sleepy-worker":
+            status = jt["attached" if doc["free_threaded"] else "gil_held"]
+            assert tt["gil"] == word[status] == "-", (tt, jt)
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_json_keeps_names_as_threading_has_them(python: str) -> None:
+    """Names outside ASCII come through (escaped, as json.dumps escapes them)."""
+    with target(python, "rec_names.py", stdin=True) as t:
+        doc = dump_json(t.pid)
+    names = {th["name"] for th in doc["threads"]}
+    assert {"main-renamed", "before-rename", "ünïcode-名前", "os-only"} <= names, names
+
+
+def _zombie_child_of(parent: int, timeout: float = 10.0) -> int:
+    """rec_zombie.py's child, once it has exited (its parent never reaps it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        for child in children:
+            try:
+                with open(f"/proc/{child}/stat") as f:
+                    if f.read().rpartition(")")[2].split()[0] == "Z":
+                        return child
+            except OSError:
+                pass
+        assert time.monotonic() < deadline, f"process {parent} has no zombie child in {timeout} s"
+        time.sleep(0.02)
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def assert_error(r: subprocess.CompletedProcess[str], status: int, *words: str) -> None:
+    """One line that says what went wrong and one that says what to do, with exit status."""
+    assert r.returncode == status, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2, r.stderr
+    assert lines[0].startswith("psrec: error: ") and lines[1].startswith("psrec: "), r.stderr
+    assert r.stdout == "", r.stdout
+    for w in words:
+        assert w in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("python", one_python())
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_errors_keep_their_words_and_status(python: str, as_json: bool) -> None:
+    flag = ["--json"] if as_json else []
+    dead = _dead_pid()
+    r, modules = psrec_imports("dump", str(dead), *flag)
+    assert_error(r, 1, f"no process with pid {dead}")
+    assert_lean(modules, HEAVY_ON_ERROR)
+    for pid in ("0", "4194305"):  # PID_MAX_LIMIT + 1
+        r, modules = psrec_imports("dump", *flag, pid)
+        assert_error(r, 2, f"invalid pid {pid}")
+        assert_lean(modules, HEAVY_ON_ERROR)
+    with target(python, "rec_zombie.py") as t:
+        zombie = _zombie_child_of(t.pid)
+        r, modules = psrec_imports("dump", str(zombie), *flag)
+    assert_error(r, 1, f"process {zombie} has exited and is a zombie", f"process {t.pid}")
+    assert "permission" not in r.stderr and "sudo" not in r.stderr, r.stderr
+    assert_lean(modules, HEAVY_ON_ERROR)
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        r, modules = psrec_imports("dump", str(sleeper.pid), *flag)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert_error(r, 1, "is not a Python process")
+    assert_lean(modules, HEAVY_ON_ERROR)
+    # With -v, a traceback instead, and the same status.
+    r = psrec("-v", "dump", str(dead), *flag)
+    assert r.returncode == 1 and "Traceback" in r.stderr and "NoSuchProcessError" in r.stderr
+
+
+def test_json_of_a_recording_is_wrong_usage(tmp_path: Path) -> None:
+    """--json is for a process: given a recording, psrec says so and points to psrec info
+    --json (exit status 2); `psrec dump FILE` is unchanged, a file named like a pid included."""
+    golden = DATA / "two_threads.psr"
+    r = psrec("dump", str(golden), "--json")
+    assert_error(r, 2, "--json", str(golden))
+    assert f"psrec info --json {golden}" in r.stderr, r.stderr
+    r = psrec("dump", str(golden))
+    assert r.returncode == 0 and "THREAD" in r.stdout, r.stderr
+    numbered = tmp_path / "1"
+    numbered.write_bytes(golden.read_bytes())
+    r = subprocess.run([sys.executable, "-m", "psrec", "dump", "1"], capture_output=True,
+                       text=True, timeout=60, cwd=str(tmp_path))
+    assert r.returncode == 0 and "THREAD" in r.stdout, r.stderr
+
+
+def test_other_command_lines_still_go_to_click() -> None:
+    """What is not `psrec [-v] dump PID [--json]` is click's to parse: its usage errors, help
+    and version."""
+    r = psrec("dump", "--jsn", "1")
+    assert r.returncode == 2 and "No such option '--jsn'. Did you mean '--json'?" in r.stderr, \
+        r.stderr
+    r = psrec("dump", "1", "2")
+    assert r.returncode == 2 and "Usage:" in r.stderr, r.stderr
+    r = psrec("dump", "--help")
+    assert r.returncode == 0 and "--json" in r.stdout and "TARGET" in r.stdout, r.stdout
+    r = psrec("--version")
+    assert r.returncode == 0 and re.fullmatch(r"psrec, version \S+\n", r.stdout), r.stdout
+
+
+@pytest.mark.parametrize("free_threaded", [False, True], ids=["gil", "free-threaded"])
+def test_json_of_what_cannot_be_told(free_threaded: bool) -> None:
+    """Unknown statuses, a missing OS thread id or command line, a thread without frames, a
+    truncated stack, a read error and names that need escaping: null, flags and text, printed
+    as json.dumps(indent=2) prints them, and the text form says the same."""
+    from psrec.recorder._dump import dump_json, format_dump, render_json
+
+    def thread(**kw: Any) -> dict[str, Any]:
+        return {"python_tid": 0x7F00, "native_tid": 42, "name": "w", "gil_known": True,
+                "gil_held": True, "cpu_known": True, "on_cpu": False, "truncated": False,
+                "error": "", "frames": [("/a/b.py", "f", 3), ("/a/b.py", "<module>", 1)], **kw}
+
+    native = {
+        "info": {"pid": 7, "command": "", "executable": "/usr/bin/python3", "binary": "/lib/x",
+                 "version": "3.14.0", "free_threaded": free_threaded},
+        "threads": [thread(), thread(gil_known=False, cpu_known=False, native_tid=0),
+                    thread(name='q"\\\x1bü名', frames=[]), thread(truncated=True),
+                    thread(error="stack read torn", frames=[])],
+    }
+    doc = dump_json(native)
+    text = render_json(doc)
+    assert text == json.dumps(doc, indent=2)
+    assert json.loads(text) == doc
+    status = "attached" if free_threaded else "gil_held"
+    assert doc["command"] is None and doc["free_threaded"] is free_threaded
+    t = doc["threads"]
+    assert [th[status] for th in t] == [True, None, True, True, True]
+    assert all(("gil_held" if free_threaded else "attached") not in th for th in t)
+    assert [th["on_cpu"] for th in t] == [False, None, False, False, False]
+    assert t[1]["native_tid"] is None and t[0]["native_tid"] == 42
+    assert t[0]["frames"][0] == {"file": "/a/b.py", "function": "f", "line": 3}
+    assert t[2]["frames"] == [] and t[2]["name"] == 'q"\\\x1bü名'
+    assert t[3]["truncated"] is True and t[4]["error"] == "stack read torn"
+    lines = format_dump(native)
+    assert lines[0] == "Process 7: /usr/bin/python3"
+    label = "attached: yes" if free_threaded else "gil: held"
+    assert f"Thread 0x7f00 (tid 42) \"w\"  [{label}, cpu: idle]" in lines
+    assert "    [truncated stack]" in lines and "    [stack read torn]" in lines
+    assert "    [no Python frames]" in lines

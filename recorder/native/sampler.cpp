@@ -458,17 +458,24 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   const bool frame_objects = t.proc->layout().frame_model == cpython::FrameModel::kFrameObject;
   uint64_t tstate = head.threads_head, prev = 0, first = head.threads_head;
   int restarts = 0;
+  // Begins the walk again from the head, read now and without read-ahead; false once it has
+  // begun again too often (the threads not reached are then counted as errors).
+  auto restart = [&]() {
+    PassHead again;
+    if (restarts++ >= kListRestarts || t.unwinder->readPass(again, {}) != ReadStatus::kOk)
+      return false;
+    tstate = first = again.threads_head;
+    prev = 0;
+    return true;
+  };
   for (int n = 0;; ++n) {
     if (!tstate) {
       // The end of the list, unless the walk met a state being made or reset (its links not
       // set yet, or cleared: a short list that ends early). When the list changed since the
       // last pass, the head and the last state's link are read again to confirm.
-      PassHead again;
       if (head.list_unchanged && !restarts) break;
       if (!prev || t.unwinder->listEnds(first, prev)) break;
-      if (restarts++ < kListRestarts && t.unwinder->readPass(again, {}) == ReadStatus::kOk) {
-        tstate = first = again.threads_head;
-        prev = 0;
+      if (restart()) {
         n = -1;
         continue;
       }
@@ -481,14 +488,11 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     // Every state in the list links back to the one before it and to its interpreter; one
     // that does not was freed or reused while the pass read the list (threads come and go),
     // and neither it nor what it says of the list can be trusted. A kernel thread id above
-    // PID_MAX_LIMIT (2^22) says the same. The walk then begins again from the head, read
-    // now and without read-ahead; threads it sampled already are not sampled twice.
+    // PID_MAX_LIMIT (2^22) says the same. The walk then begins again (threads it sampled
+    // already are not sampled twice).
     if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk ||
         th_head.prev != prev || th_head.interp != interp || th_head.native_tid > (1u << 22)) {
-      PassHead again;
-      if (restarts++ < kListRestarts && t.unwinder->readPass(again, {}) == ReadStatus::kOk) {
-        tstate = first = again.threads_head;
-        prev = 0;
+      if (restart()) {
         n = -1;
         continue;
       }

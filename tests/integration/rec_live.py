@@ -214,6 +214,13 @@ def target(python: str, script: str, *args: str, ready: str = "ready",
         stop(proc)
 
 
+def dead_pid() -> int:
+    """A pid no process has (one that just exited and was reaped)."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
 def psrec(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "psrec", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=str(TARGETS))

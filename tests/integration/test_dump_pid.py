@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from rec_live import (
     TARGETS,
+    dead_pid,
     is_free_threaded,
     line_of,
     minor_of,
@@ -198,12 +199,6 @@ def _zombie_child_of(parent: int, timeout: float = 10.0) -> int:
         time.sleep(0.02)
 
 
-def _dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
-
-
 def assert_error(r: subprocess.CompletedProcess[str], status: int, *words: str) -> None:
     """One line that says what went wrong and one that says what to do, with exit status."""
     assert r.returncode == status, (r.returncode, r.stderr)
@@ -219,7 +214,7 @@ def assert_error(r: subprocess.CompletedProcess[str], status: int, *words: str) 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 def test_errors_keep_their_words_and_status(python: str, as_json: bool) -> None:
     flag = ["--json"] if as_json else []
-    dead = _dead_pid()
+    dead = dead_pid()
     r, modules = psrec_imports("dump", str(dead), *flag)
     assert_error(r, 1, f"no process with pid {dead}")
     assert_lean(modules, HEAVY_ON_ERROR)

@@ -8,7 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from rec_live import PYTHONS, TARGETS, UNSUPPORTED, psrec, psrec_async, stop, target, wait_recording
+from rec_live import (
+    PYTHONS,
+    TARGETS,
+    UNSUPPORTED,
+    dead_pid,
+    psrec,
+    psrec_async,
+    stop,
+    target,
+    wait_recording,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
 ANY_PYTHON = PYTHONS[0][1] if PYTHONS else None
@@ -23,12 +33,6 @@ def assert_one_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
     assert "Traceback" not in r.stderr
     for w in words:
         assert w in r.stderr, r.stderr
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
 
 
 def test_no_such_process(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from psrec.format import constants as C
 from rec_live import PYTHONS as FOUND
-from rec_live import TARGETS, collapsed, load, psrec, python_params, target
+from rec_live import TARGETS, collapsed, dead_pid, load, psrec, python_params, target
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 PYTHONS = python_params()
@@ -29,12 +29,6 @@ def assert_usage_error(r: subprocess.CompletedProcess[str], *words: str) -> None
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
     for w in words:
         assert w in r.stderr, r.stderr
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
 
 
 # -- usage errors ------------------------------------------------------------------------------

@@ -48,18 +48,25 @@ Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
     gil_addr_ = runtime;
     gil_lo_ = std::min(l_.runtime_gil_locked, l_.runtime_gil_last_holder);
     gil_hi_ = std::max(l_.runtime_gil_locked, l_.runtime_gil_last_holder) + 8;
-  } else if (l_.interp_ceval_gil != kAbsent) {
-    // 3.12+: interp->ceval.gil points at the GIL this interpreter uses; it does not change.
-    uint64_t interp = proc.mainInterpreter();
-    uint64_t gil = 0;
-    if (interp &&
-        proc.mem().readValue(interp + static_cast<uint64_t>(l_.interp_ceval_gil), gil) && gil) {
-      gil_addr_ = gil;
-      gil_lo_ = std::min(l_.gil_locked, l_.gil_last_holder);
-      gil_hi_ = std::max(l_.gil_locked, l_.gil_last_holder) + 8;
-    }
+  } else {
+    resolveGil();
   }
   chunk_buf_.reserve(64 * 1024);
+}
+
+// 3.12+: interp->ceval.gil points at the GIL this interpreter uses. It is null until the
+// interpreter has created its GIL, which a launched target may not have done when psrec
+// attaches, so the pass reads call this again until it is set; once set it does not change.
+void Unwinder::resolveGil() {
+  if (gil_addr_ || l_.interp_ceval_gil == kAbsent) return;
+  uint64_t interp = proc_.mainInterpreter();
+  uint64_t gil = 0;
+  if (interp &&
+      proc_.mem().readValue(interp + static_cast<uint64_t>(l_.interp_ceval_gil), gil) && gil) {
+    gil_addr_ = gil;
+    gil_lo_ = std::min(l_.gil_locked, l_.gil_last_holder);
+    gil_hi_ = std::max(l_.gil_locked, l_.gil_last_holder) + 8;
+  }
 }
 
 GilStatus Unwinder::gilStatus(const ThreadHead& t, const PassHead& ph) const {
@@ -104,6 +111,7 @@ bool Unwinder::listEnds(uint64_t first, uint64_t last) {
 ReadStatus Unwinder::readPassHead(PassHead& out) {
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;
+  resolveGil();
   uint8_t gil[64];
   ReadRequest reqs[2];
   size_t n = 0;
@@ -147,6 +155,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
   pf_cursor_ = 0;
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;
+  resolveGil();
   size_t gil_len = static_cast<size_t>(gil_hi_ - gil_lo_);
   uint8_t gil[64];
   const bool with_gil = gil_addr_ && gil_len <= sizeof gil;

@@ -202,6 +202,8 @@ class Unwinder {
   int32_t gil_lo_ = 0, gil_hi_ = 0;
   void parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const;
   void resolveGil();
+  bool selfRecursiveLeaf() const;
+  bool selfCall(size_t i) const;
   // 3.8-3.10: offset of the kernel tid inside glibc's struct pthread (found at run time).
   int32_t pthread_tid_offset_ = -1;
   bool pthread_calibrated_ = false;

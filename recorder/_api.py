@@ -369,6 +369,12 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
 
     child: subprocess.Popen[bytes] | None = None
     if opts.command:
+        # What costs time once is done before the program starts, so that psrec is quiet while
+        # the program's first milliseconds are recorded: the package's version (for the file's
+        # metadata) and the kernel's context-switch hooks.
+        from psrec import __version__  # noqa: F401
+        if opts.cpu_source != "procfs":
+            rec.prepare_switch_events()
         argv = _resolve_command(opts.command)
         # A recording written to standard output must not be mixed with the program's own
         # output: the program's goes to standard error then.

@@ -130,6 +130,7 @@ NB_MODULE(_recorder, m) {
   }, nb::arg("pid"));
 
   m.def("command_line", [](int pid) { return processCommandLine(pid); });
+  m.def("prepare_switch_events", &prepareSwitchEvents);
 
   nb::class_<Sampler>(m, "Sampler")
       .def("__init__",

@@ -91,6 +91,7 @@ std::vector<pid_t> childrenOf(pid_t pid) {
 Sampler::Sampler(const SamplerConfig& config)
     : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks) {
   if (config_.interval_ns < 1000) config_.interval_ns = 1000;
+  if (config_.cpu_switches) prepareSwitchEvents();
   auto t = std::make_unique<Target>();
   t->pid = config.pid;
   t->root = true;

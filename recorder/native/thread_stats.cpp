@@ -33,7 +33,40 @@ char stateFromStat(const char* buf, size_t n) {
   return close[2];
 }
 
+constexpr size_t kSwitchRingPages = 8;
+
+// A perf event that records the thread's context switches (PERF_RECORD_SWITCH) into a ring of
+// kSwitchRingPages pages, with CLOCK_MONOTONIC times; -1 where the kernel refuses.
+int openSwitchEvent(pid_t tid, bool disabled) {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_DUMMY;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+  attr.sample_id_all = 1;
+  attr.context_switch = 1;
+  attr.disabled = disabled ? 1 : 0;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  attr.watermark = 1;  // never wake a reader: nobody polls the ring
+  attr.wakeup_watermark = static_cast<uint32_t>(kSwitchRingPages * sysconf(_SC_PAGESIZE));
+  return static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
 }  // namespace
+
+void prepareSwitchEvents() {
+  // The kernel turns its context-switch hooks on when the first such event exists, and
+  // doing so takes it 10-20 ms (it patches the scheduler's code), during which the thread
+  // opening the event is stuck: in a sampling pass, that is 10-20 ms without samples. One
+  // disabled event on psrec's own thread, opened before sampling starts and kept, keeps the
+  // hooks on; the events of target threads are then cheap to open.
+  static const int held = openSwitchEvent(0, true);
+  (void)held;
+}
 
 void Fd::reset() {
   if (fd_ >= 0) ::close(fd_);
@@ -48,25 +81,10 @@ void Fd::reset() {
 // are applied. Lost records (a full ring) make the owner resync from the files.
 class SwitchRing {
  public:
-  static constexpr size_t kDataPages = 8;
+  static constexpr size_t kDataPages = kSwitchRingPages;
 
   static std::unique_ptr<SwitchRing> open(pid_t tid) {
-    perf_event_attr attr;
-    std::memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_DUMMY;
-    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
-    attr.sample_id_all = 1;
-    attr.context_switch = 1;
-    attr.use_clockid = 1;
-    attr.clockid = CLOCK_MONOTONIC;
-    attr.exclude_kernel = 1;
-    attr.exclude_hv = 1;
-    attr.watermark = 1;  // never wake a reader: nobody polls the ring
-    attr.wakeup_watermark = static_cast<uint32_t>(kDataPages * pageSize());
-    int fd = static_cast<int>(
-        syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    int fd = openSwitchEvent(tid, false);
     if (fd < 0) return nullptr;
     const size_t len = (1 + kDataPages) * pageSize();
     void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -88,6 +88,10 @@ class ThreadStatFiles {
   uint64_t stat_reads_ = 0;
 };
 
+// Makes the first context-switch event of a recording cheap to open (once per process; see
+// thread_stats.cpp). Call before sampling starts.
+void prepareSwitchEvents();
+
 // CLOCK_MONOTONIC in nanoseconds (the clock of sampling deadlines and of switch records).
 uint64_t monotonicNs();
 

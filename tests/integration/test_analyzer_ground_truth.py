@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from psrec.analyzer.profile import Profile, View
 from psrec.analyzer.reporters import function_totals
-from rec_live import SUPPORTED, minor_of, python_params
+from rec_live import SUPPORTED, python_params
 
 TARGETS = Path(__file__).resolve().parents[1] / "targets"
 WORKLOADS = Path(__file__).resolve().parents[1] / "perf" / "workloads"
@@ -104,23 +104,7 @@ def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rat
             f"share {share:.4f} vs measured {truth:.4f} at {rate} Hz\n{collapsed(path)}")
 
 
-def _every_interpreter() -> list[object]:
-    """Every interpreter; 3.8-3.10 are expected to fail (strict): there a frame whose address
-    the thread's last sample does not give is read on its own and must read the same when
-    read again, which a fast recursion (new frame objects at every depth) seldom does, so
-    about half the samples inside fibonacci are dropped as torn (share 0.041 against 0.085 on
-    3.9; 0.0005 before frames were read in one copy) and the profile is biased against it."""
-    out: list[object] = []
-    for p in python_params():
-        path = p.values[0]  # type: ignore[attr-defined]
-        old = path is not None and minor_of(path) < (3, 11)
-        marks = [pytest.mark.xfail(strict=True, reason="3.8-3.10 drop samples of fast "
-                                   "recursion as torn (frames read one by one)")] if old else []
-        out.append(pytest.param(path, id=p.id, marks=[*p.marks, *marks]))  # type: ignore[attr-defined]
-    return out
-
-
-@pytest.mark.parametrize("python", _every_interpreter())
+@pytest.mark.parametrize("python", python_params())
 def test_fibonacci_share_on_every_interpreter(recorder: None, tmp_path: Path,
                                               python: str) -> None:
     """The same ground truth at 1 kHz on every interpreter (launch mode, the target's own

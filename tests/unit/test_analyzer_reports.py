@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analyzer_synth import BUSY, F_A, F_B, F_SLEEP, MAIN, ON_CPU, Synth, expected, two_thread_recording
+from analyzer_synth import (
+    BUSY,
+    F_A,
+    F_B,
+    F_SLEEP,
+    MAIN,
+    ON_CPU,
+    Synth,
+    expected,
+    two_thread_recording,
+)
 from click.testing import CliRunner
 from psrec.analyzer.cli import main
 from psrec.analyzer.profile import Profile, SelectionError, View
@@ -400,8 +410,8 @@ def test_default_output_does_not_clobber_the_input(tmp_path: Path, rec: Synth) -
 def test_cpu_view_keeps_cpu_used_between_samples(tmp_path: Path) -> None:
     """A thread that runs in bursts between samples: CPU time reported by a sample off the CPU
     goes to the previous sample when that one was on a CPU, else to its own stack without
-    counting as a sample on a CPU; the CPU view's total is every CPU tick recorded, natively and in pure Python, in the cells
-    and in the timelines alike (spec/psr-format.md, section 5)."""
+    counting as a sample on a CPU; the CPU view's total is every CPU tick recorded, natively
+    and in pure Python, in the cells and in the timelines alike (spec/psr-format.md, section 5)."""
     s = Synth(str(tmp_path / "bursty.psr"))
     s.thread("worker", 7)
     # pass: (stack, status, cpu): on CPU in compute, then off in wait having used CPU (goes to

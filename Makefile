@@ -39,7 +39,7 @@ dev: $(BIN)/python
 
 lint:
 	$(BIN)/ruff check format analyzer recorder package tests
-	$(BIN)/mypy format analyzer
+	$(BIN)/mypy format analyzer package/psrec
 
 bench: install
 	$(BIN)/python -m tests.perf

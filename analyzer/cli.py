@@ -1,15 +1,23 @@
-"""The psrec command line."""
+"""The analyzer's commands: `psrec info`, `report`, `export`, and the file half of `dump`.
+
+The psrec command is put together in ``psrec.cli``, which also handles every command's errors;
+these commands raise PsrecError (CliUsageError for wrong usage) and load the analysis engine
+only when they run. Output formats are the registry's (``psrec.analyzer.registry``): each
+command offers the formats registered for it as ``--format NAME``, and keeps a flag of its own
+for each format it offered before ``--format`` (``--pstats``, ``--collapsed``, ``--slices``,
+``--speedscope``).
+"""
 
 from __future__ import annotations
 
-import functools
 import json
-import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from psrec.format import PsrecError, open_recording
+
+__all__ = ["COMMANDS", "CliUsageError", "dump_file", "export", "info", "report", "warn_all"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,67 +28,9 @@ class CliUsageError(PsrecError):
     exit_code = 2
 
 
-class _State:
-    verbose = False
-
-
-def handle_errors(fn: F) -> F:
-    """Turns PsrecError into one line (and its help) on stderr and exit status 1."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except PsrecError as exc:
-            if _State.verbose:
-                raise
-            click.echo(f"psrec: error: {exc.message}", err=True)
-            if exc.help:
-                click.echo(f"psrec: {exc.help}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            if _State.verbose:
-                raise
-            click.echo("psrec: interrupted", err=True)
-            sys.exit(130)
-        except BrokenPipeError:
-            sys.stderr.close()
-            sys.exit(1)
-        except click.ClickException:  # wrong usage click words itself (exit status 2)
-            raise
-        except Exception as exc:
-            if _State.verbose:
-                raise
-            click.echo(f"psrec: internal error: {type(exc).__name__}: {exc}", err=True)
-            click.echo("psrec: run again with -v for the traceback, and please report it", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
 def warn_all(warnings: list[str]) -> None:
     for w in warnings:
         click.echo(f"psrec: warning: {w}", err=True)
-
-
-def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """click.version_option's -V, with the version looked up only when asked for (importlib.
-    metadata takes longer than most commands)."""
-    if not value or ctx.resilient_parsing:
-        return
-    from psrec import __version__
-
-    click.echo(f"psrec, version {__version__}", color=ctx.color)
-    ctx.exit()
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_show_version, help="Show the version and exit.")
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail.")
-def main(verbose: bool) -> None:
-    """psrec: record a running Python process once, ask questions of the recording offline."""
-    _State.verbose = verbose
 
 
 def _truncated(d: dict[str, Any]) -> str:
@@ -97,10 +47,9 @@ def _truncated(d: dict[str, Any]) -> str:
             f"{C.MAX_DEPTH - 1:,} below [truncated stack]")
 
 
-@main.command()
+@click.command()
 @click.argument("recording", type=click.Path(dir_okay=True))
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@handle_errors
 def info(recording: str, as_json: bool) -> None:
     """Metadata, duration, samples, threads, rate, errors and size of a recording."""
     from psrec.format import EmptyRecordingError
@@ -151,32 +100,15 @@ def info(recording: str, as_json: bool) -> None:
         raise EmptyRecordingError(f"{recording}: the recording holds no samples")
 
 
-# `psrec dump PID [--json]`, plain, is answered by psrec.recorder._dump before click is even
-# imported (see psrec.__main__); it comes here from any other form of command line (`-v -v`,
-# `--`, ...), with the same output.
-@main.command()
-@click.argument("target")
-@click.option("--json", "as_json", is_flag=True,
-              help="With a PID: print the process and its threads' stacks as one JSON "
-                   "document.")
-@handle_errors
-def dump(target: str, as_json: bool) -> None:
-    """Dump a recording (a file) chunk by chunk and record by record, or, given a PID, print
-    every thread's current Python stack."""
-    import os
-
-    if not os.path.exists(target) and target.isdigit():
-        from psrec.recorder.cli import dump_pid
-
-        dump_pid(int(target), as_json=as_json)
-        return
+def dump_file(recording: str, as_json: bool = False) -> None:
+    """`psrec dump FILE`: the recording chunk by chunk and record by record."""
     if as_json:
         raise CliUsageError(f"--json applies to a process (psrec dump PID), not to a "
-                            f"recording: {target}",
-                            help=f"psrec info --json {target} describes a recording as JSON")
+                            f"recording: {recording}",
+                            help=f"psrec info --json {recording} describes a recording as JSON")
     from psrec.format.describe import dump_lines
 
-    with open_recording(target) as rec:
+    with open_recording(recording) as rec:
         for line in dump_lines(rec):
             click.echo(line)
         warn_all(rec.warnings)
@@ -238,8 +170,70 @@ def _run_reporter(
         click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
 
 
-@main.command()
+def _formats(command: str) -> dict[str, str]:
+    """The registry's output formats for a command: name -> description."""
+    from psrec.analyzer.registry import get, names
+
+    return {n: get(n).description for n in names() if get(n).command == command}
+
+
+if TYPE_CHECKING:
+    _StrChoice = click.Choice[str]  # generic from click 8.2 on
+else:
+    _StrChoice = click.Choice
+
+
+class _FormatChoice(_StrChoice):
+    """--format's choices: the formats registered for a command, looked up when they are
+    needed (to parse --format, or show help), so that a command line without --format does not
+    load every reporter."""
+
+    def __init__(self, command: str) -> None:
+        self._command = command
+        super().__init__([])
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(_formats(self._command))
+
+    @choices.setter
+    def choices(self, _value: Any) -> None:
+        pass
+
+
+class _FormatOption(click.Option):
+    """--format NAME, whose help lists each format with its description."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None:
+            return None
+        assert isinstance(self.type, _FormatChoice)
+        listed = "; ".join(f"{name}: {text}" for name, text in
+                           _formats(self.type._command).items())
+        return record[0], f"{self.help} {listed}."
+
+
+def _format_option(command: str, default: str) -> Callable[[F], F]:
+    return click.option(
+        "--format", "fmt", cls=_FormatOption, type=_FormatChoice(command), default=None,
+        help=f"Output format (default: {default}; each has a flag of its own too):")
+
+
+def _chosen_format(given: list[tuple[str, str]], default: str) -> str:
+    """The one format named by --format and the format flags, as (what was given, format)
+    pairs; naming two formats is wrong usage."""
+    formats = list(dict.fromkeys(fmt for _, fmt in given))
+    if len(formats) > 1:
+        spelled = [what for what, _ in given]
+        both = ", ".join(spelled[:-1]) + " and " + spelled[-1]
+        raise CliUsageError(f"{both} cannot be given together: choose one output")
+    return formats[0] if formats else default
+
+
+@click.command()
 @click.argument("recording", type=click.Path(dir_okay=True))
+@_format_option("report", "table")
 @click.option("--sort", type=click.Choice(["own", "total", "own-samples", "total-samples", "name",
                                            "file"]),
               default="own", show_default=True, help="Table order.")
@@ -257,25 +251,25 @@ def _run_reporter(
 @click.option("--per-thread", is_flag=True,
               help="Table: one table per thread. Collapsed: a thread root frame on every stack.")
 @_view_options
-@handle_errors
-def report(recording: str, sort: str, limit: int, pstats: bool, collapsed: bool,
-           slices: str | None, per_thread: bool, output: str | None, force: bool,
-           **view_args: Any) -> None:
+def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
+           collapsed: bool, slices: str | None, per_thread: bool, output: str | None,
+           force: bool, **view_args: Any) -> None:
     """Where the time went: a table of functions, or pstats, collapsed stacks, time slices.
 
     Sample columns count stacks seen, not calls; times are estimated from the samples.
     """
     from psrec.analyzer.profile import parse_duration
 
-    given = [name for name, on in (("--pstats", pstats), ("--collapsed", collapsed),
-                                   ("--slices", slices is not None)) if on]
-    if len(given) > 1:
-        both = ", ".join(given[:-1]) + " and " + given[-1]
-        raise CliUsageError(f"{both} cannot be given together: choose one output")
-    fmt = "pstats" if pstats else "collapsed" if collapsed else None
+    given = [(f"--format {fmt}", fmt)] if fmt is not None else []
+    given += [(flag, name) for flag, name, on in (
+        ("--pstats", "pstats", pstats), ("--collapsed", "collapsed", collapsed),
+        ("--slices", "slices", slices is not None)) if on]
+    name = _chosen_format(given, "table")
     options: dict[str, Any] = {"sort": sort, "limit": limit, "per_thread": per_thread}
-    name = fmt or "table"
-    if slices is not None:
+    if name == "slices":
+        if slices is None:
+            raise CliUsageError("--format slices needs the length of a slice",
+                                help="give it with --slices DURATION, e.g. --slices 1s")
         try:
             seconds = parse_duration(slices)
         except ValueError as exc:
@@ -283,25 +277,24 @@ def report(recording: str, sort: str, limit: int, pstats: bool, collapsed: bool,
         if seconds <= 0:
             raise CliUsageError(f"--slices: {slices!r} is not more than 0",
                                 help="give the length of a slice, e.g. 1s or 250ms")
-        name = "slices"
         options["slice_seconds"] = seconds
     _run_reporter(name, recording, options, view_args, output, force)
 
 
-@main.command()
+@click.command()
 @click.argument("recording", type=click.Path(dir_okay=True))
-@click.option("--speedscope", "fmt", flag_value="speedscope", default=True,
+@_format_option("export", "speedscope")
+@click.option("--speedscope", is_flag=True,
               help="speedscope JSON (default RECORDING.speedscope.json): one sampled profile "
                    "per thread, samples in time order. The default format.")
 @_view_options
-@handle_errors
-def export(recording: str, fmt: str, output: str | None, force: bool,
+def export(recording: str, fmt: str | None, speedscope: bool, output: str | None, force: bool,
            **view_args: Any) -> None:
     """Export a recording for another tool (speedscope)."""
-    _run_reporter(fmt, recording, {}, view_args, output, force)
+    given = [(f"--format {fmt}", fmt)] if fmt is not None else []
+    given += [("--speedscope", "speedscope")] if speedscope else []
+    _run_reporter(_chosen_format(given, "speedscope"), recording, {}, view_args, output, force)
 
 
-# -- record: lives with the native recorder; importing its command loads nothing native --------
-from psrec.recorder.cli import record as _record  # noqa: E402
-
-main.add_command(_record, "record")
+# The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_file serves).
+COMMANDS = (info, report, export)

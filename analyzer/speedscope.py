@@ -28,6 +28,7 @@ _UNITS = {1: "nanoseconds", 1000: "microseconds", 1_000_000: "milliseconds",
 class SpeedscopeExporter(Reporter):
     name = "speedscope"
     description = "speedscope JSON: one sampled profile per thread"
+    command = "export"
     suffix = ".speedscope.json"
     needs_timelines = True
 

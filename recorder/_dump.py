@@ -4,7 +4,7 @@ psrec's entry point (``psrec.__main__.main``) sends ``psrec [-v] dump PID [--jso
 it imports anything else: no click, no format package, no recording machinery. What a dump
 needs is the native recorder and these few functions, so it starts about as fast as Python
 itself (the read takes well under a millisecond). Errors are worded, and exit with the status,
-exactly as the click command words them (``psrec.analyzer.cli.handle_errors``); the modules
+exactly as the click command words them (``psrec.cli.handle_errors``); the modules
 that word them are imported only when there is an error to word.
 """
 
@@ -234,7 +234,7 @@ def _pid_dump_args(args: list[str]) -> tuple[int, bool, bool] | None:
     if as_json > 1 or len(words) != 1:
         return None
     target = words[0]
-    # As the click command decides (psrec.analyzer.cli.dump): a file of that name is a file.
+    # As the click command decides (psrec.cli.dump): a file of that name is a file.
     if not target.isdigit() or os.path.exists(target):
         return None
     return int(target), bool(as_json), i > 0

@@ -1,21 +1,23 @@
-"""The `psrec record` and `psrec dump <pid>` commands.
+"""The recorder's commands: `psrec record`, and the process half of `psrec dump`.
 
-Importing this module does not load the native recorder; the commands do, when they run.
+The psrec command is put together in ``psrec.cli``, which also handles every command's errors;
+these raise PsrecError (RecorderUsageError for wrong usage). Importing this module does not
+load the native recorder; the commands do, when they run.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import shlex
 import sys
 
 import click
-from psrec.format.errors import PsrecError
 
 from ._dump import check_pid, format_dump, render
 from .errors import RecorderUsageError
 
-__all__ = ["record", "dump_pid", "format_dump", "check_pid"]
+__all__ = ["COMMANDS", "record", "dump_pid", "format_dump", "check_pid"]
 
 # ctx.meta key: how many words followed `--` on the command line (None: no `--`).
 _AFTER_DASHDASH = "psrec.after_dashdash"
@@ -25,15 +27,6 @@ def dump_pid(pid: int, blocking: bool = False, as_json: bool = False) -> None:
     """Prints every thread's current stack, with GIL and CPU status (like py-spy dump), as
     text or as one JSON document."""
     click.echo(render(pid, as_json, blocking), nl=False)
-
-
-def _fail(exc: PsrecError, verbose: bool) -> None:
-    if verbose:
-        raise exc
-    click.echo(f"psrec: error: {exc.message}", err=True)
-    if exc.help:
-        click.echo(f"psrec: {exc.help}", err=True)
-    sys.exit(exc.exit_code)
 
 
 class _RecordCommand(click.Command):
@@ -46,16 +39,16 @@ class _RecordCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-class _Seconds(click.FloatRange):
-    """A number of seconds above 0. nan passes every range check (it compares false with
-    everything) and inf is no duration: both are refused."""
-
-    def convert(self, value: object, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
-        seconds: float = super().convert(value, param, ctx)
-        if not seconds < float("inf"):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        return seconds
+def _seconds(text: str) -> float:
+    """-d's value: a number of seconds above 0. nan (which passes every range check, comparing
+    false with everything) and inf are no duration."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise RecorderUsageError(f"--duration: {text!r} is not a number of seconds above 0")
+    return seconds
 
 
 # Words psrec does not know, options included, are left to TARGET, so that a program given
@@ -67,7 +60,7 @@ class _Seconds(click.FloatRange):
               help="The recording to write (.psr).")
 @click.option("-r", "--rate", default="1000", show_default=True,
               help="Samples per second: 1000, 10k or 10khz; max: as fast as possible.")
-@click.option("-d", "--duration", type=_Seconds(min=0, min_open=True), default=None,
+@click.option("-d", "--duration", metavar="SECONDS", default=None,
               help="Seconds to record (default: until the target exits or Ctrl-C).")
 @click.option("--subprocesses", is_flag=True,
               help="Also record child Python processes (e.g. multiprocessing workers).")
@@ -88,7 +81,7 @@ class _Seconds(click.FloatRange):
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx: click.Context, output: str, rate: str, duration: float | None,
+def record(ctx: click.Context, output: str, rate: str, duration: str | None,
            subprocesses: bool, blocking: bool, realtime: bool, cpu_source: str, force: bool,
            quiet: bool, verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
@@ -97,20 +90,11 @@ def record(ctx: click.Context, output: str, rate: str, duration: float | None,
       psrec record -o run.psr 1234
       psrec record -o run.psr -r 10k -- python app.py args...
     """
-    parent = ctx.find_root().params if ctx.parent is not None else {}
-    verbose = verbose or bool(parent.get("verbose"))
-    try:
-        code = _record(output, rate, duration, subprocesses, blocking, force, quiet, target,
-                       realtime=realtime, cpu_source=cpu_source,
-                       after_dashdash=ctx.meta.get(_AFTER_DASHDASH))
-    except PsrecError as exc:
-        _fail(exc, verbose)
-    except KeyboardInterrupt:
-        if verbose:
-            raise
-        click.echo("psrec: interrupted", err=True)
-        sys.exit(130)
-    sys.exit(code)
+    # -v (verbose) is read by the error handling psrec.cli gives every command.
+    seconds = None if duration is None else _seconds(duration)
+    sys.exit(_record(output, rate, seconds, subprocesses, blocking, force, quiet, target,
+                     realtime=realtime, cpu_source=cpu_source,
+                     after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
 
 
 def _no_such_option(word: str) -> click.NoSuchOption:
@@ -192,3 +176,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
             err=True,
         )
     return result.exit_code if result.exit_code is not None else 0
+
+
+# The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_pid serves).
+COMMANDS = (record,)

@@ -18,7 +18,7 @@ def main() -> None:
         status = dump(args)
         if status is not None:
             sys.exit(status)
-    from psrec.analyzer.cli import main as cli
+    from psrec.cli import main as cli
 
     cli()
 

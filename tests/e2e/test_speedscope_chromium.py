@@ -26,7 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from analyzer_synth import BUSY, MAIN, Synth
-from psrec.analyzer.cli import main
+from psrec.cli import main
 
 SPEEDSCOPE_VERSION = "1.25.0"
 CACHE = Path(os.environ.get("PSREC_E2E_CACHE", "/tmp/psrec-e2e-cache"))

@@ -25,9 +25,9 @@ from analyzer_synth import (
     two_thread_recording,
 )
 from click.testing import CliRunner
-from psrec.analyzer.cli import main
 from psrec.analyzer.profile import Profile, SelectionError, View
 from psrec.analyzer.reporters import PstatsReporter, function_totals
+from psrec.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from analyzer_synth import BUSY, F_A, F_B, MAIN, Synth, two_thread_recording
 from click.testing import CliRunner
-from psrec.analyzer.cli import main
 from psrec.analyzer.speedscope import check_consistency
+from psrec.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_CANDIDATES = [

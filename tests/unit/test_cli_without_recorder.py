@@ -14,7 +14,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 RUNNER = """
 import sys
 sys.modules["psrec.recorder._recorder"] = None
-from psrec.analyzer.cli import main
+from psrec.cli import main
 sys.argv = ["psrec"] + sys.argv[1:]
 main()
 """

@@ -1,0 +1,116 @@
+"""The `psrec` command: where psrec's parts are put together.
+
+The recorder (``psrec.recorder.cli``: record, and dump of a process) and the analyzer
+(``psrec.analyzer.cli``: info, report, export, and dump of a file) each define their commands
+and never import each other; this module builds the one click group from both, and gives every
+command the same error handling (``handle_errors``). Importing it loads neither the native
+recorder nor the analysis engine: each command loads what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from psrec.analyzer import cli as analyzer
+from psrec.format import PsrecError
+from psrec.recorder import cli as recorder
+
+__all__ = ["main", "handle_errors"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _verbose() -> bool:
+    """Whether -v was given, before the command (`psrec -v report ...`) or, for a command that
+    takes it too (`psrec record -v ...`), after it."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if ctx.params.get("verbose"):
+            return True
+        ctx = ctx.parent
+    return False
+
+
+def handle_errors(fn: F) -> F:
+    """What every psrec command does with an error: a PsrecError is one line on stderr, and its
+    help on a second line if it has one, with the error's exit status (1; 2 for wrong usage);
+    click words wrong usage it finds itself (exit status 2); anything else is an internal
+    error in one line. The traceback is shown only with -v."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PsrecError as exc:
+            if _verbose():
+                raise
+            click.echo(f"psrec: error: {exc.message}", err=True)
+            if exc.help:
+                click.echo(f"psrec: {exc.help}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            if _verbose():
+                raise
+            click.echo("psrec: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.stderr.close()
+            sys.exit(1)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # wrong usage click words itself (exit status 2), and click's own exits
+        except Exception as exc:
+            if _verbose():
+                raise
+            click.echo(f"psrec: internal error: {type(exc).__name__}: {exc}", err=True)
+            click.echo("psrec: run again with -v for the traceback, and please report it", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """click.version_option's -V, with the version looked up only when asked for (importlib.
+    metadata takes longer than most commands)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from psrec import __version__
+
+    click.echo(f"psrec, version {__version__}", color=ctx.color)
+    ctx.exit()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the version and exit.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail.")
+def main(verbose: bool) -> None:
+    """psrec: record a running Python process once, ask questions of the recording offline."""
+
+
+# `psrec dump PID [--json]`, plain, is answered by psrec.recorder._dump before click is even
+# imported (see psrec.__main__); it comes here from any other form of command line (`-v -v`,
+# `--`, ...), with the same output. A target that names an existing file is a recording.
+@click.command()
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True,
+              help="With a PID: print the process and its threads' stacks as one JSON "
+                   "document.")
+def dump(target: str, as_json: bool) -> None:
+    """Dump a recording (a file) chunk by chunk and record by record, or, given a PID, print
+    every thread's current Python stack."""
+    if not os.path.exists(target) and target.isdigit():
+        recorder.dump_pid(int(target), as_json=as_json)
+    else:
+        analyzer.dump_file(target, as_json=as_json)
+
+
+for _command in (*recorder.COMMANDS, dump, *analyzer.COMMANDS):
+    if _command.callback is not None:
+        _command.callback = handle_errors(_command.callback)
+    main.add_command(_command)

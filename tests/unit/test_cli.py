@@ -1,0 +1,96 @@
+"""The psrec command as psrec.cli puts it together: the output formats come from the registry
+(--format, with the older flags as aliases), and every command handles errors alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from psrec.analyzer.registry import get, names
+from psrec.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+GOLDEN = str(DATA / "two_threads.psr")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_every_registered_format_is_offered_with_its_description() -> None:
+    for command in ("report", "export"):
+        code, out, _ = run(command, "--help")
+        assert code == 0
+        flat = " ".join(out.split())
+        for name in names():
+            if get(name).command == command:
+                assert name in flat and " ".join(get(name).description.split()) in flat, name
+
+
+@pytest.mark.parametrize(("fmt", "alias"), [
+    ("pstats", ["--pstats"]), ("collapsed", ["--collapsed"]), ("slices", ["--slices", "1s"]),
+])
+def test_format_and_its_flag_give_the_same_output(tmp_path: Path, fmt: str,
+                                                  alias: list[str]) -> None:
+    by_format, by_flag = tmp_path / "a", tmp_path / "b"
+    extra = ["--slices", "1s"] if fmt == "slices" else []
+    assert run("report", GOLDEN, "--format", fmt, *extra, "-o", str(by_format))[0] == 0
+    assert run("report", GOLDEN, *alias, "-o", str(by_flag))[0] == 0
+    assert by_format.read_bytes() == by_flag.read_bytes()
+
+
+def test_default_formats() -> None:
+    code, table, _ = run("report", GOLDEN)
+    assert code == 0 and run("report", GOLDEN, "--format", "table")[1] == table
+    code, out, _ = run("export", GOLDEN, "--format", "speedscope", "-o", "-")
+    assert code == 0 and out == run("export", GOLDEN, "--speedscope", "-o", "-")[1]
+    assert out == run("export", GOLDEN, "-o", "-")[1]
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--format", "pstats", "--collapsed"], "--format pstats and --collapsed"),
+    (["--format", "table", "--slices", "1s"], "--format table and --slices"),
+    (["--pstats", "--collapsed", "--slices", "1s"], "--pstats, --collapsed and --slices"),
+])
+def test_two_formats_are_wrong_usage(tmp_path: Path, args: list[str], named: str) -> None:
+    code, out, err = run("report", GOLDEN, *args, "-o", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"psrec: error: {named} cannot be given together: choose one output"], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_format_named_twice_is_one_format(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run("report", GOLDEN, "--format", "pstats", "--pstats", "-o", str(out))[0] == 0
+    assert out.exists()
+
+
+def test_unknown_format_is_wrong_usage() -> None:
+    code, _, err = run("report", GOLDEN, "--format", "bogus")
+    assert code == 2 and "'bogus' is not one of" in err and "table" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "ten"])
+def test_a_duration_that_is_no_number_of_seconds_is_one_line(tmp_path: Path, value: str) -> None:
+    out = tmp_path / "x.psr"
+    r = subprocess.run([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out), "-d",
+                        value, "--", sys.executable, "-c", "pass"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [
+        f"psrec: error: --duration: {value!r} is not a number of seconds above 0"], r.stderr
+    assert not out.exists()
+
+
+def test_errors_are_one_line_and_a_traceback_only_with_v(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.psr")
+    code, _, err = run("info", missing)
+    assert code == 1 and err.startswith("psrec: error: ") and "Traceback" not in err
+    r = CliRunner().invoke(main, ["-v", "info", missing])
+    assert r.exit_code == 1 and r.exception is not None and not isinstance(r.exception,
+                                                                           SystemExit)

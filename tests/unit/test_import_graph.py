@@ -1,0 +1,41 @@
+"""The arrows between psrec's parts: recorder -> format <- analyzer, and only the package root
+(psrec.cli, psrec.__main__) puts the recorder and the analyzer together."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# folder -> the psrec packages its modules must not import
+FORBIDDEN = {
+    "format": ("psrec.recorder", "psrec.analyzer", "psrec.cli"),
+    "recorder": ("psrec.analyzer", "psrec.cli"),
+    "analyzer": ("psrec.recorder", "psrec.cli"),
+}
+
+
+def imported(path: Path) -> set[str]:
+    """Every module an import statement of the file names (absolute names only: a relative
+    import stays inside its own part)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN))
+def test_parts_import_only_along_the_arrows(part: str) -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / part).rglob("*.py"))
+        for name in sorted(imported(path))
+        if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[part])
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -117,3 +117,15 @@ def test_native_messages_name_the_limits() -> None:
     assert f"MAX_DEPTH ({C.MAX_DEPTH})" in decoder
     assert f"MAX_CHUNK_SAMPLES ({C.MAX_CHUNK_SAMPLES})" in decoder
     assert f"MAX_CHUNK_PASSES ({C.MAX_CHUNK_PASSES})" in decoder
+
+
+def test_spec_words_for_the_thread_ref_limit_and_the_cpu_unit() -> None:
+    """The prose that restates a constant: the thread-ref limit as a power of two, and the CPU
+    field's unit (the header's tick, which psrec's writer sets to 1 us)."""
+    assert C.MAX_THREAD_REF == 2**24 and "(2^24, section 9)" in SPEC
+    assert "`cpu` is in the ticks of the file header (offset 32: microseconds" in SPEC
+    import inspect
+
+    from psrec.format.writer import PsrWriter
+
+    assert inspect.signature(PsrWriter).parameters["tick_ns"].default == 1000

@@ -1,12 +1,62 @@
-"""Byte layouts of the fixed parts of a .psr file: header, chunk header, trailer."""
+"""Byte layouts of a .psr file: the fixed parts (header, chunk header, trailer) and the field
+order of every record (RECORD_FIELDS)."""
 
 from __future__ import annotations
 
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import _constants as C
+
+__all__ = ["ChunkHeader", "Field", "Header", "RECORD_FIELDS", "pack_trailer",
+           "unpack_chunk_header", "unpack_header", "unpack_trailer"]
+
+
+class Field(NamedTuple):
+    """One field of a record, in the words of spec/psr-format.md (sections 3.1 and 4)."""
+
+    name: str
+    type: str  # the spec's type: varint, zigzag, string id, function id
+    form: str  # what it decodes to: u32 (a definition's id), u64, i64 (a data record's
+    # values, as both decoders keep them), zigzag (a signed varint)
+    label: str = ""  # psrec dump's word for it, when not the name
+    show: str = "{}"  # how psrec dump shows its value
+
+
+_V = "varint"
+# Every record's fields, in file order: the one Python statement of the record layouts, read by
+# the reference decoder and psrec dump; tests/unit/test_spec_sync.py checks it against the
+# spec's tables, and the field order against format/native/encoder.cpp and decoder.cpp. A
+# STRING's fields are followed by its utf-8 bytes, a PASS's by its entries (section 4.1).
+RECORD_FIELDS: dict[int, tuple[Field, ...]] = {
+    C.REC_STRING: (Field("id", _V, "u32"), Field("length", _V, "u64")),
+    C.REC_FUNCTION: (Field("id", _V, "u32"), Field("filename", "string id", "u32", "file"),
+                     Field("name", "string id", "u32"), Field("first_line", _V, "u32")),
+    C.REC_FRAME: (Field("id", _V, "u32"), Field("function", "function id", "u32"),
+                  Field("line", "zigzag", "zigzag")),
+    C.REC_THREAD: (Field("ref", _V, "u32"), Field("pid", _V, "u64"),
+                   Field("python_tid", _V, "u64", show="{:#x}"), Field("os_tid", _V, "u64"),
+                   Field("name", "string id", "u32"), Field("start_ts", _V, "u64", "start")),
+    C.REC_PROCESS: (Field("pid", _V, "u64"), Field("parent_pid", _V, "u64"),
+                    Field("command", "string id", "u32"), Field("start_ts", _V, "u64", "start")),
+    C.REC_BEGIN: (Field("seq", _V, "u64"), Field("base_ts", _V, "i64"),
+                  Field("prev_pass", _V, "i64")),
+    C.REC_PASS: (Field("delta", _V, "i64"),),
+    C.REC_THREAD_START: (Field("ref", _V, "i64"), Field("ts", _V, "u64")),
+    C.REC_THREAD_EXIT: (Field("ref", _V, "i64"), Field("ts", _V, "u64")),
+    C.REC_THREAD_RENAME: (Field("ref", _V, "i64"), Field("ts", _V, "u64"),
+                          Field("name", "string id", "i64")),
+    C.REC_PROCESS_START: (Field("ts", _V, "u64"), Field("pid", _V, "i64"),
+                          Field("parent_pid", _V, "i64", "parent"),
+                          Field("command", "string id", "i64")),
+    C.REC_PROCESS_EXIT: (Field("ts", _V, "u64"), Field("pid", _V, "i64"),
+                         Field("exit_code", "zigzag", "zigzag", "code")),
+    C.REC_PASS_ERRORS: (Field("ts", _V, "u64"), Field("errors", _V, "i64"),
+                        Field("missed_deadlines", _V, "i64", "missed")),
+    C.REC_MARKER: (Field("ts", _V, "u64"), Field("label", "string id", "i64")),
+}
 
 _HEADER = struct.Struct("<8sHHIqqII20s")  # without its trailing crc32
 _CHUNK = struct.Struct("<IBBHIII")  # without its trailing header crc32

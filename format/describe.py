@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import _constants as C
+from ._layout import RECORD_FIELDS
 from .reader import (
     Recording,
     _chunk_seq,
@@ -68,20 +69,12 @@ def info(rec: Recording) -> dict[str, Any]:
 
 
 def _fields(rtype: int, b: _Reader) -> str:
+    """A record's fields as `name=value` words, as they are in the file: no range is checked,
+    so that a record the reader refuses still shows."""
     if rtype == C.REC_STRING:
         sid = b.varint()
         n = b.varint()
         return f"id={sid} {b.take(n, 'string').decode('utf-8', 'replace')!r}"
-    if rtype == C.REC_FUNCTION:
-        return "id={} file={} name={} first_line={}".format(*(b.varint() for _ in range(4)))
-    if rtype == C.REC_FRAME:
-        return f"id={b.varint()} function={b.varint()} line={unzigzag(b.varint())}"
-    if rtype == C.REC_THREAD:
-        v = [b.varint() for _ in range(6)]
-        return "ref={} pid={} python_tid={:#x} os_tid={} name={} start={}".format(*v)
-    if rtype == C.REC_PROCESS:
-        v = [b.varint() for _ in range(4)]
-        return "pid={} parent_pid={} command={} start={}".format(*v)
     if rtype == C.REC_BEGIN:
         seq, base, prev = b.varint(), b.varint(), b.varint()
         return f"seq={seq} base_ts={base} prev_pass={'none' if not prev else prev - 1}"
@@ -104,19 +97,14 @@ def _fields(rtype: int, b: _Reader) -> str:
                 p += f" cpu={b.varint()}"
             parts.append(p)
         return " ".join(parts)
-    if rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
-        return f"ref={b.varint()} ts={b.varint()}"
-    if rtype == C.REC_THREAD_RENAME:
-        return f"ref={b.varint()} ts={b.varint()} name={b.varint()}"
-    if rtype == C.REC_PROCESS_START:
-        return "ts={} pid={} parent={} command={}".format(*(b.varint() for _ in range(4)))
-    if rtype == C.REC_PROCESS_EXIT:
-        return f"ts={b.varint()} pid={b.varint()} code={unzigzag(b.varint())}"
-    if rtype == C.REC_PASS_ERRORS:
-        return f"ts={b.varint()} errors={b.varint()} missed={b.varint()}"
-    if rtype == C.REC_MARKER:
-        return f"ts={b.varint()} label={b.varint()}"
-    return f"({b.end - b.pos} bytes, unknown record type: skipped)"
+    fields = RECORD_FIELDS.get(rtype)
+    if fields is None:
+        return f"({b.end - b.pos} bytes, unknown record type: skipped)"
+    words = []
+    for f in fields:
+        value = unzigzag(b.varint()) if f.form == "zigzag" else b.varint()
+        words.append(f"{f.label or f.name}={f.show.format(value)}")
+    return " ".join(words)
 
 
 # Records of a chunk the reader refuses that dump still shows, to see where it goes wrong.

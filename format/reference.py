@@ -10,6 +10,7 @@ from array import array
 from typing import Any
 
 from . import _constants as C
+from ._layout import RECORD_FIELDS
 
 __all__ = ["RefDecodeError", "decode_defs", "RefBatch", "RefDecoder", "RefAccumulator"]
 
@@ -76,6 +77,21 @@ class _Reader:
         self.pos += n
         return bytes(out)
 
+    def fields(self, rtype: int, what: str) -> tuple[int, ...]:
+        """The fields of a record of type rtype, in their order (RECORD_FIELDS), each checked
+        to fit what it decodes to."""
+        out = []
+        for f in RECORD_FIELDS[rtype]:
+            if f.form == "u32":
+                out.append(self.u32(what))
+            elif f.form == "i64":
+                out.append(self.i64(what))
+            elif f.form == "zigzag":
+                out.append(unzigzag(self.varint(what)))
+            else:
+                out.append(self.varint(what))
+        return tuple(out)
+
     def at_end(self) -> bool:
         return self.pos >= self.end
 
@@ -111,22 +127,19 @@ def decode_defs(
             if max_records is not None and records > max_records:
                 raise RefDecodeError("more definitions than the file's size allows")
         if rtype == C.REC_STRING:
-            sid = b.u32("bad string id")
-            n = b.varint()
+            sid, n = b.fields(rtype, "bad string id")
             strings.append((sid, b.take(n, "string").decode("utf-8", "replace")))
         elif rtype == C.REC_FUNCTION:
-            functions.append(tuple(b.u32("bad function record") for _ in range(4)))
+            functions.append(b.fields(rtype, "bad function record"))
         elif rtype == C.REC_FRAME:
-            frames.append((b.u32("bad frame record"), b.u32("bad frame record"),
-                           unzigzag(b.varint())))
+            frames.append(b.fields(rtype, "bad frame record"))
         elif rtype == C.REC_THREAD:
-            ref, pid, ptid, otid = b.u32("bad thread record"), b.varint(), b.varint(), b.varint()
-            if ref == 0 or ref > C.MAX_THREAD_REF:
+            thread = b.fields(rtype, "bad thread record")
+            if thread[0] == 0 or thread[0] > C.MAX_THREAD_REF:
                 raise RefDecodeError("thread reference out of range")
-            threads.append((ref, pid, ptid, otid, b.u32("bad thread record"), b.varint()))
+            threads.append(thread)
         elif rtype == C.REC_PROCESS:
-            pid, ppid = b.varint(), b.varint()
-            processes.append((pid, ppid, b.u32("bad process record"), b.varint()))
+            processes.append(b.fields(rtype, "bad process record"))
         else:
             unknown += 1
     return strings, functions, frames, threads, processes, unknown
@@ -222,15 +235,14 @@ class RefDecoder:
 
         for rtype, b in _Reader(payload).records():
             if rtype == C.REC_BEGIN:
-                summary["seq"] = b.varint()
-                base = b.i64("bad BEGIN record")
-                prev = b.i64("bad BEGIN record")
+                summary["seq"], base, prev = b.fields(rtype, "bad BEGIN record")
                 last_pass = prev - 1 if prev else -1
                 begun = True
             elif rtype == C.REC_PASS:
                 if not begun:
                     raise RefDecodeError("PASS before BEGIN")
-                ts = (base if pass_no == 0 else last_pass) + b.i64("bad PASS timestamp")
+                (delta,) = b.fields(rtype, "bad PASS timestamp")
+                ts = (base if pass_no == 0 else last_pass) + delta
                 if ts > _I64_MAX:
                     raise RefDecodeError("PASS timestamp out of range")
                 pass_no += 1
@@ -290,27 +302,26 @@ class RefDecoder:
                 last_pass = ts
                 summary["passes"] += 1
             elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
-                ref = b.i64()
-                ts = b.varint()
+                ref, ts = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
                 t = thread(ref)
                 if rtype == C.REC_THREAD_EXIT and t.live:
                     threads[ref] = _Thread()
                     del live[ref]
                 event((rtype, ts, ref, 0, 0))
             elif rtype == C.REC_THREAD_RENAME:
-                ref, ts, name = b.i64(), b.varint(), b.i64()
+                ref, ts, name = b.fields(rtype, "bad THREAD_RENAME record")
                 event((rtype, ts, ref, name, 0))
             elif rtype == C.REC_PROCESS_START:
-                ts, pid, ppid, cmd = b.varint(), b.i64(), b.i64(), b.i64()
+                ts, pid, ppid, cmd = b.fields(rtype, "bad PROCESS_START record")
                 event((rtype, ts, pid, ppid, cmd))
             elif rtype == C.REC_PROCESS_EXIT:
-                ts, pid, code = b.varint(), b.i64(), unzigzag(b.varint())
+                ts, pid, code = b.fields(rtype, "bad PROCESS_EXIT record")
                 event((rtype, ts, pid, code, 0))
             elif rtype == C.REC_PASS_ERRORS:
-                ts, errors, missed = b.varint(), b.i64(), b.i64()
+                ts, errors, missed = b.fields(rtype, "bad PASS_ERRORS record")
                 event((rtype, ts, errors, missed, 0))
             elif rtype == C.REC_MARKER:
-                ts, label = b.varint(), b.i64()
+                ts, label = b.fields(rtype, "bad MARKER record")
                 event((rtype, ts, label, 0, 0))
             else:
                 summary["unknown_records"] += 1

@@ -129,3 +129,179 @@ def test_spec_words_for_the_thread_ref_limit_and_the_cpu_unit() -> None:
     from psrec.format.writer import PsrWriter
 
     assert inspect.signature(PsrWriter).parameters["tick_ns"].default == 1000
+
+
+# -- record field order: the spec's tables, the Python table, the native encoder and decoder ---
+
+ENCODER = (ROOT / "format" / "native" / "encoder.cpp").read_text()
+DECODER = (ROOT / "format" / "native" / "decoder.cpp").read_text()
+# What the C++ names a field, where it is not the spec's name (spec name <- C++ expression).
+CPP_ALIASES = {
+    "s.size()": "length", "n": "length", "chunk_seq_": "seq", "base": "base_ts",
+    "prev": "prev_pass", "pass_count_ ? last_pass_ts_ + 1 : 0": "prev_pass",
+    "ts - (chunk_passes_ == 0 ? chunk_first_ts_ : last_pass_ts_)": "delta",
+    "filename_id": "filename", "function_id": "function", "name_id": "name", "cmd_id": "command",
+    "cmd": "command", "label_id": "label", "ppid": "parent_pid", "code": "exit_code",
+    "missed": "missed_deadlines",
+}
+
+
+def spec_record_fields() -> dict[int, list[tuple[str, str]]]:
+    """Each record's named fields (name, type) in the order of the spec's tables (a STRING's
+    bytes and a PASS's entries, which have no name:type, end the list)."""
+    out: dict[int, list[tuple[str, str]]] = {}
+    for title in ("Definition records", "Data records"):
+        table = SPEC[re.search(rf"^#+ (?:[\d.]+ )?{title} \*\(checked\)\*$", SPEC, re.M).end():]
+        for line in table.splitlines()[1:]:
+            if line.startswith("#"):
+                break
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 3 or not NUMBER.fullmatch(cells[0]):
+                continue
+            fields = []
+            for item in cells[2].split(", "):
+                if ":" not in item:
+                    break
+                name, typ = item.split(":", 1)
+                fields.append((name, typ))
+            out[int(cells[0], 0)] = fields
+    return out
+
+
+def cpp_field(expr: str) -> str:
+    """The spec's name for a field the C++ puts or reads as expr."""
+    expr = re.sub(r"^(?:zigzag|unzigzag)\((.*)\)$", r"\1", expr.strip())
+    expr = re.sub(r"^\w+\.(\w+)$", r"\1", expr)  # a member: f.filename, sum.seq
+    return CPP_ALIASES.get(expr, expr)
+
+
+def same_field(cpp: str, spec: str) -> bool:
+    # The encoder's and decoder's local `ts` stands for whichever time a record holds.
+    return cpp == spec or (cpp == "ts" and spec.endswith("ts"))
+
+
+def encoder_orders() -> dict[str, list[str]]:
+    """The fields format/native/encoder.cpp puts into each record's body, in order, by the
+    kRec constant it writes the record with (a PASS: its delta only, its entries follow)."""
+    orders: dict[str, list[str]] = {}
+    puts: dict[str, list[str]] = {}
+    for line in ENCODER.splitlines():
+        if m := re.match(r"\s*(\w+)\.clear\(\);", line):
+            puts[m.group(1)] = []
+        elif m := re.match(r"\s*putVarint\((\w+), (.*)\);$", line):
+            puts.setdefault(m.group(1), []).append(cpp_field(m.group(2)))
+        elif m := re.match(r"\s*(?:writeDef|record)\((kRec\w+), (\w+)\);", line):
+            fields = puts.get(m.group(2), [])
+            orders[m.group(1)] = fields[:1] if m.group(1) == "kRecPass" else list(fields)
+    return orders
+
+
+def decoder_blocks() -> dict[str, str]:
+    """The body of each `case kRecX:` of format/native/decoder.cpp."""
+    return dict(re.findall(r"case (kRec\w+): \{(.*?)(?=\n\s+case kRec|\n\s+default:)", DECODER,
+                           re.S))
+
+
+def decoder_orders() -> dict[str, list[str]]:
+    """The fields the native decoder reads from each record's body, in order (a PASS: its
+    delta only)."""
+    orders: dict[str, list[str]] = {}
+    for const, block in decoder_blocks().items():
+        names = [cpp_field(m) for m in re.findall(
+            r"^\s*(?:const )?(?:[\w:]+ )?([\w.]+) = (?:\w+\()*need\w*\(b,", block, re.M)]
+        orders[const] = names[:1] if const == "kRecPass" else names
+    return orders
+
+
+def rec_constant(code: int) -> str:
+    name = next(n for n in dir(C) if n.startswith("REC_") and getattr(C, n) == code)
+    return cpp_name(name)
+
+
+def test_every_record_has_its_fields_in_the_python_table() -> None:
+    from psrec.format._layout import RECORD_FIELDS
+
+    spec = spec_record_fields()
+    assert set(spec) == set(RECORD_FIELDS) == set(C.RECORD_NAMES)
+    for code, fields in spec.items():
+        ours = [(f.name, f.type) for f in RECORD_FIELDS[code]]
+        assert ours == fields, (f"{C.RECORD_NAMES[code]}: the spec has {fields}, "
+                                f"format/_layout.py has {ours}")
+
+
+@pytest.mark.parametrize("where", ["encoder", "decoder"])
+def test_native_field_order_matches_the_spec(where: str) -> None:
+    orders = encoder_orders() if where == "encoder" else decoder_orders()
+    for code, fields in spec_record_fields().items():
+        const = rec_constant(code)
+        assert const in orders, f"{where}.cpp: no {const} record found"
+        got, want = orders[const], [name for name, _ in fields]
+        assert len(got) == len(want) and all(map(same_field, got, want)), (
+            f"{C.RECORD_NAMES[code]}: the spec's fields are {want}, {where}.cpp's {got}")
+
+
+def test_reference_decoder_reads_fields_in_the_spec_order() -> None:
+    """Each record written field by field in the spec's order, with a value of its own in each
+    field, decodes to those values in both decoders (the reference decoder reads the Python
+    table; the native one is the yardstick here too)."""
+    from format_helpers import record, zigzag
+    from psrec.format import _format
+    from psrec.format._layout import RECORD_FIELDS
+    from psrec.format.reference import RefBatch, RefDecoder, decode_defs
+
+    def body(code: int) -> tuple[bytes, list[int]]:
+        values = [10 + i for i in range(len(RECORD_FIELDS[code]))]
+        raw = [zigzag(v) if f.form == "zigzag" else v
+               for f, v in zip(RECORD_FIELDS[code], values)]
+        return record(code, *raw), values
+
+    defs = {code: body(code) for code in (C.REC_FUNCTION, C.REC_FRAME, C.REC_THREAD,
+                                          C.REC_PROCESS)}
+    payload = b"".join(raw for raw, _ in defs.values())
+    ref = decode_defs(payload)
+    native = _format.decode_defs(payload, 100)
+    for i, (code, (_, values)) in enumerate(defs.items()):
+        assert list(ref[i + 1][0]) == values, C.RECORD_NAMES[code]
+    assert [list(map(tuple, part)) for part in ref[:5]] == \
+        [list(map(tuple, part)) for part in native[:5]]
+    # Events keep their fields as (type, ts, the others in order).
+    begin, _ = body(C.REC_BEGIN)
+    for code in (C.REC_THREAD_RENAME, C.REC_PROCESS_START, C.REC_PROCESS_EXIT,
+                 C.REC_PASS_ERRORS, C.REC_MARKER, C.REC_THREAD_START):
+        raw, values = body(code)
+        names = [f.name for f in RECORD_FIELDS[code]]
+        ts = values[names.index("ts")]
+        others = [v for n, v in zip(names, values) if n != "ts"]
+        events, _ = RefDecoder(1, 1).decode_data(begin + raw, RefBatch())
+        assert list(events[0]) == [code, ts, *others, 0, 0, 0][:5], C.RECORD_NAMES[code]
+        native_events, _ = _format.Decoder(1, 1).decode_data(begin + raw, _format.SampleBatch(),
+                                                             100)
+        assert [tuple(e) for e in native_events] == [tuple(e) for e in events]
+
+
+def test_entry_fields_in_the_spec_order() -> None:
+    """entry := head [stack] [status] [cpu], stack := pop push frame*: in the encoder, both
+    decoders and psrec dump."""
+    import inspect
+
+    from psrec.format import describe, reference
+
+    assert "entry := head:varint [stack] [status] [cpu]" in SPEC
+    assert "stack := pop:varint push:varint frame_id:varint * push" in SPEC
+    sources = {
+        "encoder.cpp": (ENCODER[ENCODER.index("void Encoder::sample("):],
+                        ["if (stack_changed) {", "t.stack.size() - common", "total - common",
+                         "if (status_changed) {", "if (cpu) putVarint"]),
+        "decoder.cpp": (decoder_blocks()["kRecPass"],
+                        ["flags & kEntryStack", "pop = need", "push = need",
+                         "flags & kEntryStatus", "flags & kEntryCpu"]),
+        "reference.py": (inspect.getsource(reference.RefDecoder.decode_data),
+                         ["flags & C.ENTRY_STACK", "pop = b.varint()", "push = b.varint()",
+                          "flags & C.ENTRY_STATUS", "flags & C.ENTRY_CPU"]),
+        "describe.py": (inspect.getsource(describe._fields),
+                        ["flags & C.ENTRY_STACK", "pop, push = b.varint(), b.varint()",
+                         "flags & C.ENTRY_STATUS", "flags & C.ENTRY_CPU"]),
+    }
+    for where, (source, steps) in sources.items():
+        at = [source.find(step) for step in steps]
+        assert -1 not in at and at == sorted(at), f"{where}: {dict(zip(steps, at))}"

@@ -22,7 +22,7 @@ __all__ = ["Reporter", "default_output", "get", "names", "register", "write_outp
 
 class Reporter:
     name: ClassVar[str] = ""
-    description: ClassVar[str] = ""  # shown in --format's help
+    description: ClassVar[str] = ""
     command: ClassVar[str] = "report"  # the psrec command that offers it: report or export
     suffix: ClassVar[str | None] = None  # default output: <input stem><suffix>; None: stdout
     binary: ClassVar[bool] = False

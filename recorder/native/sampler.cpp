@@ -605,13 +605,16 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
   // recursion, is not checked: its caller moving on is no sign of a torn copy.
   // The same holds for a frame read apart from the chunk (a generator's, or one entered
   // from C) that is new since the previous sample: it may have been read after its caller
-  // moved on. (A failed sample leaves the last good one in place to compare with.)
+  // moved on. (A failed sample leaves the last good one in place to compare with.) Nor is an
+  // outside frame that reads as before proof when its caller moved: a generator's frame lives
+  // in its generator object, and a new generator of another function often takes the address
+  // of one that just finished (its caller, copied first, at the line that ran the old one).
   callers_.clear();
   for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
     const bool had = i < th.raw.size();
     const bool moved = !had || walk_[i].addr != th.raw[i].addr;
     if ((had && !moved && walk_[i].code != th.raw[i].code) ||
-        (walk_[i].outside && (moved || walk_[i].code != th.raw[i].code)))
+        (walk_[i].outside && (moved || walk_[i].code != th.raw[i].code || i > same)))
       callers_.push_back(i - 1);
   }
   // A caller that moved to another instruction while its callee's frame reads exactly as

@@ -364,6 +364,9 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   if (d.has("thread_state.holds_gil")) {
     l.tstate_holds_gil = d.i32("thread_state.holds_gil");
     l.tstate_gil_requested = d.i32("thread_state.gil_requested");
+  } else {
+    // 3.14 keeps holds_gil in the thread state without naming it in the block.
+    l.tstate_holds_gil = anchored(t.tstate_holds_gil, t.tstate_status, l.tstate_status);
   }
   if (d.has("thread_state.base_frame")) l.tstate_base_frame = d.i32("thread_state.base_frame");
   l.chunk_previous = 0;

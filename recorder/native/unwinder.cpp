@@ -57,8 +57,12 @@ Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
 // 3.12+: interp->ceval.gil points at the GIL this interpreter uses. It is null until the
 // interpreter has created its GIL, which a launched target may not have done when psrec
 // attaches, so the pass reads call this again until it is set; once set it does not change.
+// Not read at all where each thread state says whether it holds the GIL (3.14+), or where a
+// thread's status is whether it is attached (free-threaded): one range fewer in every pass.
 void Unwinder::resolveGil() {
-  if (gil_addr_ || l_.interp_ceval_gil == kAbsent) return;
+  if (gil_addr_ || l_.interp_ceval_gil == kAbsent || l_.tstate_holds_gil != kAbsent ||
+      l_.free_threaded)
+    return;
   uint64_t interp = proc_.mainInterpreter();
   uint64_t gil = 0;
   if (interp &&
@@ -301,7 +305,8 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   if (l_.tstate_base_frame != kAbsent) out.base_frame = v.ptr(l_.tstate_base_frame);
   if (l_.tstate_holds_gil != kAbsent) {
     out.holds_gil = v.get<int32_t>(l_.tstate_holds_gil);
-    out.gil_requested = v.get<int32_t>(l_.tstate_gil_requested);
+    if (l_.tstate_gil_requested != kAbsent)
+      out.gil_requested = v.get<int32_t>(l_.tstate_gil_requested);
   }
   if (l_.tstate_native_thread_id == kAbsent && out.thread_id) {
     // The pthread's tid read ahead counts only for the same pthread_t it was read from.
@@ -813,6 +818,13 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     }
   }
   while (addr) {
+    if (addr == t.base_frame) {
+      // 3.15+: the thread's base frame, inside its thread state, is where every stack of it
+      // ends (owned by the interpreter, no `previous`): nothing in it to read.
+      if (!out.empty()) out.back().entered = true;
+      walk_bottom_ = addr;
+      break;
+    }
     if (out.size() >= max_depth) return WalkResult::kTruncated;
     const size_t outside_before = walk_outside_.size();
     const uint8_t* p = frameBytes(addr);

@@ -44,7 +44,7 @@ struct ThreadHead {
   uint64_t datastack_chunk = 0;
   uint64_t datastack_top = 0;
   int32_t state = -1;          // 3.13+: _Py_THREAD_ATTACHED (1), DETACHED or SUSPENDED
-  int32_t holds_gil = -1;      // 3.15+ (-1: the layout has no such field)
+  int32_t holds_gil = -1;      // 3.14+ (-1: the layout has no such field)
   int32_t gil_requested = -1;  // 3.15+
   uint64_t base_frame = 0;     // 3.15+: where a whole stack ends
 };

@@ -62,8 +62,11 @@ int main(void) {
   P("tstate.status", offsetof(PyThreadState, _status));
   P("tstate.state", offsetof(PyThreadState, state));
 #endif
-#if PY_VERSION_HEX >= 0x030F0000
+#if PY_VERSION_HEX >= 0x030E0000
+  /* A whole int from 3.14 (a bit of _status in 3.13), kept by take_gil/drop_gil. */
   P("tstate.holds_gil", offsetof(PyThreadState, holds_gil));
+#endif
+#if PY_VERSION_HEX >= 0x030F0000
   P("tstate.gil_requested", offsetof(PyThreadState, gil_requested));
   P("tstate.base_frame", offsetof(PyThreadState, base_frame));
 #endif

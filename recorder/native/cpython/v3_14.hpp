@@ -26,6 +26,7 @@ inline Layout layout() {
   l.tstate_thread_id = 152;
   l.tstate_status = 32;
   l.tstate_state = 44;
+  l.tstate_holds_gil = 36;
   l.tstate_native_thread_id = 160;
   l.tstate_datastack_chunk = 232;
   l.tstate_datastack_top = 240;

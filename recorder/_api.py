@@ -33,6 +33,8 @@ __all__ = ["RecordOptions", "RecordResult", "record", "dump_process", "parse_rat
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k)?\s*(hz)?\s*$", re.IGNORECASE)
 
 
+# The sampler's figures that the trailer (STATS chunk) names otherwise (spec section 2).
+_TRAILER_NAMES = {"elapsed_ns": "duration_ns", "sampling_cpu_ns": "sampler_cpu_ns"}
 MAX_RATE_HZ = 1_000_000.0  # "max": passes back to back, no sleeping (the sampler's floor)
 
 
@@ -534,27 +536,12 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         writer_thread.join()
         st = sampler.stats()
         status.clear()
-        final_stats = {
-            "passes": st["passes"],
-            "samples": st["samples"],
-            "sample_errors": st["sample_errors"],
-            "missed_deadlines": st["missed_deadlines"],
-            "duration_ns": st["elapsed_ns"],
-            "late_passes": st["late_passes"],
-            "lateness_ns_max": st["lateness_ns_max"],
-            "lateness_ns_mean": st["lateness_ns_total"] // max(1, st["passes"]),
-            "sampling_ns_per_pass": st["sampling_ns_total"] // max(1, st["passes"]),
-            "sampler_cpu_ns": st["sampling_cpu_ns"],
-            "threads_seen": st["threads_seen"],
-            "processes": st["processes"],
-            "truncated_stacks": st["truncated_stacks"],
-            "code_objects": st["code_objects"],
-            "stopped_by": stopped_by,
-            "realtime": st["realtime"],
-            "retries": st["retries"],
-            "stat_reads": st["stat_reads"],
-            "switch_samples": st["switch_samples"],
-        }
+        # Every figure the sampler keeps (one list: PSREC_SAMPLER_STATS in
+        # recorder/native/sampler.hpp), two under the names the spec gives them, and means.
+        final_stats = {_TRAILER_NAMES.get(k, k): v for k, v in st.items() if k != "finished"}
+        final_stats["lateness_ns_mean"] = st["lateness_ns_total"] // max(1, st["passes"])
+        final_stats["sampling_ns_per_pass"] = st["sampling_ns_total"] // max(1, st["passes"])
+        final_stats["stopped_by"] = stopped_by
         if exit_code is not None:
             final_stats["exit_code"] = exit_code
         if write_error:

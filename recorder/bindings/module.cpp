@@ -44,30 +44,7 @@ nb::dict infoDict(const TargetInfo& i) {
 
 nb::dict statsDict(const SamplerStats& s) {
   nb::dict d;
-  d["passes"] = s.passes;
-  d["samples"] = s.samples;
-  d["sample_errors"] = s.sample_errors;
-  d["pass_errors"] = s.pass_errors;
-  d["missed_deadlines"] = s.missed_deadlines;
-  d["late_passes"] = s.late_passes;
-  d["lateness_ns_total"] = s.lateness_ns_total;
-  d["lateness_ns_max"] = s.lateness_ns_max;
-  d["sampling_ns_total"] = s.sampling_ns_total;
-  d["sampling_cpu_ns"] = s.sampling_cpu_ns;
-  d["live_threads"] = s.live_threads;
-  d["threads_seen"] = s.threads_seen;
-  d["processes"] = s.processes;
-  d["chunks"] = s.chunks;
-  d["truncated_stacks"] = s.truncated_stacks;
-  d["code_objects"] = s.code_objects;
-  d["syscalls"] = s.syscalls;
-  d["elapsed_ns"] = s.elapsed_ns;
-  d["finished"] = s.finished;
-  d["target_exited"] = s.target_exited;
-  d["realtime"] = s.realtime;
-  d["retries"] = s.retries;
-  d["stat_reads"] = s.stat_reads;
-  d["switch_samples"] = s.switch_samples;
+  s.forEach([&](const char* name, auto value) { d[name] = value; });
   return d;
 }
 

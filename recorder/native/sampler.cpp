@@ -881,29 +881,9 @@ void Sampler::finish(std::optional<int64_t> exit_code) {
 
 SamplerStats Sampler::stats() const {
   SamplerStats s;
-  s.passes = st_.passes.load();
-  s.samples = st_.samples.load();
-  s.sample_errors = st_.sample_errors.load();
-  s.pass_errors = st_.pass_errors.load();
-  s.missed_deadlines = st_.missed_deadlines.load();
-  s.late_passes = st_.late_passes.load();
-  s.lateness_ns_total = st_.lateness_ns_total.load();
-  s.lateness_ns_max = st_.lateness_ns_max.load();
-  s.sampling_ns_total = st_.sampling_ns_total.load();
-  s.sampling_cpu_ns = st_.sampling_cpu_ns.load();
-  s.live_threads = st_.live_threads.load();
-  s.threads_seen = st_.threads_seen.load();
-  s.processes = st_.processes.load();
-  s.chunks = st_.chunks.load();
-  s.truncated_stacks = st_.truncated_stacks.load();
-  s.code_objects = st_.code_objects.load();
-  s.syscalls = st_.syscalls.load();
-  s.elapsed_ns = st_.elapsed_ns.load();
-  s.target_exited = st_.target_exited.load();
-  s.realtime = st_.realtime.load();
-  s.retries = st_.retries.load();
-  s.stat_reads = st_.stat_reads.load();
-  s.switch_samples = st_.switch_samples.load();
+#define PSREC_STAT_LOAD(name, type, what) s.name = st_.name.load(std::memory_order_relaxed);
+  PSREC_SAMPLER_STATS(PSREC_STAT_LOAD)
+#undef PSREC_STAT_LOAD
   s.finished = finished_;
   return s;
 }

@@ -44,31 +44,47 @@ struct SamplerConfig {
   uint64_t max_span_ticks = 1000000;
 };
 
+// The sampler's running figures, named once: SamplerStats, the sampler's atomic copy of
+// them and their conversion to Python all follow this list (X(name, type, what)).
+#define PSREC_SAMPLER_STATS(X)                                                               \
+  X(passes, uint64_t, "passes taken")                                                        \
+  X(samples, uint64_t, "thread-samples recorded")                                            \
+  X(sample_errors, uint64_t, "thread-samples that could not be read")                        \
+  X(pass_errors, uint64_t, "passes where a whole process could not be read")                 \
+  X(missed_deadlines, uint64_t, "pass deadlines skipped because a pass ran late")            \
+  X(late_passes, uint64_t, "passes begun more than a quarter interval late")                 \
+  X(lateness_ns_total, uint64_t, "sum of the passes' lateness")                              \
+  X(lateness_ns_max, uint64_t, "largest lateness of a pass")                                 \
+  X(sampling_ns_total, uint64_t, "wall time spent inside passes")                            \
+  X(sampling_cpu_ns, uint64_t, "CPU time of the sampling thread")                            \
+  X(live_threads, uint64_t, "threads known at the last pass")                                \
+  X(threads_seen, uint64_t, "threads ever recorded")                                         \
+  X(processes, uint64_t, "processes ever recorded")                                          \
+  X(chunks, uint64_t, "chunks sealed")                                                       \
+  X(truncated_stacks, uint64_t, "thread-samples deeper than the stack cap")                  \
+  X(code_objects, uint64_t, "code objects resolved")                                         \
+  X(syscalls, uint64_t, "system calls made by the passes")                                   \
+  X(elapsed_ns, uint64_t, "time from the first pass to the last")                            \
+  X(retries, uint64_t, "threads read again in a pass after a torn read")                     \
+  X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
+  X(switch_samples, uint64_t, "thread-samples whose CPU state came from context switches")   \
+  X(target_exited, bool, "the target exited while recorded")                                 \
+  X(realtime, bool, "the sampling thread ran (or runs) with SCHED_FIFO")
+
 struct SamplerStats {
-  uint64_t passes = 0;
-  uint64_t samples = 0;
-  uint64_t sample_errors = 0;
-  uint64_t pass_errors = 0;  // passes where a whole process could not be read
-  uint64_t missed_deadlines = 0;
-  uint64_t late_passes = 0;
-  uint64_t lateness_ns_total = 0;
-  uint64_t lateness_ns_max = 0;
-  uint64_t sampling_ns_total = 0;  // wall time spent inside passes
-  uint64_t sampling_cpu_ns = 0;    // CPU time of the sampling thread
-  uint64_t live_threads = 0;
-  uint64_t threads_seen = 0;
-  uint64_t processes = 0;
-  uint64_t chunks = 0;
-  uint64_t truncated_stacks = 0;
-  uint64_t code_objects = 0;
-  uint64_t syscalls = 0;
-  uint64_t elapsed_ns = 0;
-  bool finished = false;
-  bool target_exited = false;
-  uint64_t retries = 0;   // threads read a second time in a pass after a torn read
-  uint64_t stat_reads = 0;  // /proc/.../stat reads (the rest of the CPU states came from schedstat)
-  uint64_t switch_samples = 0;  // thread-samples whose CPU state came from context switches
-  bool realtime = false;  // the sampling thread ran (or runs) with SCHED_FIFO
+#define PSREC_STAT_FIELD(name, type, what) type name{};
+  PSREC_SAMPLER_STATS(PSREC_STAT_FIELD)
+#undef PSREC_STAT_FIELD
+  bool finished = false;  // finish() has sealed the last chunk
+
+  // Calls f(name, value) for every figure, in the list's order, then for `finished`.
+  template <class F>
+  void forEach(F&& f) const {
+#define PSREC_STAT_VISIT(name, type, what) f(#name, name);
+    PSREC_SAMPLER_STATS(PSREC_STAT_VISIT)
+#undef PSREC_STAT_VISIT
+    f("finished", finished);
+  }
 };
 
 // Intervals at or below this run passes back to back ("as fast as possible").
@@ -207,13 +223,9 @@ class Sampler {
   bool finished_ = false;
 
   struct AtomicStats {
-    std::atomic<uint64_t> passes{0}, samples{0}, sample_errors{0}, pass_errors{0},
-        missed_deadlines{0}, late_passes{0}, lateness_ns_total{0}, lateness_ns_max{0},
-        sampling_ns_total{0}, sampling_cpu_ns{0}, live_threads{0}, threads_seen{0},
-        processes{0}, chunks{0}, truncated_stacks{0}, code_objects{0}, syscalls{0}, retries{0}, stat_reads{0}, switch_samples{0},
-        elapsed_ns{0};
-    std::atomic<bool> target_exited{false};
-    std::atomic<bool> realtime{false};
+#define PSREC_STAT_ATOMIC(name, type, what) std::atomic<type> name{};
+    PSREC_SAMPLER_STATS(PSREC_STAT_ATOMIC)
+#undef PSREC_STAT_ATOMIC
   } st_;
   uint64_t start_ns_ = 0;
   uint64_t first_pass_ns_ = 0;  // when the first pass was taken (0: none yet)

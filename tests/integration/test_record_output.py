@@ -47,10 +47,12 @@ def test_a_full_disk_is_said_in_one_line_and_keeps_complete_chunks(python: str, 
     """The disk fills while recording: psrec says so at once in one line (no traceback),
     stops recording, keeps every chunk written whole (the file is readable), waits for a
     launched program, and exits non-zero."""
-    with small_disk(tmp_path / "disk", "48k") as disk:
+    # Room for the first second's chunks (25-80 KB of thread churn, the most on a
+    # free-threaded build) but not for ten seconds of them.
+    with small_disk(tmp_path / "disk", "112k") as disk:
         out = disk / "run.psr"
         if mode == "launch":
-            r = psrec("record", "-r", "10k", "-o", str(out), "--", python, "rec_churn.py", "6",
+            r = psrec("record", "-r", "10k", "-o", str(out), "--", python, "rec_churn.py", "10",
                       timeout=60)
         else:
             target = subprocess.Popen([python, "rec_churn.py", "30"], cwd=str(TARGETS),

@@ -19,6 +19,9 @@ from psrec.format import PsrecError, Recording, ThreadInfo, open_recording
 from psrec.format import constants as C
 from psrec.format.reader import Definitions, ProcessInfo
 
+from . import engine
+from .engine import Runs
+
 __all__ = [
     "MODES",
     "NO_STACK",
@@ -129,23 +132,6 @@ class CellColumns:
 
     def cells(self) -> list[Cell]:
         return list(map(Cell._make, zip(*self.columns())))
-
-
-@dataclass
-class Runs:
-    """One thread's selected samples in time order, consecutive equal stacks merged.
-
-    Columns are arrays, or read-only memoryviews of the native timeline's own (no copy).
-    """
-
-    node: array[int] | memoryview
-    count: array[int] | memoryview
-    weight: array[int] | memoryview
-    cpu: array[int] | memoryview
-    first_ts: array[int] | memoryview
-
-    def __len__(self) -> int:
-        return len(self.node)
 
 
 @dataclass(frozen=True)
@@ -309,8 +295,9 @@ class Profile:
             query["from_ts"] = from_ts
         if to_ts is not None:
             query["to_ts"] = to_ts
-        acc = stream.accumulator(slice_origin=0, slice_ticks=slice_ticks, **query)
-        timeline = _make_timeline(stream.native, query) if want_timelines else None
+        acc = engine.accumulator(stream.native, slice_origin=0, slice_ticks=slice_ticks,
+                                 **query)
+        timeline = engine.timeline(stream.native, query) if want_timelines else None
         total = 0
         for batch in stream:
             total += len(batch)
@@ -516,13 +503,10 @@ class Profile:
 
     def stack_keys(self) -> tuple[Any, list[FrameKey]] | None:
         """The native view of stacks as key ids, and the keys by id (None without the native
-        codec). Key 0 is NO_STACK."""
+        engine). Key 0 is NO_STACK."""
         if self._stack_keys is None:
-            try:
-                from psrec.format import _format
-            except ImportError:
-                return None
-            if not hasattr(_format, "StackKeys"):
+            native = engine.native()
+            if native is None:
                 return None
             key_list = [NO_STACK]
             index = {NO_STACK: 0}
@@ -547,7 +531,7 @@ class Profile:
                     i = index[k] = len(key_list)
                     key_list.append(k)
                 frame_key[fid if order is None else order[fid]] = i
-            sk = _format.StackKeys(self.parents, node_frames, frame_key, 0)
+            sk = native.StackKeys(self.parents, node_frames, frame_key, 0)
             self._stack_keys = (sk, key_list)
         return self._stack_keys
 
@@ -728,88 +712,3 @@ def _extent(rec: Recording, stream: Any) -> tuple[int, int]:
     if not firsts:
         return (-1, -1)
     return (min(firsts), max(lasts))
-
-
-class _PyTimeline:
-    """Pure-Python per-thread timeline, where the native codec is absent."""
-
-    def __init__(self, query: dict[str, Any]) -> None:
-        self.from_ts = query.get("from_ts", -(1 << 63))
-        self.to_ts = query.get("to_ts", (1 << 63) - 1)
-        t = query.get("threads")
-        self.threads = None if t is None else set(t)
-        self.mask, self.value = query["status_mask"], query["status_value"]
-        self.cpu_view = query.get("cpu_view", False)
-        self.on_cpu: set[int] = set()  # threads whose previous sample was kept on a CPU
-        # ref -> node, count, weight, cpu, first_ts columns
-        self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
-                                   array[int]]] = {}
-
-    def add(self, b: Any) -> None:
-        ts, th, nodes = b.ts, b.thread, b.node
-        status, weight, cpu = b.status, b.weight, b.cpu
-        for i in range(len(b)):
-            t = ts[i]
-            ref = th[i]
-            previous_on_cpu = ref in self.on_cpu
-            self.on_cpu.discard(ref)
-            if t < self.from_ts or t >= self.to_ts:
-                continue
-            if self.threads is not None and ref not in self.threads:
-                continue
-            counted = status[i] & self.mask == self.value
-            if not counted:
-                # The CPU view: as RefAccumulator does (spec/psr-format.md, section 5).
-                if not self.cpu_view or not cpu[i] or status[i] & C.STATUS_CPU_UNKNOWN:
-                    continue
-                if previous_on_cpu:
-                    self.runs[ref][3][-1] += cpu[i]
-                    continue
-            elif status[i] & C.STATUS_ON_CPU:
-                self.on_cpu.add(ref)
-            n, w = (1, weight[i]) if counted else (0, 0)
-            r = self.runs.get(ref)
-            if r is None:
-                r = self.runs[ref] = (array("I"), array("I"), array("Q"), array("Q"),
-                                      array("q"))
-            r_node, r_count, r_weight, r_cpu, r_first = r
-            node = nodes[i]
-            if r_node and r_node[-1] == node:
-                r_count[-1] += n
-                r_weight[-1] += w
-                r_cpu[-1] += cpu[i]
-            else:
-                r_node.append(node)
-                r_count.append(n)
-                r_weight.append(w)
-                r_cpu.append(cpu[i])
-                r_first.append(t)
-
-    def result(self) -> dict[int, Runs]:
-        return {ref: Runs(*cols) for ref, cols in sorted(self.runs.items())}
-
-
-class _NativeTimeline:
-    def __init__(self, query: dict[str, Any]) -> None:
-        from psrec.format import _format
-
-        self._t = _format.Timeline(**query)
-
-    def add(self, b: Any) -> None:
-        self._t.add(b)
-
-    def result(self) -> dict[int, Runs]:
-        # Views of the native columns: the timeline's memory is not copied. No add() after.
-        return {ref: Runs(*self._t.runs_view(ref)) for ref in self._t.threads()}
-
-
-def _make_timeline(native: bool, query: dict[str, Any]) -> Any:
-    if native:
-        try:
-            from psrec.format import _format
-
-            if hasattr(_format, "Timeline"):
-                return _NativeTimeline(query)
-        except ImportError:
-            pass
-    return _PyTimeline(query)

@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import IO, Any
 
+from . import engine
 from .profile import Cell, FrameKey, Profile
 from .registry import Reporter, register
 
@@ -79,10 +80,8 @@ def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, T
     out: dict[FrameKey, Totals] = defaultdict(Totals)
     native = profile.stack_keys()
     if native is not None:
-        from psrec.format import _format
-
         sk, key_list = native
-        cols = [array("Q", b) for b in _format.key_totals(sk, *_node_columns(by_node))]
+        cols = [array("Q", b) for b in engine.native().key_totals(sk, *_node_columns(by_node))]
         for i, (own_count, own, total_count, total) in enumerate(zip(*cols)):
             if total_count:
                 t = out[key_list[i]]
@@ -211,12 +210,11 @@ class PstatsReporter(Reporter):
     def _build_native(profile: Profile, by_node: dict[int, list[int]], sk: Any,
                       key_list: list[FrameKey], sec: float
                       ) -> dict[tuple[str, int, str], tuple[Any, ...]]:
-        from psrec.format import _format
-
+        walks = engine.native()
         columns = _node_columns(by_node)
         own_count, own, total_count, total = (
-            array("Q", b) for b in _format.key_totals(sk, *columns))
-        edges = _format.key_edges(sk, *columns)
+            array("Q", b) for b in walks.key_totals(sk, *columns))
+        edges = walks.key_edges(sk, *columns)
         caller, callee = array("I", edges[0]), array("I", edges[1])
         count, eown, ecum = (array("Q", b) for b in edges[2:])
         callers: dict[int, dict[tuple[str, int, str], tuple[Any, ...]]] = defaultdict(dict)
@@ -308,13 +306,11 @@ def slice_sums(
     own: dict[int, dict[FrameKey, int]] = defaultdict(lambda: defaultdict(int))
     native = profile.stack_keys()
     if native is not None:
-        from psrec.format import _format
-
         sk, key_list = native
         c = profile.columns
         value, mult = profile.value_column()
-        parts = _format.slice_sums(sk, c.slice, c.thread, c.node, c.samples, c.gil, c.on_cpu,
-                                   value, mult)
+        parts = engine.native().slice_sums(sk, c.slice, c.thread, c.node, c.samples, c.gil,
+                                           c.on_cpu, value, mult)
         t_slice, key_slice = (array("Q", parts[i]) for i in (0, 5))  # slices are 64-bit
         t_ref, key = (array("I", parts[i]) for i in (1, 6))
         count, gil, on_cpu, val = (array("Q", parts[i]) for i in (2, 3, 4, 7))

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from psrec import __version__
 
+from . import engine
 from .profile import FrameKey, Profile, Runs
 from .registry import Reporter, register
 
@@ -141,10 +142,8 @@ def _write_profiles_native(profile: Profile, refs: list[int], sk: Any, key_list:
                            ) -> tuple[list[dict[str, Any]], int, int]:
     """The profiles array's items, their text made natively in pieces of bounded size;
     returns the frame table, the number of profiles and of samples."""
-    from psrec.format import _format
-
     assert profile.timelines is not None
-    text = _format.SpeedscopeText(sk)
+    text = engine.native().SpeedscopeText(sk)
     if profile.view.weights == "count":
         kind = "count"
     elif profile.cpu_weighted:

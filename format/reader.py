@@ -20,7 +20,7 @@ import zstandard
 from . import _constants as C
 from ._layout import Header, unpack_chunk_header, unpack_header, unpack_trailer
 from .errors import CorruptRecordingError, FormatError, NotARecordingError, UnsupportedVersionError
-from .reference import RefAccumulator, RefBatch, RefDecodeError, RefDecoder
+from .reference import RefBatch, RefDecodeError, RefDecoder
 from .reference import decode_defs as ref_decode_defs
 
 try:
@@ -598,11 +598,6 @@ class SampleStream:
         self.errors = 0
         self.duplicates = 0  # data chunks skipped: their sequence number came before
         self._seqs: dict[int, int] = {}  # sequence number -> offset of its chunk
-
-    def accumulator(self, **query: Any) -> Any:
-        if self.native:
-            return _native.Accumulator(**query)
-        return RefAccumulator(**query)
 
     def __iter__(self) -> Iterator[Any]:
         first_duplicate: tuple[int, int, int] | None = None

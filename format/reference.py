@@ -12,7 +12,7 @@ from typing import Any
 from . import _constants as C
 from ._layout import RECORD_FIELDS
 
-__all__ = ["RefDecodeError", "decode_defs", "RefBatch", "RefDecoder", "RefAccumulator"]
+__all__ = ["RefDecodeError", "decode_defs", "RefBatch", "RefDecoder"]
 
 
 class RefDecodeError(ValueError):
@@ -327,69 +327,3 @@ class RefDecoder:
                 summary["unknown_records"] += 1
         summary["samples"] = len(out) - before
         return events, summary
-
-
-class RefAccumulator:
-    """Sums samples by (slice, thread, node) after a window, thread and status filter."""
-
-    def __init__(
-        self,
-        from_ts: int = -(1 << 63),
-        to_ts: int = (1 << 63) - 1,
-        threads: list[int] | None = None,
-        status_mask: int = 0,
-        status_value: int = 0,
-        slice_origin: int = 0,
-        slice_ticks: int = 0,
-        cpu_view: bool = False,
-    ) -> None:
-        self.from_ts, self.to_ts = from_ts, to_ts
-        self.threads = None if threads is None else set(threads)
-        self.mask, self.value = status_mask, status_value
-        self.origin, self.slice_ticks = slice_origin, slice_ticks
-        self.cpu_view = cpu_view
-        self._cells: dict[tuple[int, int, int], list[int]] = {}
-        self._on_cpu: dict[int, list[int]] = {}  # thread -> the cell of its previous sample
-        self.selected = 0
-        self.first_ts = -1
-        self.last_ts = -1
-
-    def add(self, b: RefBatch) -> None:
-        for i in range(len(b.ts)):
-            ts = b.ts[i]
-            th = b.thread[i]
-            previous = self._on_cpu.pop(th, None)
-            if ts < self.from_ts or ts >= self.to_ts:
-                continue
-            if self.threads is not None and th not in self.threads:
-                continue
-            st = b.status[i]
-            counted = st & self.mask == self.value
-            if not counted:
-                # The CPU view (spec section 5): CPU time of a sample off the CPU goes to the
-                # thread's previous sample if that one was kept on a CPU, else to its own
-                # stack, not counted as a sample.
-                if (not self.cpu_view or not b.cpu[i] or st & C.STATUS_CPU_UNKNOWN):
-                    continue
-                if previous is not None:
-                    previous[2] += b.cpu[i]
-                    continue
-            # As the native one: 64-bit slices, and a time before the origin in slice 0.
-            sl = max(0, ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
-            cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
-            cell[2] += b.cpu[i]
-            if not counted:
-                continue
-            if st & C.STATUS_ON_CPU:
-                self._on_cpu[th] = cell
-            cell[0] += 1
-            cell[1] += b.weight[i]
-            cell[3] += 1 if st & C.STATUS_GIL_HELD else 0
-            cell[4] += 1 if st & C.STATUS_ON_CPU else 0
-            self.selected += 1
-            if self.first_ts < 0:
-                self.first_ts = ts
-            self.last_ts = ts
-
-    def cells(self) -> list[tuple[int, ...]]:
-        return [(*k, *v) for k, v in self._cells.items()]

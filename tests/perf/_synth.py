@@ -216,12 +216,13 @@ def _payloads(path: str) -> tuple[list[bytes], int, int]:
 
 
 def _decode_accumulate(path: str) -> float:
+    from psrec.analyzer import engine
     from psrec.format import open_recording
 
     with open_recording(path) as rec:
         t0 = time.perf_counter()
         stream = rec.stream()
-        acc = stream.accumulator()
+        acc = engine.accumulator(stream.native)
         for batch in stream:
             acc.add(batch)
         return time.perf_counter() - t0

@@ -358,7 +358,9 @@ def _read_psr(path: str, size: int, attribution: bool) -> ToolResult:
 def _psr_attribution(rec: Any, r: ToolResult) -> None:
     defs = rec.definitions()
     stream = rec.stream()
-    acc = stream.accumulator()
+    from psrec.analyzer import engine
+
+    acc = engine.accumulator(stream.native)
     for batch in stream:
         acc.add(batch)
     trie = stream.decoder

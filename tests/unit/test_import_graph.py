@@ -39,3 +39,26 @@ def test_parts_import_only_along_the_arrows(part: str) -> None:
         if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[part])
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# folder -> the folders whose C++ headers its C++ sources must not include. Native cores
+# (native/) include no nanobind; only bindings/ convert between C++ and Python.
+FORBIDDEN_INCLUDES = {
+    "format": ("recorder/", "analyzer/"),
+    "recorder": ("analyzer/",),
+    "analyzer": ("recorder/",),
+}
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN_INCLUDES))
+def test_native_sources_include_only_along_the_arrows(part: str) -> None:
+    wrong = []
+    for path in sorted((ROOT / part).rglob("*.[ch]pp")):
+        for line in path.read_text().splitlines():
+            if not line.startswith("#include"):
+                continue
+            target = line.split(None, 1)[1].strip('<>"')
+            if target.startswith(FORBIDDEN_INCLUDES[part]) or (
+                    "/native/" in str(path) and target.startswith("nanobind")):
+                wrong.append(f"{path.relative_to(ROOT)}: {line}")
+    assert not wrong, "\n".join(wrong)

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "format/native/decoder.hpp"
+#include "analyzer/native/accumulator.hpp"
 
-namespace psrec::format {
+namespace psrec::analyzer {
 
 // A growing column of plain values kept in malloc'd memory: growing it is a realloc, which
 // moves a large block by remapping its pages instead of copying them (a timeline's columns
@@ -130,4 +130,4 @@ class Timeline {
   static const TimelineRuns kEmpty;
 };
 
-}  // namespace psrec::format
+}  // namespace psrec::analyzer

@@ -1,9 +1,9 @@
-#include "format/native/stack_keys.hpp"
+#include "analyzer/native/stack_keys.hpp"
 
 #include <algorithm>
 #include <charconv>
 
-namespace psrec::format {
+namespace psrec::analyzer {
 
 StackKeys::StackKeys(std::vector<uint32_t> parents, std::vector<uint32_t> frames,
                      std::vector<uint32_t> frame_key, uint32_t empty_key)
@@ -241,4 +241,4 @@ std::string SpeedscopeText::weightsChunk(size_t max_bytes) {
   return out;
 }
 
-}  // namespace psrec::format
+}  // namespace psrec::analyzer

@@ -1,8 +1,8 @@
-#include "format/native/timeline.hpp"
+#include "analyzer/native/timeline.hpp"
 
 #include <algorithm>
 
-namespace psrec::format {
+namespace psrec::analyzer {
 
 const TimelineRuns Timeline::kEmpty{};
 
@@ -72,4 +72,4 @@ TimelineRuns mergeRuns(const RunsView& r, const std::vector<uint32_t>& canon) {
   return out;
 }
 
-}  // namespace psrec::format
+}  // namespace psrec::analyzer

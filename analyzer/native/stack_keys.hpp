@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "format/native/timeline.hpp"
+#include "analyzer/native/timeline.hpp"
 
-namespace psrec::format {
+namespace psrec::analyzer {
 
 class StackKeys {
  public:
@@ -115,4 +115,4 @@ class SpeedscopeText {
   bool sample_first_ = true, weight_first_ = true;
 };
 
-}  // namespace psrec::format
+}  // namespace psrec::analyzer

@@ -1,0 +1,240 @@
+// Python bindings of the analyzer's engine (psrec.analyzer._engine): conversions, GIL release
+// and argument checks only. Its classes take the format's decoded sample batches
+// (psrec.format._format.SampleBatch) as they are.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyzer/native/accumulator.hpp"
+#include "analyzer/native/stack_keys.hpp"
+#include "analyzer/native/timeline.hpp"
+#include "format/bindings/columns.hpp"
+
+namespace nb = nanobind;
+using namespace psrec::analyzer;
+using psrec::bindings::asBytes;
+using psrec::bindings::Column;
+using psrec::bindings::sameLength;
+using psrec::bindings::toVector;
+using psrec::bindings::viewOf;
+
+namespace {
+
+AccumulatorQuery makeQuery(int64_t from_ts, int64_t to_ts,
+                           const std::optional<std::vector<uint32_t>>& threads,
+                           uint8_t status_mask, uint8_t status_value, bool cpu_view) {
+  AccumulatorQuery q;
+  q.cpu_view = cpu_view;
+  q.from_ts = from_ts;
+  q.to_ts = to_ts;
+  if (threads) q.selectThreads(*threads);
+  q.status_mask = status_mask;
+  q.status_value = status_value;
+  return q;
+}
+
+}  // namespace
+
+NB_MODULE(_engine, m) {
+  // The format's module binds the batches these classes read.
+  nb::module_::import_("psrec.format._format");
+
+  nb::class_<Accumulator>(m, "Accumulator")
+      .def(
+          "__init__",
+          [](Accumulator* self, int64_t from_ts, int64_t to_ts,
+             std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
+             uint8_t status_value, int64_t slice_origin, int64_t slice_ticks, bool cpu_view) {
+            AccumulatorQuery q =
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
+            q.slice_origin = slice_origin;
+            q.slice_ticks = slice_ticks;
+            new (self) Accumulator(std::move(q));
+          },
+          nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
+          nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
+          nb::arg("status_value") = 0, nb::arg("slice_origin") = 0, nb::arg("slice_ticks") = 0,
+          nb::arg("cpu_view") = false)
+      .def("add",
+           [](Accumulator& a, const SampleColumns& b) {
+             nb::gil_scoped_release release;
+             a.add(b);
+           })
+      .def_prop_ro("selected", &Accumulator::selected)
+      .def_prop_ro("first_ts", &Accumulator::firstTs)
+      .def_prop_ro("last_ts", &Accumulator::lastTs)
+      .def_prop_ro("slice_overflow", &Accumulator::sliceOverflow)
+      .def("cells", [](const Accumulator& a) {
+        nb::list out;
+        for (auto& [k, c] : a.cells())
+          out.append(nb::make_tuple(a.sliceBase() + k.slice, k.thread, k.node, c.count,
+                                    c.weight, c.cpu, c.gil, c.on_cpu));
+        return out;
+      })
+      .def("columns", [](const Accumulator& a) {
+        // The cells as columns: slice (uint64), thread, node (uint32), count, weight, cpu,
+        // gil, on_cpu (uint64), in the order cells() gives them.
+        std::vector<uint64_t> slice;
+        std::vector<uint32_t> thread, node;
+        std::vector<uint64_t> count, weight, cpu, gil, on_cpu;
+        const size_t n = a.cells().size();
+        for (auto* v : {&thread, &node}) v->reserve(n);
+        for (auto* v : {&slice, &count, &weight, &cpu, &gil, &on_cpu}) v->reserve(n);
+        for (auto& [k, c] : a.cells()) {
+          slice.push_back(a.sliceBase() + k.slice);
+          thread.push_back(k.thread);
+          node.push_back(k.node);
+          count.push_back(c.count);
+          weight.push_back(c.weight);
+          cpu.push_back(c.cpu);
+          gil.push_back(c.gil);
+          on_cpu.push_back(c.on_cpu);
+        }
+        return nb::make_tuple(asBytes(slice), asBytes(thread), asBytes(node), asBytes(count),
+                              asBytes(weight), asBytes(cpu), asBytes(gil), asBytes(on_cpu));
+      });
+
+  nb::class_<Timeline>(m, "Timeline")
+      .def(
+          "__init__",
+          [](Timeline* self, int64_t from_ts, int64_t to_ts,
+             std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
+             uint8_t status_value, bool cpu_view) {
+            new (self) Timeline(
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view));
+          },
+          nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
+          nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
+          nb::arg("status_value") = 0, nb::arg("cpu_view") = false)
+      .def("add",
+           [](Timeline& t, const SampleColumns& b) {
+             nb::gil_scoped_release release;
+             t.add(b);
+           })
+      .def_prop_ro("selected", &Timeline::selected)
+      .def("threads", &Timeline::threads)
+      .def("runs", [](const Timeline& t, uint32_t ref) {
+        const TimelineRuns& r = t.runs(ref);
+        return nb::make_tuple(asBytes(r.node), asBytes(r.count), asBytes(r.weight),
+                              asBytes(r.cpu), asBytes(r.first_ts));
+      })
+      .def("runs_view", [](nb::handle self, uint32_t ref) {
+        // The same columns without a copy: read-only buffers into the timeline, which they
+        // keep alive. Valid until the next add().
+        const TimelineRuns& r = nb::cast<const Timeline&>(self).runs(ref);
+        return nb::make_tuple(viewOf(r.node, self), viewOf(r.count, self),
+                              viewOf(r.weight, self), viewOf(r.cpu, self),
+                              viewOf(r.first_ts, self));
+      });
+
+  nb::class_<StackKeys>(m, "StackKeys")
+      .def(
+          "__init__",
+          [](StackKeys* self, Column<uint32_t> parents, Column<uint32_t> frames,
+             Column<uint32_t> frame_key, uint32_t empty_key) {
+            new (self) StackKeys(toVector(parents), toVector(frames), toVector(frame_key),
+                                 empty_key);
+          },
+          nb::arg("parents"), nb::arg("frames"), nb::arg("frame_key"), nb::arg("empty_key"))
+      .def_prop_ro("key_count", &StackKeys::keyCount)
+      .def("keys", [](const StackKeys& sk, uint32_t node) {
+        std::vector<uint32_t> out;
+        sk.keys(node, out);
+        return out;
+      });
+
+  m.def("key_totals", [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+                         Column<uint64_t> value) {
+    sameLength("key_totals", node.shape(0), {count.shape(0), value.shape(0)});
+    KeyTotals t;
+    {
+      nb::gil_scoped_release release;
+      t = keyTotals(sk, node.data(), count.data(), value.data(), node.shape(0));
+    }
+    return nb::make_tuple(asBytes(t.own_count), asBytes(t.own), asBytes(t.total_count),
+                          asBytes(t.total));
+  });
+
+  m.def("key_edges", [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+                        Column<uint64_t> value) {
+    sameLength("key_edges", node.shape(0), {count.shape(0), value.shape(0)});
+    KeyEdges e;
+    {
+      nb::gil_scoped_release release;
+      e = keyEdges(sk, node.data(), count.data(), value.data(), node.shape(0));
+    }
+    return nb::make_tuple(asBytes(e.caller), asBytes(e.callee), asBytes(e.count),
+                          asBytes(e.own), asBytes(e.cum));
+  });
+
+  m.def("slice_sums",
+        [](const StackKeys& sk, Column<uint64_t> slice, Column<uint32_t> thread,
+           Column<uint32_t> node, Column<uint64_t> count, Column<uint64_t> gil,
+           Column<uint64_t> on_cpu, Column<uint64_t> value, uint64_t value_scale) {
+          const size_t n = slice.shape(0);
+          sameLength("slice_sums", n,
+                     {thread.shape(0), node.shape(0), count.shape(0), gil.shape(0),
+                      on_cpu.shape(0), value.shape(0)});
+          CellColumnsView v{slice.data(), thread.data(), node.data(), count.data(),
+                            gil.data(),  on_cpu.data(), value.data(), value_scale, n};
+          SliceSums s;
+          {
+            nb::gil_scoped_release release;
+            s = sliceSums(sk, v);
+          }
+          return nb::make_tuple(asBytes(s.thread_slice), asBytes(s.thread), asBytes(s.count),
+                                asBytes(s.gil), asBytes(s.on_cpu), asBytes(s.key_slice),
+                                asBytes(s.key), asBytes(s.value));
+        });
+
+  nb::class_<SpeedscopeText>(m, "SpeedscopeText")
+      .def(nb::init<const StackKeys&>(), nb::keep_alive<1, 2>())
+      .def("set_thread",
+           [](SpeedscopeText& t, Column<uint32_t> node, Column<uint32_t> count,
+              Column<uint64_t> weight, Column<uint64_t> cpu, Column<int64_t> first_ts,
+              const std::string& value, uint64_t count_mult, uint64_t scale) {
+             const size_t n = node.shape(0);
+             sameLength("set_thread", n,
+                        {count.shape(0), weight.shape(0), cpu.shape(0), first_ts.shape(0)});
+             SpeedscopeText::Value kind;
+             if (value == "count") kind = SpeedscopeText::Value::kCount;
+             else if (value == "cpu") kind = SpeedscopeText::Value::kCpu;
+             else if (value == "weight") kind = SpeedscopeText::Value::kWeight;
+             else throw nb::value_error("value must be count, cpu or weight");
+             // The columns are read in place; the caller holds them for the call.
+             RunsView r{node.data(), count.data(), weight.data(), cpu.data(), first_ts.data(), n};
+             nb::gil_scoped_release release;
+             t.setThread(r, kind, count_mult, scale);
+           },
+           nb::arg("node"), nb::arg("count"), nb::arg("weight"), nb::arg("cpu"),
+           nb::arg("first_ts"), nb::arg("value"), nb::arg("count_mult"), nb::arg("scale"))
+      .def("keys_in_order", [](const SpeedscopeText& t) { return t.keysInOrder(); })
+      .def_prop_ro("kept", &SpeedscopeText::kept)
+      .def_prop_ro("total", &SpeedscopeText::total)
+      .def_prop_ro("samples", &SpeedscopeText::samples)
+      .def_prop_ro("start", &SpeedscopeText::start)
+      .def("samples_chunk",
+           [](SpeedscopeText& t, size_t max_bytes) {
+             std::string s;
+             {
+               nb::gil_scoped_release release;
+               s = t.samplesChunk(max_bytes);
+             }
+             return nb::str(s.data(), s.size());
+           })
+      .def("weights_chunk", [](SpeedscopeText& t, size_t max_bytes) {
+        std::string s;
+        {
+          nb::gil_scoped_release release;
+          s = t.weightsChunk(max_bytes);
+        }
+        return nb::str(s.data(), s.size());
+      });
+}

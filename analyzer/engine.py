@@ -1,0 +1,198 @@
+"""The analyzer's engine: samples summed by (time slice, thread, stack), per-thread timelines,
+and the walks over stacks by report key that the reporters use.
+
+The native engine (analyzer/native/, bound as psrec.analyzer._engine) does the work; the
+Python classes here follow the same rules where it cannot be loaded, and are what the native
+one is tested against. Both read the sample batches that psrec.format's SampleStream decodes.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from psrec.format import constants as C
+
+_engine: Any
+try:
+    from . import _engine as _built
+
+    _engine = _built
+except ImportError:  # a source tree without the built module
+    _engine = None
+
+
+def native() -> Any:
+    """The native engine module (StackKeys, key_totals, key_edges, slice_sums,
+    SpeedscopeText, Accumulator, Timeline), or None where it is not built."""
+    return _engine
+
+
+def accumulator(use_native: bool, **query: Any) -> Any:
+    """An accumulator for the query (window, threads, status filter, slices, CPU view)."""
+    if use_native and _engine is not None:
+        return _engine.Accumulator(**query)
+    return PyAccumulator(**query)
+
+
+def timeline(use_native: bool, query: dict[str, Any]) -> Any:
+    """Per-thread timelines of the samples the query selects (slicing fields aside)."""
+    if use_native and _engine is not None:
+        return NativeTimeline(query)
+    return PyTimeline(query)
+
+
+@dataclass
+class Runs:
+    """One thread's selected samples in time order, consecutive equal stacks merged.
+
+    Columns are arrays, or read-only memoryviews of the native timeline's own (no copy).
+    """
+
+    node: array[int] | memoryview
+    count: array[int] | memoryview
+    weight: array[int] | memoryview
+    cpu: array[int] | memoryview
+    first_ts: array[int] | memoryview
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+class PyAccumulator:
+    """Sums samples by (slice, thread, node) after a window, thread and status filter: the
+    native Accumulator's rules in Python."""
+
+    def __init__(
+        self,
+        from_ts: int = -(1 << 63),
+        to_ts: int = (1 << 63) - 1,
+        threads: list[int] | None = None,
+        status_mask: int = 0,
+        status_value: int = 0,
+        slice_origin: int = 0,
+        slice_ticks: int = 0,
+        cpu_view: bool = False,
+    ) -> None:
+        self.from_ts, self.to_ts = from_ts, to_ts
+        self.threads = None if threads is None else set(threads)
+        self.mask, self.value = status_mask, status_value
+        self.origin, self.slice_ticks = slice_origin, slice_ticks
+        self.cpu_view = cpu_view
+        self._cells: dict[tuple[int, int, int], list[int]] = {}
+        self._on_cpu: dict[int, list[int]] = {}  # thread -> the cell of its previous sample
+        self.selected = 0
+        self.first_ts = -1
+        self.last_ts = -1
+
+    def add(self, b: Any) -> None:
+        for i in range(len(b.ts)):
+            ts = b.ts[i]
+            th = b.thread[i]
+            previous = self._on_cpu.pop(th, None)
+            if ts < self.from_ts or ts >= self.to_ts:
+                continue
+            if self.threads is not None and th not in self.threads:
+                continue
+            st = b.status[i]
+            counted = st & self.mask == self.value
+            if not counted:
+                # The CPU view (spec section 5): CPU time of a sample off the CPU goes to the
+                # thread's previous sample if that one was kept on a CPU, else to its own
+                # stack, not counted as a sample.
+                if (not self.cpu_view or not b.cpu[i] or st & C.STATUS_CPU_UNKNOWN):
+                    continue
+                if previous is not None:
+                    previous[2] += b.cpu[i]
+                    continue
+            # As the native one: 64-bit slices, and a time before the origin in slice 0.
+            sl = max(0, ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
+            cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
+            cell[2] += b.cpu[i]
+            if not counted:
+                continue
+            if st & C.STATUS_ON_CPU:
+                self._on_cpu[th] = cell
+            cell[0] += 1
+            cell[1] += b.weight[i]
+            cell[3] += 1 if st & C.STATUS_GIL_HELD else 0
+            cell[4] += 1 if st & C.STATUS_ON_CPU else 0
+            self.selected += 1
+            if self.first_ts < 0:
+                self.first_ts = ts
+            self.last_ts = ts
+
+    def cells(self) -> list[tuple[int, ...]]:
+        return [(*k, *v) for k, v in self._cells.items()]
+
+
+class PyTimeline:
+    """Per-thread timelines in Python: the native Timeline's rules."""
+
+    def __init__(self, query: dict[str, Any]) -> None:
+        self.from_ts = query.get("from_ts", -(1 << 63))
+        self.to_ts = query.get("to_ts", (1 << 63) - 1)
+        t = query.get("threads")
+        self.threads = None if t is None else set(t)
+        self.mask, self.value = query["status_mask"], query["status_value"]
+        self.cpu_view = query.get("cpu_view", False)
+        self.on_cpu: set[int] = set()  # threads whose previous sample was kept on a CPU
+        # ref -> node, count, weight, cpu, first_ts columns
+        self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
+                                   array[int]]] = {}
+
+    def add(self, b: Any) -> None:
+        ts, th, nodes = b.ts, b.thread, b.node
+        status, weight, cpu = b.status, b.weight, b.cpu
+        for i in range(len(b)):
+            t = ts[i]
+            ref = th[i]
+            previous_on_cpu = ref in self.on_cpu
+            self.on_cpu.discard(ref)
+            if t < self.from_ts or t >= self.to_ts:
+                continue
+            if self.threads is not None and ref not in self.threads:
+                continue
+            counted = status[i] & self.mask == self.value
+            if not counted:
+                # The CPU view: as PyAccumulator does (spec/psr-format.md, section 5).
+                if not self.cpu_view or not cpu[i] or status[i] & C.STATUS_CPU_UNKNOWN:
+                    continue
+                if previous_on_cpu:
+                    self.runs[ref][3][-1] += cpu[i]
+                    continue
+            elif status[i] & C.STATUS_ON_CPU:
+                self.on_cpu.add(ref)
+            n, w = (1, weight[i]) if counted else (0, 0)
+            r = self.runs.get(ref)
+            if r is None:
+                r = self.runs[ref] = (array("I"), array("I"), array("Q"), array("Q"),
+                                      array("q"))
+            r_node, r_count, r_weight, r_cpu, r_first = r
+            node = nodes[i]
+            if r_node and r_node[-1] == node:
+                r_count[-1] += n
+                r_weight[-1] += w
+                r_cpu[-1] += cpu[i]
+            else:
+                r_node.append(node)
+                r_count.append(n)
+                r_weight.append(w)
+                r_cpu.append(cpu[i])
+                r_first.append(t)
+
+    def result(self) -> dict[int, Runs]:
+        return {ref: Runs(*cols) for ref, cols in sorted(self.runs.items())}
+
+
+class NativeTimeline:
+    def __init__(self, query: dict[str, Any]) -> None:
+        self._t = _engine.Timeline(**query)
+
+    def add(self, b: Any) -> None:
+        self._t.add(b)
+
+    def result(self) -> dict[int, Runs]:
+        # Views of the native columns: the timeline's memory is not copied. No add() after.
+        return {ref: Runs(*self._t.runs_view(ref)) for ref in self._t.threads()}

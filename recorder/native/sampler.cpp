@@ -529,26 +529,55 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
     th.seen_pass = pass_;
     if (frame_objects && !th.raw.empty()) t.unwinder->guessFrames(tstate, th.raw);
+    // The walk goes on from the links of this read, the one checked against the list.
+    const uint64_t next = th_head.next;
     bool ok = sampleThread(t, th, th_head, head, ts);
     t.unwinder->noteWalk(th.hint);
     // A torn read: the thread changed its stack while we copied it. Read it again, at once
     // and without read-ahead, still compared with its last good sample; only when every
     // attempt fails is the sample counted as an error. Giving up early would bias the profile
     // against code that calls and returns fast (torn copies are most frequent there).
+    // A state whose ids or interpreter changed since, or that left the list, is no longer
+    // this thread's (it may be freed memory that still holds the ids): nothing more is read
+    // from it.
+    bool ended = false;
     for (int attempt = 0; !ok && attempt < kTornRetries; ++attempt) {
       ThreadHead again;
       if (t.unwinder->readThread(tstate, again, nullptr) != ReadStatus::kOk ||
-          again.thread_id != th_head.thread_id || again.native_tid != th_head.native_tid)
+          again.thread_id != th_head.thread_id || again.native_tid != th_head.native_tid ||
+          again.interp != interp ||
+          (again.prev != th_head.prev && !t.unwinder->linked(tstate))) {
+        ended = true;
         break;
+      }
       bump(st_.retries, 1);
       th_head = again;
       Unwinder::updateHint(th_head, th.hint);
       ok = sampleThread(t, th, th_head, head, ts);
       t.unwinder->noteWalk(th.hint);
     }
-    if (!ok) failed_.push_back(th.ref);
+    // A thread that ends unlinks its state, then frees its frames' memory: a sample that
+    // failed because the thread ended while it was read is no error, the thread has exited
+    // (before this pass: it has no sample in it).
+    if (!ok && (ended || !t.unwinder->linked(tstate))) {
+      encoder_.threadExit(th.ref, ts);
+      ended_.push_back(th.ref);
+      bump(st_.ended_in_pass, 1);
+    } else if (!ok) {
+      failed_.push_back(th.ref);
+    }
     t.order.back().hint = th.hint;
-    tstate = th_head.next;
+    tstate = next;
+  }
+  // Threads that ended while read have their THREAD_EXIT already.
+  if (!ended_.empty()) {
+    for (auto it = t.threads.begin(); it != t.threads.end();) {
+      if (std::find(ended_.begin(), ended_.end(), it->second.ref) != ended_.end())
+        it = t.threads.erase(it);
+      else
+        ++it;
+    }
+    ended_.clear();
   }
   if (!failed_.empty() || !list_ok) {
     // A thread read that failed may be the first sign of an exec (its memory is gone).

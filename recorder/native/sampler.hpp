@@ -66,6 +66,7 @@ struct SamplerConfig {
   X(syscalls, uint64_t, "system calls made by the passes")                                   \
   X(elapsed_ns, uint64_t, "time from the first pass to the last")                            \
   X(retries, uint64_t, "threads read again in a pass after a torn read")                     \
+  X(ended_in_pass, uint64_t, "threads that ended while a pass read them (not errors)")       \
   X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
   X(switch_samples, uint64_t, "thread-samples whose CPU state came from context switches")   \
   X(target_exited, bool, "the target exited while recorded")                                 \
@@ -212,6 +213,7 @@ class Sampler {
   std::vector<RawFrame> walk_;
   std::vector<uint64_t> code_addrs_;
   std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
+  std::vector<uint32_t> ended_;   // threads of the current target that ended while read
   std::vector<size_t> callers_;  // frames whose callee changed function in place
   std::vector<CodeInfo*> infos_;  // per frame of walk_ resolved in this sample
 

@@ -112,6 +112,23 @@ bool Unwinder::listEnds(uint64_t first, uint64_t last) {
   return proc_.mem().readMany(reqs, 2) == ReadStatus::kOk && head == first && next == 0;
 }
 
+bool Unwinder::linked(uint64_t tstate) {
+  // Its neighbour may come or go between the two reads: a state that stays in the list
+  // shows a consistent pair within a few tries, one that left it never does (CPython leaves
+  // an unlinked state's own links as they were, or the allocator overwrites them).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    uint64_t prev = 0, link = 0;
+    if (proc_.mem().read(tstate + static_cast<uint64_t>(l_.tstate_prev), &prev, 8) !=
+        ReadStatus::kOk)
+      return false;
+    const uint64_t at =
+        prev ? prev + static_cast<uint64_t>(l_.tstate_next)
+             : proc_.mainInterpreter() + static_cast<uint64_t>(l_.interp_threads_head);
+    if (proc_.mem().read(at, &link, 8) == ReadStatus::kOk && link == tstate) return true;
+  }
+  return false;
+}
+
 ReadStatus Unwinder::readPassHead(PassHead& out) {
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;

@@ -172,6 +172,9 @@ class Unwinder {
   }
   // Whether, read now, the list still begins at `first` and ends at `last` (its next is null).
   bool listEnds(uint64_t first, uint64_t last);
+  // Whether the thread state at `tstate` is in the list now: the state before it (or the
+  // interpreter, for the first) links to it. False also when that cannot be read.
+  bool linked(uint64_t tstate);
   // 3.8-3.10: where the next walk of the thread at `tstate` may find its frames (its last
   // sample's). A walk that fails leaves its own frames as the guess for a walk again.
   void guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames);

@@ -30,22 +30,19 @@ def test_thread_churn_keeps_threads_apart(python: str, rate: str, tmp_path: Path
             return printed, rec.stats, list(rec.definitions().threads.values())
 
     printed, st, threads = run()
-    # Under 0.5 % in most runs (0.0-0.4 % measured on every interpreter), but not in every
-    # one: the program starts its threads four at a time every 2 ms, and a sampling period
-    # that falls into step with their ends catches thread after thread as it tears down (its
-    # data-stack chunk unmapped between the read of its state and of its frames), in bursts
-    # of up to 3 % of a run's samples (about 1 run in 30 on 3.14 at 1 kHz, before and after
-    # the 3.14 GIL change alike). Another load on the machine adds errors too. Such a run is
-    # recorded once more and the better of the two judged: a recorder that is worse than the
-    # bound in most runs still fails.
+    # 0.0-0.3 % measured on every interpreter. A thread caught ending while a pass reads it
+    # (its state unlinked, its data-stack chunk unmapped or its memory freed between the
+    # reads) is recorded as exited, not as an error. Another load on the machine adds errors,
+    # so a run past the bound is recorded once more and the better of the two judged: a
+    # recorder that is worse than the bound in most runs still fails.
     def rate_of(st: dict[str, Any]) -> float:
         return st["sample_errors"] / (st["samples"] + st["sample_errors"])
 
     runs = [st]
-    if rate_of(st) >= 0.01:
+    if rate_of(st) >= 0.005:
         printed, st, threads = run()  # the checks below hold for any run: this one
         runs.append(st)
-    assert min(map(rate_of, runs)) < 0.01, runs
+    assert min(map(rate_of, runs)) < 0.005, runs
     main, workers = printed["main"], set(printed["workers"])
     # The main thread is one thread of the file, from start to end (no false exits).
     assert [t.os_tid for t in threads].count(main) == 1, \

@@ -232,7 +232,8 @@ class Profile:
     _keys: dict[int, FrameKey] = field(default_factory=dict, repr=False)
     _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
     _cells: list[Cell] | None = field(default=None, repr=False)
-    _stack_keys: tuple[Any, list[FrameKey]] | None = field(default=None, repr=False)
+    native: bool = True  # the native engine does the work (where it is built)
+    _walks: engine.Walks | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
     @classmethod
@@ -335,6 +336,7 @@ class Profile:
             events=list(stream.events),
             sample_errors=stream.errors,
             warnings=list(rec.warnings),
+            native=bool(stream.native),
         )
         prof.defs.apply_renames(prof.events)
         if warn is not None:
@@ -501,39 +503,13 @@ class Profile:
         ks = cache[node] = base + tuple(chain)
         return ks
 
-    def stack_keys(self) -> tuple[Any, list[FrameKey]] | None:
-        """The native view of stacks as key ids, and the keys by id (None without the native
-        engine). Key 0 is NO_STACK."""
-        if self._stack_keys is None:
-            native = engine.native()
-            if native is None:
-                return None
-            key_list = [NO_STACK]
-            index = {NO_STACK: 0}
-            node_frames = self.frames
-            ids = set(node_frames)
-            # Frame ids are dense in a sound file: a table by id. An id far past them (a frame
-            # no record defines) would make that table huge (16 GiB for id 2^32 - 1): the
-            # trie's frames are then renumbered by their order among the ids.
-            top = max(ids, default=0)
-            if top > len(self.defs.frames) + len(ids):
-                order = {fid: i for i, fid in enumerate(ids)}
-                node_frames = array("I", map(order.__getitem__, node_frames))
-                size = len(ids)
-            else:
-                order = None
-                size = top + 1
-            frame_key = array("I", bytes(4 * size))
-            for fid in ids:
-                k = self.key(fid)
-                i = index.get(k)
-                if i is None:
-                    i = index[k] = len(key_list)
-                    key_list.append(k)
-                frame_key[fid if order is None else order[fid]] = i
-            sk = native.StackKeys(self.parents, node_frames, frame_key, 0)
-            self._stack_keys = (sk, key_list)
-        return self._stack_keys
+    @property
+    def walks(self) -> engine.Walks:
+        """The engine's walks over this profile's stacks by report key (totals, edges, slice
+        sums, speedscope text): native unless the profile was loaded without it."""
+        if self._walks is None:
+            self._walks = engine.walks(self, self.native)
+        return self._walks
 
     def thread_label(self, ref: int) -> str:
         """'name (tid N)'; with more than one process (or program) in the recording, the

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import IO, Any
 
-from . import engine
+from .engine import SliceSums, Totals
 from .profile import Cell, FrameKey, Profile
 from .registry import Reporter, register
 
@@ -18,6 +18,7 @@ __all__ = [
     "PstatsReporter",
     "SlicesReporter",
     "TableReporter",
+    "Totals",
     "collapsed_frame",
     "format_seconds",
     "function_totals",
@@ -50,15 +51,6 @@ def location(k: FrameKey) -> str:
     return printable(f"{k.filename}:{k.line}({k.name})")
 
 
-class Totals:
-    """Per report key: own and total (cumulative) sample counts and estimated ticks."""
-
-    __slots__ = ("own", "own_count", "total", "total_count")
-
-    def __init__(self) -> None:
-        self.own_count = self.own = self.total_count = self.total = 0
-
-
 def _by_node(profile: Profile, cells: Iterable[Cell]) -> dict[int, list[int]]:
     """Samples and value per stack node."""
     by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
@@ -76,27 +68,7 @@ def _node_columns(by_node: dict[int, list[int]]) -> tuple[array[int], array[int]
 
 def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, Totals]:
     """Own and cumulative sums per function (or line); recursion is counted once per stack."""
-    by_node = _by_node(profile, cells)
-    out: dict[FrameKey, Totals] = defaultdict(Totals)
-    native = profile.stack_keys()
-    if native is not None:
-        sk, key_list = native
-        cols = [array("Q", b) for b in engine.native().key_totals(sk, *_node_columns(by_node))]
-        for i, (own_count, own, total_count, total) in enumerate(zip(*cols)):
-            if total_count:
-                t = out[key_list[i]]
-                t.own_count, t.own, t.total_count, t.total = own_count, own, total_count, total
-        return out
-    for node, (count, value) in by_node.items():
-        keys = profile.keys(node)
-        leaf = out[keys[-1]]
-        leaf.own_count += count
-        leaf.own += value
-        for k in set(keys):
-            t = out[k]
-            t.total_count += count
-            t.total += value
-    return out
+    return profile.walks.totals(*_node_columns(_by_node(profile, cells)))
 
 
 def _sorted(totals: dict[FrameKey, Totals], sort: str) -> list[tuple[FrameKey, Totals]]:
@@ -168,64 +140,18 @@ class PstatsReporter(Reporter):
 
     @staticmethod
     def build(profile: Profile) -> dict[tuple[str, int, str], tuple[Any, ...]]:
-        by_node = _by_node(profile, profile.cells)
+        """pstats' dict: per function, (calls, calls, own s, cumulative s, callers), where a
+        caller's entry sums the samples with the function innermost under that caller (calls,
+        own) and those with the call anywhere on the stack (cumulative)."""
         sec = profile.tick_ns / 1e9
-        native = profile.stack_keys()
-        if native is not None:
-            return PstatsReporter._build_native(profile, by_node, native[0], native[1], sec)
-        # func -> [calls, own ticks, cumulative ticks, {caller: [calls, own, cumulative]}]
-        stats: dict[FrameKey, list[Any]] = {}
-
-        def entry(k: FrameKey) -> list[Any]:
-            e = stats.get(k)
-            if e is None:
-                e = stats[k] = [0, 0, 0, {}]
-            return e
-
-        for node, (count, value) in by_node.items():
-            keys = profile.keys(node)
-            leaf = entry(keys[-1])
-            leaf[0] += count
-            leaf[1] += value
-            for k in set(keys):
-                entry(k)[2] += value
-            edges = set(zip(keys, keys[1:]))
-            for caller, callee in edges:
-                e = entry(callee)[3].setdefault(caller, [0, 0, 0])
-                e[2] += value
-            if len(keys) > 1:
-                e = entry(keys[-1])[3][keys[-2]]
-                e[0] += count
-                e[1] += value
-        out: dict[tuple[str, int, str], tuple[Any, ...]] = {}
-        for k, (calls, own, cum, callers) in stats.items():
-            out[_pstats_key(k)] = (
-                calls, calls, own * sec, cum * sec,
-                {_pstats_key(ck): (cv[0], cv[0], cv[1] * sec, cv[2] * sec)
-                 for ck, cv in callers.items()},
-            )
-        return out
-
-    @staticmethod
-    def _build_native(profile: Profile, by_node: dict[int, list[int]], sk: Any,
-                      key_list: list[FrameKey], sec: float
-                      ) -> dict[tuple[str, int, str], tuple[Any, ...]]:
-        walks = engine.native()
-        columns = _node_columns(by_node)
-        own_count, own, total_count, total = (
-            array("Q", b) for b in walks.key_totals(sk, *columns))
-        edges = walks.key_edges(sk, *columns)
-        caller, callee = array("I", edges[0]), array("I", edges[1])
-        count, eown, ecum = (array("Q", b) for b in edges[2:])
-        callers: dict[int, dict[tuple[str, int, str], tuple[Any, ...]]] = defaultdict(dict)
-        for a, b, n, o, cum in zip(caller, callee, count, eown, ecum):
-            callers[b][_pstats_key(key_list[a])] = (n, n, o * sec, cum * sec)
-        out: dict[tuple[str, int, str], tuple[Any, ...]] = {}
-        for i, (calls, own_i, seen, cum_i) in enumerate(zip(own_count, own, total_count, total)):
-            if seen:
-                out[_pstats_key(key_list[i])] = (calls, calls, own_i * sec, cum_i * sec,
-                                                 callers.get(i, {}))
-        return out
+        columns = _node_columns(_by_node(profile, profile.cells))
+        walks = profile.walks
+        callers: dict[FrameKey, dict[tuple[str, int, str], tuple[Any, ...]]] = defaultdict(dict)
+        for caller, callee, n, own, cum in walks.edges(*columns):
+            callers[callee][_pstats_key(caller)] = (n, n, own * sec, cum * sec)
+        return {_pstats_key(k): (t.own_count, t.own_count, t.own * sec, t.total * sec,
+                                 callers.get(k, {}))
+                for k, t in walks.totals(*columns).items()}
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         stats = self.build(profile)
@@ -298,34 +224,9 @@ def strip_char(count: int, gil: int, on_cpu: int) -> str:
     return "."
 
 
-def slice_sums(
-    profile: Profile,
-) -> tuple[dict[int, dict[int, list[int]]], dict[int, dict[FrameKey, int]]]:
+def slice_sums(profile: Profile) -> SliceSums:
     """slice -> thread -> [samples, GIL-held, on-CPU]; slice -> leaf key -> own value."""
-    per: dict[int, dict[int, list[int]]] = defaultdict(dict)
-    own: dict[int, dict[FrameKey, int]] = defaultdict(lambda: defaultdict(int))
-    native = profile.stack_keys()
-    if native is not None:
-        sk, key_list = native
-        c = profile.columns
-        value, mult = profile.value_column()
-        parts = engine.native().slice_sums(sk, c.slice, c.thread, c.node, c.samples, c.gil,
-                                           c.on_cpu, value, mult)
-        t_slice, key_slice = (array("Q", parts[i]) for i in (0, 5))  # slices are 64-bit
-        t_ref, key = (array("I", parts[i]) for i in (1, 6))
-        count, gil, on_cpu, val = (array("Q", parts[i]) for i in (2, 3, 4, 7))
-        for sl, ref, n, g, o in zip(t_slice, t_ref, count, gil, on_cpu):
-            per[sl][ref] = [n, g, o]
-        for sl, k, v in zip(key_slice, key, val):
-            own[sl][key_list[k]] += v
-        return per, own
-    for cell in profile.cells:
-        a = per[cell.slice].setdefault(cell.thread, [0, 0, 0])
-        a[0] += cell.samples
-        a[1] += cell.gil
-        a[2] += cell.on_cpu
-        own[cell.slice][profile.leaf(cell.node)] += profile.cell_value(cell)
-    return per, own
+    return profile.walks.slice_sums()
 
 
 @register

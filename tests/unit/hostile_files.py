@@ -202,7 +202,7 @@ HUGE_FRAME = (1 << 32) - 1
 
 
 def huge_frame_id() -> bytes:
-    """A stack whose frame id is 2^32 - 1, a frame no record defines (Profile.stack_keys
+    """A stack whose frame id is 2^32 - 1, a frame no record defines (the native walks
     allocated 16 GiB to map frame ids to keys)."""
     raw = begin() + pass_(0, entry(1, [1, HUGE_FRAME], status=3))
     for _ in range(GOOD_SAMPLES - 1):

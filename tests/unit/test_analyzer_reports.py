@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import marshal
 import os
 import pstats
@@ -26,7 +28,8 @@ from analyzer_synth import (
 )
 from click.testing import CliRunner
 from psrec.analyzer.profile import Profile, SelectionError, View
-from psrec.analyzer.reporters import PstatsReporter, function_totals
+from psrec.analyzer.reporters import PstatsReporter, function_totals, slice_sums
+from psrec.analyzer.speedscope import SpeedscopeExporter
 from psrec.cli import main
 
 
@@ -297,21 +300,40 @@ def test_output_names_and_force(rec: Synth, tmp_path: Path) -> None:
 
 
 def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
+    # Loaded without the native engine, a profile is summed and walked by the Python twins
+    # (engine.PyAccumulator, PyTimeline, PyWalks, PySpeedscopeText): every output agrees.
     s = two_thread_recording(str(tmp_path / "small.psr"), passes=400)
-    for view in (View(), View(mode="cpu"), View(by="line", start="0.1", end="0.3")):
+    views = (View(), View(mode="cpu"), View(by="line", start="0.1", end="0.3"),
+             View(mode="gil", weights="count"))
+    for view in views:
         a = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=True)
         b = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=False)
+        assert type(a.walks).__name__ == "NativeWalks" and type(b.walks).__name__ == "PyWalks"
 
         def key(p: Profile) -> list[Any]:
             return sorted((c.slice, c.thread, p.keys(c.node), c[3:]) for c in p.cells)
 
         assert key(a) == key(b)
         assert PstatsReporter.build(a) == PstatsReporter.build(b)
+
+        def totals(p: Profile) -> dict[Any, tuple[int, ...]]:
+            return {k: (t.own_count, t.own, t.total_count, t.total)
+                    for k, t in function_totals(p, p.cells).items()}
+
+        assert totals(a) == totals(b)
+        assert slice_sums(a) == slice_sums(b)
         assert a.timelines is not None and b.timelines is not None
         assert {r: [list(x.count), list(x.weight), [a.keys(n) for n in x.node]]
                 for r, x in a.timelines.items()} == {
                 r: [list(x.count), list(x.weight), [b.keys(n) for n in x.node]]
                 for r, x in b.timelines.items()}
+        texts = []
+        for p in (a, b):
+            out = io.StringIO()
+            SpeedscopeExporter().write(p, out)
+            texts.append(out.getvalue())
+        assert texts[0] == texts[1]
+        assert json.loads(texts[0])["profiles"]
 
 
 def test_native_cells_when_chunks_come_out_of_time_order(tmp_path: Path) -> None:

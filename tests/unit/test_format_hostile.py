@@ -158,7 +158,7 @@ def test_stack_depth_is_capped_across_passes(tmp_path: Path, cmd: str) -> None:
                                                               "slices"])
 def test_a_huge_frame_id_costs_no_more_than_a_small_one(tmp_path: Path,
                                                         args: tuple[str, ...]) -> None:
-    """A frame id of 2^32 - 1 that nothing defines is shown as unknown (Profile.stack_keys
+    """A frame id of 2^32 - 1 that nothing defines is shown as unknown (the native walks
     made a table by frame id: 16 GiB)."""
     path = write("huge_frame_id", tmp_path)
     r = psrec("report", path, *args)

@@ -316,6 +316,10 @@ bool Sampler::samplePass(uint64_t ts, uint64_t* errors) {
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.unwinder = std::make_unique<Unwinder>(*t.proc);
   t.codes = std::make_unique<CodeCache>(*t.proc);
+  t.reader = std::make_unique<StackReader>(*t.proc, *t.unwinder, *t.codes);
+  // Deeper than kMaxDepth: the encoder gets one frame more than it keeps, so it cuts and
+  // marks the stack instead of the walk cutting it silently.
+  t.reader->setMaxDepth(fmt::kMaxDepth + 1);
   t.unwinder->setCodeCache(t.codes.get());
   t.names = std::make_unique<ThreadNames>(*t.proc);
   // Threads already running get threading's names in their first record.
@@ -455,8 +459,6 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   }
   bool list_ok = true;
   const uint64_t interp = t.proc->mainInterpreter();
-  // 3.8-3.10: a thread's frames are read in one copy where its last sample says they are.
-  const bool frame_objects = t.proc->layout().frame_model == cpython::FrameModel::kFrameObject;
   uint64_t tstate = head.threads_head, prev = 0, first = head.threads_head;
   int restarts = 0;
   // Begins the walk again from the head, read now and without read-ahead; false once it has
@@ -485,7 +487,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     }
     ThreadHead th_head;
     auto known = t.threads.find(tstate);
-    const StackHint* hint = known != t.threads.end() ? &known->second.hint : nullptr;
+    const StackHint* hint = known != t.threads.end() ? &known->second.stack.hint : nullptr;
     // Every state in the list links back to the one before it and to its interpreter; one
     // that does not was freed or reused while the pass read the list (threads come and go),
     // and neither it nor what it says of the list can be trusted. A kernel thread id above
@@ -521,52 +523,29 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       continue;
     }
     Thread& th = track(t, th_head, ts, known != t.threads.end() ? &known->second : nullptr);
-    Unwinder::updateHint(th_head, th.hint);
-    t.order.push_back({th_head.tstate, th_head.thread_id, th.hint});
+    Unwinder::updateHint(th_head, th.stack.hint);
+    t.order.push_back({th_head.tstate, th_head.thread_id, th.stack.hint});
     if (th.seen_pass == pass_) {  // a cycle in the list: a torn read
       list_ok = false;
       break;
     }
     th.seen_pass = pass_;
-    if (frame_objects && !th.raw.empty()) t.unwinder->guessFrames(tstate, th.raw);
     // The walk goes on from the links of this read, the one checked against the list.
     const uint64_t next = th_head.next;
-    bool ok = sampleThread(t, th, th_head, head, ts);
-    t.unwinder->noteWalk(th.hint);
-    // A torn read: the thread changed its stack while we copied it. Read it again, at once
-    // and without read-ahead, still compared with its last good sample; only when every
-    // attempt fails is the sample counted as an error. Giving up early would bias the profile
-    // against code that calls and returns fast (torn copies are most frequent there).
-    // A state whose ids or interpreter changed since, or that left the list, is no longer
-    // this thread's (it may be freed memory that still holds the ids): nothing more is read
-    // from it.
-    bool ended = false;
-    for (int attempt = 0; !ok && attempt < kTornRetries; ++attempt) {
-      ThreadHead again;
-      if (t.unwinder->readThread(tstate, again, nullptr) != ReadStatus::kOk ||
-          again.thread_id != th_head.thread_id || again.native_tid != th_head.native_tid ||
-          again.interp != interp ||
-          (again.prev != th_head.prev && !t.unwinder->linked(tstate))) {
-        ended = true;
-        break;
-      }
-      bump(st_.retries, 1);
-      th_head = again;
-      Unwinder::updateHint(th_head, th.hint);
-      ok = sampleThread(t, th, th_head, head, ts);
-      t.unwinder->noteWalk(th.hint);
-    }
-    // A thread that ends unlinks its state, then frees its frames' memory: a sample that
-    // failed because the thread ended while it was read is no error, the thread has exited
-    // (before this pass: it has no sample in it).
-    if (!ok && (ended || !t.unwinder->linked(tstate))) {
+    uint64_t read_again = 0;
+    StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
+    if (read_again) bump(st_.retries, read_again);
+    if (got == StackRead::kOk) {
+      record(t, th, th_head, head);
+    } else if (got == StackRead::kEnded) {
+      // Not an error: the thread has exited (before this pass: it has no sample in it).
       encoder_.threadExit(th.ref, ts);
       ended_.push_back(th.ref);
       bump(st_.ended_in_pass, 1);
-    } else if (!ok) {
+    } else {
       failed_.push_back(th.ref);
     }
-    t.order.back().hint = th.hint;
+    t.order.back().hint = th.stack.hint;
     tstate = next;
   }
   // Threads that ended while read have their THREAD_EXIT already.
@@ -606,110 +585,17 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   }
 }
 
-bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
-                           uint64_t ts) {
-  (void)ts;
-  // Deeper than kMaxDepth: give the encoder one frame more than it keeps, so it cuts and
-  // marks the stack instead of us cutting it silently.
-  const size_t cap = fmt::kMaxDepth + 1;
-  WalkResult r = t.unwinder->walk(head, walk_, cap, th.hint.bottom);
-  if (r == WalkResult::kError) return false;
-  if (r == WalkResult::kTruncated) {
-    // A cycle (torn read) also fills the cap: real frames have distinct addresses.
-    code_addrs_.clear();
-    for (const auto& f : walk_) code_addrs_.push_back(f.addr);
-    std::sort(code_addrs_.begin(), code_addrs_.end());
-    if (std::adjacent_find(code_addrs_.begin(), code_addrs_.end()) != code_addrs_.end())
-      return false;
-  }
-  std::reverse(walk_.begin(), walk_.end());  // root first
-  // Frames identical (address, code, instruction) to the previous sample from the root keep
-  // their ids; only the rest is resolved again.
-  size_t same = 0;
-  const size_t n = walk_.size();
-  while (same < n && same < th.raw.size() && walk_[same] == th.raw[same]) ++same;
-  // A frame whose address held another function in the previous sample was called since:
-  // its caller, copied earlier in the same bulk read, may still show the line before that
-  // call. Check those callers (one read). A slot refilled by the same function, as in a fast
-  // recursion, is not checked: its caller moving on is no sign of a torn copy.
-  // The same holds for a frame read apart from the chunk (a generator's, or one entered
-  // from C) that is new since the previous sample: it may have been read after its caller
-  // moved on. (A failed sample leaves the last good one in place to compare with.) Nor is an
-  // outside frame that reads as before proof when its caller moved: a generator's frame lives
-  // in its generator object, and a new generator of another function often takes the address
-  // of one that just finished (its caller, copied first, at the line that ran the old one).
-  callers_.clear();
-  for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
-    const bool had = i < th.raw.size();
-    const bool moved = !had || walk_[i].addr != th.raw[i].addr;
-    if ((had && !moved && walk_[i].code != th.raw[i].code) ||
-        (walk_[i].outside && (moved || walk_[i].code != th.raw[i].code || i > same)))
-      callers_.push_back(i - 1);
-  }
-  // A caller that moved to another instruction while its callee's frame reads exactly as
-  // before: the callee cannot have run on if the caller moved, so either it returned and a
-  // new call of the same function took the same place, or the copy holds the callee's dead
-  // frame under a caller that has moved on. Re-read both (a callee that is not the leaf keeps
-  // its instruction while its own callee runs). In a self-recursion such slots are refilled
-  // faster than a re-read can confirm them, and the functions shown are right either way.
-  for (size_t i = std::max<size_t>(same, 1); i + 2 < n && i + 1 < th.raw.size(); ++i) {
-    if (walk_[i].addr == th.raw[i].addr && walk_[i].code == th.raw[i].code &&
-        walk_[i].instr != th.raw[i].instr && walk_[i + 1] == th.raw[i + 1] &&
-        walk_[i + 1].code != walk_[i].code) {  // not a self-recursion (see below)
-      if (callers_.empty() || callers_.back() != i) callers_.push_back(i);
-      callers_.push_back(i + 1);
-    }
-  }
-  std::sort(callers_.begin(), callers_.end());
-  callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
-  if (!t.unwinder->verifyCallers(walk_, callers_.data(), callers_.size())) return false;
-  CodeCache& codes = *t.codes;
-  code_addrs_.clear();
-  for (size_t i = same; i < n; ++i) {
-    // The same frame (address and code) as in the previous sample keeps its code object alive
-    // (a frame owns a reference to its code), so a code checked then is still the same one:
-    // only the instruction moved. Anything else is checked against the target again.
-    if (i < th.raw.size() && walk_[i].addr == th.raw[i].addr && walk_[i].code == th.raw[i].code &&
-        codes.carryOver(walk_[i].code, pass_))
-      continue;
-    code_addrs_.push_back(walk_[i].code);
-  }
-  if (!code_addrs_.empty() && !codes.prepare(code_addrs_.data(), code_addrs_.size(), pass_))
-    return false;
-  infos_.assign(n, nullptr);
+void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph) {
+  // The stack the reader holds, as frame ids: those of the frames that did not change are
+  // kept, the others interned (once per code object and instruction).
+  const StackReader& reader = *t.reader;
+  const std::vector<RawFrame>& frames = reader.frames();
   const auto kind = t.proc->layout().line_table;
-  for (size_t i = same; i < n; ++i) {
-    CodeInfo* info = codes.get(walk_[i].code, pass_);
-    if (!info) return false;
-    if (info->shim && !t.unwinder->shimCode()) {
-      // First sight of the __init__ trampoline: the walk leaves it out from now on.
-      t.unwinder->setShimCode(walk_[i].code);
-      return sampleThread(t, th, head, ph, ts);
-    }
-    const int off = codes.byteOffset(*info, walk_[i].instr, walk_[i].tlbc);
-    if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
-    infos_[i] = info;
-  }
-  // A frame whose callee the interpreter pushed directly must be at an instruction that
-  // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has
-  // moved on: its callee returned after the copy began and what lies above it is stale, or
-  // the link to it was. Frames in the unchanged prefix were checked in an earlier sample.
-  if (t.proc->layout().call_sites.known()) {
-    for (size_t i = same ? same - 1 : 0; i + 1 < n; ++i) {
-      // A recursion's frames look alike whichever of its calls they came from: a copy that
-      // caught one between two calls still shows the right functions, and rejecting it would
-      // bias the profile against fast recursive calls.
-      if (walk_[i + 1].entered || walk_[i + 1].code == walk_[i].code) continue;
-      CodeInfo* info = infos_[i] ? infos_[i] : codes.peek(walk_[i].code);
-      const uint8_t need = walk_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
-      if (!info || !(codes.pushes(*info, walk_[i].instr, walk_[i].tlbc) & need)) return false;
-    }
-  }
-  // Nothing above changed the thread's last sample; from here on it is replaced.
-  th.ids.resize(same);
-  for (size_t i = same; i < n; ++i) {
-    const RawFrame& f = walk_[i];
-    CodeInfo* info = infos_[i];
+  CodeCache& codes = *t.codes;
+  th.ids.resize(reader.same());
+  for (size_t i = reader.same(); i < frames.size(); ++i) {
+    const RawFrame& f = frames[i];
+    CodeInfo* info = reader.info(i);
     const int off = codes.byteOffset(*info, f.instr, f.tlbc);
     auto it = info->frame_ids.find(off);
     uint32_t id;
@@ -726,7 +612,6 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
     }
     th.ids.push_back(id);
   }
-  th.raw.assign(walk_.begin(), walk_.end());
 
   uint8_t status = 0;
   const GilStatus gil = t.unwinder->gilStatus(head, ph);
@@ -762,7 +647,6 @@ bool Sampler::sampleThread(Target& t, Thread& th, const ThreadHead& head, const 
     status |= fmt::kStatusCpuUnknown;
   }
   encoder_.sample(th.ref, th.ids.data(), th.ids.size(), status, has_cpu, cpu_ticks);
-  return true;
 }
 
 bool Sampler::watch(uint64_t now) {

@@ -22,6 +22,7 @@
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
 #include "recorder/native/python_process.hpp"
+#include "recorder/native/stack_reader.hpp"
 #include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_stats.hpp"
 #include "recorder/native/unwinder.hpp"
@@ -145,9 +146,8 @@ class Sampler {
     ThreadCpu before_pause;
     bool paused = false;
     uint64_t seen_pass = 0;
-    StackHint hint;
-    std::vector<RawFrame> raw;  // root first, as last sampled
-    std::vector<uint32_t> ids;  // frame ids, root first
+    ThreadStack stack;          // as last sampled
+    std::vector<uint32_t> ids;  // its frame ids, root first
   };
   // A process the sampler follows. With `proc` it runs Python and is sampled (a segment of
   // the recording, opened by PROCESS_START); without, it is watched: it may exec Python later,
@@ -167,6 +167,7 @@ class Sampler {
     std::unique_ptr<PythonProcess> proc;
     std::unique_ptr<Unwinder> unwinder;
     std::unique_ptr<CodeCache> codes;
+    std::unique_ptr<StackReader> reader;
     std::unique_ptr<ThreadNames> names;
     std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
     uint64_t names_ts = 0;       // when py_names was last read (0: never)
@@ -182,8 +183,8 @@ class Sampler {
   // False when no process runs Python: no pass is taken.
   bool samplePass(uint64_t ts, uint64_t* errors);
   void sampleTarget(Target& t, uint64_t ts, uint64_t* errors);
-  bool sampleThread(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
-                    uint64_t ts);
+  // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
+  void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph);
   // The thread at head.tstate; known: its entry found by the caller (or null).
   Thread& track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known);
   bool unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const;
@@ -210,12 +211,8 @@ class Sampler {
   // Counted per sample, published once per pass.
   uint64_t pass_stat_reads_ = 0, pass_switch_samples_ = 0;
   uint64_t last_watch_ns_ = 0, next_watch_ns_ = 0;
-  std::vector<RawFrame> walk_;
-  std::vector<uint64_t> code_addrs_;
   std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
   std::vector<uint32_t> ended_;   // threads of the current target that ended while read
-  std::vector<size_t> callers_;  // frames whose callee changed function in place
-  std::vector<CodeInfo*> infos_;  // per frame of walk_ resolved in this sample
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -4,15 +4,25 @@
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
 #include "recorder/native/process_pause.hpp"
+#include "recorder/native/stack_reader.hpp"
 #include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_stats.hpp"
 #include "recorder/native/unwinder.hpp"
 
 namespace psrec::recorder {
 
+namespace {
+// Reads again of a torn copy before a thread's stack is given up (as many as a sample's).
+constexpr int kReadAgain = 3;
+}  // namespace
+
 std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
   Unwinder unwinder(proc);
   CodeCache codes(proc);
+  // Read as the sampler reads a sample: the same checks that a copy was not torn, the same
+  // reads again when it was.
+  StackReader reader(proc, unwinder, codes);
+  reader.setMaxDepth(format::kMaxDepth);
   std::vector<ThreadDump> out;
   PassHead head;
   // A non-blocking read can be torn; retry a few times before giving up.
@@ -29,14 +39,22 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
                                                     std::to_string(proc.pid()));
   std::unordered_map<uint64_t, std::string> names;
   ThreadNames(proc).read(names, true);
+  const uint64_t interp = proc.mainInterpreter();
   uint64_t tstate = head.threads_head;
-  std::vector<RawFrame> raw;
-  uint64_t pass = 1;
+  const uint64_t pass = 1;
   for (int n = 0; tstate && n < 4096; ++n) {
     ThreadHead t;
     if (unwinder.readThread(tstate, t) != ReadStatus::kOk) break;
+    const uint64_t next = t.next;
     if (!t.thread_id && !t.native_tid) {  // not started yet (see Sampler::sampleTarget)
-      tstate = t.next;
+      tstate = next;
+      continue;
+    }
+    ThreadStack stack;
+    uint64_t read_again = 0;
+    const StackRead got = reader.read(t, stack, interp, pass, kReadAgain, &read_again);
+    if (got == StackRead::kEnded) {  // it exited while read: it is no thread of the process
+      tstate = next;
       continue;
     }
     ThreadDump d;
@@ -54,24 +72,25 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
       d.cpu_known = cpu.ok;
       d.on_cpu = cpu.running;
     }
-    WalkResult r = unwinder.walk(t, raw, format::kMaxDepth);
-    d.truncated = r == WalkResult::kTruncated;
-    if (r == WalkResult::kError) d.error = "stack changed while being read";
-    for (const RawFrame& f : raw) {
-      CodeInfo* info = codes.lookup(f.code, pass);
-      FrameDump fd;
-      if (!info) {
-        d.error = "stack changed while being read";
-        break;
+    if (got == StackRead::kTorn) {
+      d.error = "stack changed while being read";
+    } else {
+      const std::vector<RawFrame>& frames = reader.frames();
+      d.truncated = reader.truncated();
+      // Innermost first, as a traceback's last line.
+      for (size_t i = frames.size(); i-- > 0;) {
+        CodeInfo* info = reader.info(i);
+        if (info->shim) continue;  // the __init__ trampoline (3.13+): not Python code
+        FrameDump fd;
+        fd.filename = info->filename;
+        fd.name = info->name;
+        fd.line = info->lineAt(proc.layout().line_table,
+                               codes.byteOffset(*info, frames[i].instr, frames[i].tlbc));
+        d.frames.push_back(std::move(fd));
       }
-      if (info->shim) continue;  // the __init__ trampoline (3.13+): not Python code
-      fd.filename = info->filename;
-      fd.name = info->name;
-      fd.line = info->lineAt(proc.layout().line_table, codes.byteOffset(*info, f.instr, f.tlbc));
-      d.frames.push_back(std::move(fd));
     }
     out.push_back(std::move(d));
-    tstate = t.next;
+    tstate = next;
   }
   return out;
 }

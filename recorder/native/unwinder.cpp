@@ -578,7 +578,7 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
 bool Unwinder::selfCall(size_t i) const {
   // 3.8-3.10 (frames in walk order, innermost first): solo frame i calls a frame of its own
   // function. Such a caller moves between its recursive calls faster than a re-read can
-  // confirm, and shows the same function at any of them (as on 3.11+, see sampleThread).
+  // confirm, and shows the same function at any of them (as on 3.11+, see StackReader).
   if (l_.frame_model != FrameModel::kFrameObject || i == 0 || i >= solo_.size()) return false;
   const size_t len = static_cast<size_t>(l_.frame_size);
   const uint64_t code = StructView(solo_buf_.data() + solo_[i].offset, len).ptr(l_.frame_code);
@@ -598,7 +598,7 @@ bool Unwinder::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size
                            uint64_t* current_frame) {
   // The thread's current frame and every guessed frame in one copy: when the chain from the
   // current frame runs through guessed frames to its end, the stack is that copy (as
-  // consistent as a 3.11+ data-stack chunk, and checked as those are: sampleThread re-reads
+  // consistent as a 3.11+ data-stack chunk, and checked as those are: StackReader re-reads
   // callers whose callee changed in place).
   const size_t len = static_cast<size_t>(l_.frame_size);
   const size_t n = std::min<size_t>(guess_.size(), 1000);

@@ -323,6 +323,15 @@ def collapsed(samples: list[Sample], limit: int = 15) -> str:
     return "\n".join(f"{n:6d} {k}" for k, n in c.most_common(limit))
 
 
+# Marker line in rec_traps.py's call_kinds_loop -> the Python function it reaches first.
+CALL_KINDS = {
+    "kind_plain": "via_plain", "kind_keywords": "via_keywords", "kind_star": "via_star",
+    "kind_init": "__init__", "kind_getitem": "__getitem__", "kind_prop": "prop",
+    "kind_method": "method", "kind_getattribute": "__getattribute__",
+    "kind_for": "via_generator", "kind_send": "via_delegation", "kind_c": "via_c_key",
+}
+
+
 def line_of(script: str, marker: str) -> int:
     """The line of a target script that carries the comment '# LINE <marker>'."""
     for n, text in enumerate((TARGETS / script).read_text().splitlines(), 1):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from rec_live import (
+    CALL_KINDS,
     TARGETS,
     dead_pid,
     is_free_threaded,
@@ -134,6 +135,41 @@ def test_json_names_each_thread_and_where_it_is(python: str) -> None:
     assert len({th["native_tid"] for th in doc["threads"]}) == len(doc["threads"])
     # A thread in time.sleep has let go of the GIL (or detached, without one).
     assert threads["sleepy-worker"][status] is False, threads["sleepy-worker"]
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_dumps_of_a_fast_changing_stack_are_never_torn(python: str) -> None:
+    """A dump reads a stack as a sample does: a copy the thread changed while it was read
+    (a caller at the line before its call, a callee that already returned) is read again,
+    never shown. Hundreds of dumps of a loop that calls in every way Python can, each callee
+    from its own line: every stack shown has the callee its caller's line calls."""
+    from psrec.recorder import dump_process
+
+    lines = {line_of("rec_traps.py", marker): fn for marker, fn in CALL_KINDS.items()}
+    seen = wrong = torn = 0
+    bad: list[Any] = []
+    with target(python, "rec_traps.py", "call_kinds") as t:
+        for _ in range(400):
+            main = next(th for th in dump_process(t.pid)["threads"]
+                        if th["native_tid"] == t.pid)
+            if main["error"]:
+                torn += 1
+                continue
+            frames = main["frames"]  # innermost first: (file, function, line)
+            names = [f[1] for f in frames]
+            if "call_kinds_loop" not in names:
+                continue
+            i = names.index("call_kinds_loop")
+            if i == 0 or frames[i][2] not in lines:
+                continue
+            seen += 1
+            callee = names[i - 1].rsplit(".", 1)[-1]
+            if callee != lines[frames[i][2]]:
+                wrong += 1
+                bad.append(frames[: i + 1])
+    assert seen >= 100, (seen, torn)
+    assert wrong == 0, bad[:5]
+    assert torn <= 40, torn  # a stack given up after its reads again: rare
 
 
 @pytest.mark.parametrize("python", PYTHONS)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from psrec.format import constants as C
 from rec_live import (
+    CALL_KINDS,
     ROOTS,
     TARGETS,
     collapsed,
@@ -246,15 +247,6 @@ def test_same_frame_address_new_function(python: str, tmp_path: Path) -> None:
     assert all(caller(s, "func_one") == ("same_address_caller", one) for s in ones), collapsed(ones)
     assert all(caller(s, "func_two") == ("same_address_caller", two) for s in twos), collapsed(twos)
     assert not any("func_one" in s.functions and "func_two" in s.functions for s in samples)
-
-
-# Marker line in call_kinds_loop -> the Python function it reaches first.
-CALL_KINDS = {
-    "kind_plain": "via_plain", "kind_keywords": "via_keywords", "kind_star": "via_star",
-    "kind_init": "__init__", "kind_getitem": "__getitem__", "kind_prop": "prop",
-    "kind_method": "method", "kind_getattribute": "__getattribute__",
-    "kind_for": "via_generator", "kind_send": "via_delegation", "kind_c": "via_c_key",
-}
 
 
 def _call_kind_params() -> list[object]:

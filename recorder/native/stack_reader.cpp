@@ -1,0 +1,137 @@
+#include "recorder/native/stack_reader.hpp"
+
+#include <algorithm>
+
+namespace psrec::recorder {
+
+StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp, uint64_t pass,
+                            int retries, uint64_t* read_again) {
+  // 3.8-3.10: a thread's frames are read in one copy where its last stack says they are.
+  if (proc_.layout().frame_model == cpython::FrameModel::kFrameObject && !last.raw.empty())
+    unwinder_.guessFrames(head.tstate, last.raw);
+  bool ok = readOnce(head, last, pass);
+  unwinder_.noteWalk(last.hint);
+  // A torn copy: the thread changed its stack while we copied it. Read it again, at once and
+  // without read-ahead, still compared with its last good stack; only when every attempt
+  // fails is the read torn. Giving up early would bias a profile against code that calls and
+  // returns fast (torn copies are most frequent there). A state whose ids or interpreter
+  // changed since, or that left the list, is no longer this thread's (it may be freed memory
+  // that still holds the ids): nothing more is read from it.
+  for (int attempt = 0; !ok && attempt < retries; ++attempt) {
+    ThreadHead again;
+    if (unwinder_.readThread(head.tstate, again, nullptr) != ReadStatus::kOk ||
+        again.thread_id != head.thread_id || again.native_tid != head.native_tid ||
+        again.interp != interp || (again.prev != head.prev && !unwinder_.linked(head.tstate)))
+      return StackRead::kEnded;
+    ++*read_again;
+    head = again;
+    Unwinder::updateHint(head, last.hint);
+    ok = readOnce(head, last, pass);
+    unwinder_.noteWalk(last.hint);
+  }
+  if (ok) return StackRead::kOk;
+  // A thread that ends unlinks its state, then frees its frames' memory: a copy torn because
+  // the thread ended while it was read is no torn copy of a live thread.
+  return unwinder_.linked(head.tstate) ? StackRead::kTorn : StackRead::kEnded;
+}
+
+bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass) {
+  WalkResult r = unwinder_.walk(head, walk_, max_depth_, last.hint.bottom);
+  if (r == WalkResult::kError) return false;
+  if (r == WalkResult::kTruncated) {
+    // A cycle (torn read) also fills the cap: real frames have distinct addresses.
+    code_addrs_.clear();
+    for (const auto& f : walk_) code_addrs_.push_back(f.addr);
+    std::sort(code_addrs_.begin(), code_addrs_.end());
+    if (std::adjacent_find(code_addrs_.begin(), code_addrs_.end()) != code_addrs_.end())
+      return false;
+  }
+  std::reverse(walk_.begin(), walk_.end());  // root first
+  const std::vector<RawFrame>& raw = last.raw;
+  // Frames identical (address, code, instruction) to the last stack from the root keep their
+  // code; only the rest is resolved again.
+  size_t same = 0;
+  const size_t n = walk_.size();
+  while (same < n && same < raw.size() && walk_[same] == raw[same]) ++same;
+  // A frame whose address held another function in the last stack was called since: its
+  // caller, copied earlier in the same bulk read, may still show the line before that call.
+  // Check those callers (one read). A slot refilled by the same function, as in a fast
+  // recursion, is not checked: its caller moving on is no sign of a torn copy.
+  // The same holds for a frame read apart from the chunk (a generator's, or one entered
+  // from C) that is new since the last stack: it may have been read after its caller moved
+  // on. (A torn read leaves the last good stack in place to compare with.) Nor is an outside
+  // frame that reads as before proof when its caller moved: a generator's frame lives in its
+  // generator object, and a new generator of another function often takes the address of one
+  // that just finished (its caller, copied first, at the line that ran the old one).
+  callers_.clear();
+  for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
+    const bool had = i < raw.size();
+    const bool moved = !had || walk_[i].addr != raw[i].addr;
+    if ((had && !moved && walk_[i].code != raw[i].code) ||
+        (walk_[i].outside && (moved || walk_[i].code != raw[i].code || i > same)))
+      callers_.push_back(i - 1);
+  }
+  // A caller that moved to another instruction while its callee's frame reads exactly as
+  // before: the callee cannot have run on if the caller moved, so either it returned and a
+  // new call of the same function took the same place, or the copy holds the callee's dead
+  // frame under a caller that has moved on. Re-read both (a callee that is not the leaf keeps
+  // its instruction while its own callee runs). In a self-recursion such slots are refilled
+  // faster than a re-read can confirm them, and the functions shown are right either way.
+  for (size_t i = std::max<size_t>(same, 1); i + 2 < n && i + 1 < raw.size(); ++i) {
+    if (walk_[i].addr == raw[i].addr && walk_[i].code == raw[i].code &&
+        walk_[i].instr != raw[i].instr && walk_[i + 1] == raw[i + 1] &&
+        walk_[i + 1].code != walk_[i].code) {  // not a self-recursion (see below)
+      if (callers_.empty() || callers_.back() != i) callers_.push_back(i);
+      callers_.push_back(i + 1);
+    }
+  }
+  std::sort(callers_.begin(), callers_.end());
+  callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
+  if (!unwinder_.verifyCallers(walk_, callers_.data(), callers_.size())) return false;
+  code_addrs_.clear();
+  for (size_t i = same; i < n; ++i) {
+    // The same frame (address and code) as in the last stack keeps its code object alive (a
+    // frame owns a reference to its code), so a code checked then is still the same one:
+    // only the instruction moved. Anything else is checked against the target again.
+    if (i < raw.size() && walk_[i].addr == raw[i].addr && walk_[i].code == raw[i].code &&
+        codes_.carryOver(walk_[i].code, pass))
+      continue;
+    code_addrs_.push_back(walk_[i].code);
+  }
+  if (!code_addrs_.empty() && !codes_.prepare(code_addrs_.data(), code_addrs_.size(), pass))
+    return false;
+  infos_.assign(n, nullptr);
+  for (size_t i = same; i < n; ++i) {
+    CodeInfo* info = codes_.get(walk_[i].code, pass);
+    if (!info) return false;
+    if (info->shim && !unwinder_.shimCode()) {
+      // First sight of the __init__ trampoline: the walk leaves it out from now on.
+      unwinder_.setShimCode(walk_[i].code);
+      return readOnce(head, last, pass);
+    }
+    const int off = codes_.byteOffset(*info, walk_[i].instr, walk_[i].tlbc);
+    if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
+    infos_[i] = info;
+  }
+  // A frame whose callee the interpreter pushed directly must be at an instruction that
+  // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has
+  // moved on: its callee returned after the copy began and what lies above it is stale, or
+  // the link to it was. Frames in the unchanged prefix were checked in an earlier read.
+  if (proc_.layout().call_sites.known()) {
+    for (size_t i = same ? same - 1 : 0; i + 1 < n; ++i) {
+      // A recursion's frames look alike whichever of its calls they came from: a copy that
+      // caught one between two calls still shows the right functions, and rejecting it would
+      // bias the profile against fast recursive calls.
+      if (walk_[i + 1].entered || walk_[i + 1].code == walk_[i].code) continue;
+      CodeInfo* info = infos_[i] ? infos_[i] : codes_.peek(walk_[i].code);
+      const uint8_t need = walk_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
+      if (!info || !(codes_.pushes(*info, walk_[i].instr, walk_[i].tlbc) & need)) return false;
+    }
+  }
+  same_ = same;
+  truncated_ = r == WalkResult::kTruncated;
+  last.raw.assign(walk_.begin(), walk_.end());
+  return true;
+}
+
+}  // namespace psrec::recorder

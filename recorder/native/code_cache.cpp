@@ -39,16 +39,12 @@ bool CodeCache::prepare(const uint64_t* codes, size_t n, uint64_t pass) {
   }
   if (pending_.empty()) return true;
   headers_.resize(pending_.size() * hsize);
-  reqs_.clear();
+  plan_.clear();
   for (size_t i = 0; i < pending_.size(); ++i)
-    reqs_.push_back({pending_[i], headers_.data() + i * hsize, hsize});
-  // One system call for every code object of the sample that needs checking.
-  bool all = true;
-  for (size_t at = 0; at < reqs_.size(); at += 1024) {
-    size_t cnt = std::min<size_t>(1024, reqs_.size() - at);
-    if (proc_.mem().readMany(reqs_.data() + at, cnt) != ReadStatus::kOk) all = false;
-  }
-  if (!all) return false;
+    plan_.add(pending_[i], headers_.data() + i * hsize, hsize);
+  // One system call for every code object of the sample that needs checking; one that cannot
+  // be read fails the sample (a torn read).
+  if (!plan_.run(proc_.mem(), 0)) return false;
   const uint64_t code_type = proc_.info().code_type_addr;
   for (size_t i = 0; i < pending_.size(); ++i) {
     CodeKey key = keyFrom(headers_.data() + i * hsize);

@@ -107,7 +107,7 @@ class CodeCache {
   std::unordered_map<uint64_t, std::unique_ptr<CodeInfo>> entries_;
   std::vector<uint64_t> pending_;
   std::vector<uint8_t> headers_;
-  std::vector<ReadRequest> reqs_;
+  ReadPlan plan_;
   uint64_t resolutions_ = 0;
   uint64_t invalidations_ = 0;
 };

@@ -204,26 +204,23 @@ uint64_t ObjectReader::findKey(const std::vector<DictEntry>& entries, std::strin
   const size_t len = ascii + key.size();
   if (len > 256) return 0;
   std::vector<uint8_t> heads(std::min<size_t>(entries.size(), 1024) * len);
-  std::vector<ReadRequest> reqs;
+  ReadPlan plan;
   for (size_t base = 0; base < entries.size(); base += 1024) {
     const size_t m = std::min<size_t>(entries.size() - base, 1024);
-    reqs.clear();
-    for (size_t i = 0; i < m; ++i) reqs.push_back({entries[base + i].key, heads.data() + i * len, len});
-    size_t done = 0;
-    while (done < m) {
-      ReadStatus st;
-      size_t got = mem_.readLeading(reqs.data() + done, m - done, &st);
-      for (size_t i = done; i < done + got; ++i) {
-        StructView v(heads.data() + i * len, len);
-        StrState s(v.get<uint32_t>(l_.unicode_state), l_);
-        if (!s.compact || !s.ascii || v.get<int64_t>(l_.unicode_length) != static_cast<int64_t>(key.size()) ||
-            std::memcmp(heads.data() + i * len + ascii, key.data(), key.size()) != 0)
-          continue;
-        interned_[std::string(key)] = entries[base + i].key;
-        str_type_ = v.ptr(l_.object_type);
-        return entries[base + i].value;
-      }
-      done += got + 1;  // skip a key that could not be read whole
+    plan.clear();
+    for (size_t i = 0; i < m; ++i) plan.add(entries[base + i].key, heads.data() + i * len, len);
+    plan.run(mem_, static_cast<int>(m));  // a key that cannot be read whole is skipped
+    for (size_t i = 0; i < m; ++i) {
+      if (!plan.ok(i)) continue;
+      StructView v(heads.data() + i * len, len);
+      StrState s(v.get<uint32_t>(l_.unicode_state), l_);
+      if (!s.compact || !s.ascii ||
+          v.get<int64_t>(l_.unicode_length) != static_cast<int64_t>(key.size()) ||
+          std::memcmp(heads.data() + i * len + ascii, key.data(), key.size()) != 0)
+        continue;
+      interned_[std::string(key)] = entries[base + i].key;
+      str_type_ = v.ptr(l_.object_type);
+      return entries[base + i].value;
     }
   }
   return 0;

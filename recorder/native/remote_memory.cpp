@@ -151,6 +151,31 @@ size_t RemoteMemory::readLeading(const ReadRequest* reqs, size_t n, ReadStatus* 
   return whole;
 }
 
+bool ReadPlan::run(RemoteMemory& mem, int skips) {
+  const size_t n = reqs_.size();
+  ok_.assign(n, 0);
+  status_ = ReadStatus::kOk;
+  size_t at = 0;
+  while (at < n) {
+    const size_t m = std::min<size_t>(n - at, 1024);
+    // A null address (a torn pointer) fails without a call.
+    size_t valid = 0;
+    while (valid < m && reqs_[at + valid].addr) ++valid;
+    ReadStatus st = ReadStatus::kUnmapped;
+    const size_t got = valid ? mem.readLeading(reqs_.data() + at, valid, &st) : 0;
+    std::fill(ok_.begin() + static_cast<ptrdiff_t>(at),
+              ok_.begin() + static_cast<ptrdiff_t>(at + got), 1);
+    at += got;
+    if (got == m) continue;
+    if (status_ == ReadStatus::kOk) status_ = st == ReadStatus::kOk ? ReadStatus::kUnmapped : st;
+    if (required_[at] || skips-- <= 0 || st == ReadStatus::kNoProcess ||
+        st == ReadStatus::kPermission)
+      return false;
+    ++at;  // skip the request that failed
+  }
+  return status_ == ReadStatus::kOk;
+}
+
 ReadStatus RemoteMemory::probe(uint64_t addr) {
   uint8_t b;
   return read(addr, &b, 1);

@@ -67,6 +67,36 @@ class RemoteMemory {
   uint64_t syscalls_ = 0;
 };
 
+// Many reads planned together and made in as few system calls as the kernel allows (1024
+// requests a call). Each request keeps the index add() gave it, and after run() ok(i) says
+// whether it was read whole. A request that fails ends its transfer (the kernel never splits
+// one): the plan skips it and reads on from the next, up to a number of times; a request
+// added as required ends the run instead, as does a process that is gone or forbidden.
+class ReadPlan {
+ public:
+  void clear() {
+    reqs_.clear();
+    required_.clear();
+  }
+  size_t add(uint64_t addr, void* dst, size_t len, bool required = false) {
+    reqs_.push_back({addr, dst, len});
+    required_.push_back(required);
+    return reqs_.size() - 1;
+  }
+  size_t size() const { return reqs_.size(); }
+  // True when every request was read whole; `skips`: failed requests read past at most.
+  bool run(RemoteMemory& mem, int skips);
+  bool ok(size_t i) const { return i < ok_.size() && ok_[i]; }
+  // Why the first request that failed did (kOk when none did).
+  ReadStatus status() const { return status_; }
+
+ private:
+  std::vector<ReadRequest> reqs_;
+  std::vector<uint8_t> required_;
+  std::vector<uint8_t> ok_;
+  ReadStatus status_ = ReadStatus::kOk;
+};
+
 // A struct copied out of the target once; fields are read by offset with bounds checks, so a
 // layout table that is wrong for a version yields zeros instead of reading out of the copy.
 class StructView {

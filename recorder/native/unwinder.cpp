@@ -218,62 +218,55 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
     if (pthread_tid && k.thread_id) p.thread_id = k.thread_id;
   }
   pf_buf_.resize(total);
-  pf_reqs_.clear();
+  plan_.clear();
   pf_owner_.clear();
   // No request for the list head: the copies of the thread states show whether the list is
   // still the one they were read from (listUnchanged); only when it is not is the head read.
+  // The GIL is required: when it cannot be read, the pass says why the ordinary way and
+  // reads nothing ahead.
   if (with_gil) {
-    pf_reqs_.push_back({gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len});
+    plan_.add(gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len, true);
     pf_owner_.push_back({0, 255});
   }
-  const size_t lead_reqs = pf_reqs_.size();  // the GIL, ahead of the threads
   for (size_t i = 0; i < count; ++i) {
     Prefetched& p = pf_[i];
     const auto idx = static_cast<uint32_t>(i);
-    pf_reqs_.push_back({p.tstate, pf_buf_.data() + p.ts_off, tlen});
+    plan_.add(p.tstate, pf_buf_.data() + p.ts_off, tlen);
     pf_owner_.push_back({idx, 0});
     if (p.chunk) {
-      pf_reqs_.push_back({p.chunk, pf_buf_.data() + p.chunk_off, p.chunk_len});
+      plan_.add(p.chunk, pf_buf_.data() + p.chunk_off, p.chunk_len);
       pf_owner_.push_back({idx, 1});
     }
     if (p.cframe) {
-      pf_reqs_.push_back({p.cframe + static_cast<uint64_t>(l_.cframe_current_frame), &p.frame, 8});
+      plan_.add(p.cframe + static_cast<uint64_t>(l_.cframe_current_frame), &p.frame, 8);
       pf_owner_.push_back({idx, 2});
     }
     for (size_t j = 0; j < p.outside_n; ++j) {
-      pf_reqs_.push_back({p.outside[j], pf_buf_.data() + p.outside_off[j],
-                          static_cast<size_t>(l_.iframe_size)});
+      plan_.add(p.outside[j], pf_buf_.data() + p.outside_off[j],
+                static_cast<size_t>(l_.iframe_size));
       pf_owner_.push_back({idx, static_cast<uint8_t>(4 + j)});
     }
     if (p.thread_id) {
-      pf_reqs_.push_back(
-          {p.thread_id + static_cast<uint64_t>(pthread_tid_offset_), &p.tid, sizeof p.tid});
+      plan_.add(p.thread_id + static_cast<uint64_t>(pthread_tid_offset_), &p.tid, sizeof p.tid);
       pf_owner_.push_back({idx, 3});
     }
   }
-  const size_t n = pf_reqs_.size();
-  size_t at = 0;
-  for (int restarts = 0; at < n && restarts < 8; ++restarts) {
-    ReadStatus st;
-    size_t got = proc_.mem().readLeading(pf_reqs_.data() + at, n - at, &st);
-    for (size_t j = at; j < at + got; ++j) {
-      const auto [idx, what] = pf_owner_[j];
-      if (what == 255) continue;
-      Prefetched& p = pf_[idx];
-      if (what == 0) p.ts_ok = true;
-      else if (what == 1) p.chunk_ok = true;
-      else if (what == 2) p.cframe_ok = true;
-      else if (what == 3) p.tid_ok = true;
-      else p.outside_ok[what - 4] = true;
-    }
-    at += got;
-    if (at >= n) break;
-    if (at < lead_reqs) {
-      // The GIL could not be read: say why the ordinary way, read nothing ahead.
-      pf_.clear();
-      return readPassHead(out);
-    }
-    ++at;  // skip the request that failed
+  // A request that fails (a thread gone, a chunk freed) costs one more call: at most eight.
+  plan_.run(proc_.mem(), 8);
+  if (with_gil && !plan_.ok(0)) {
+    pf_.clear();
+    return readPassHead(out);
+  }
+  for (size_t j = 0; j < plan_.size(); ++j) {
+    if (!plan_.ok(j)) continue;
+    const auto [idx, what] = pf_owner_[j];
+    if (what == 255) continue;
+    Prefetched& p = pf_[idx];
+    if (what == 0) p.ts_ok = true;
+    else if (what == 1) p.chunk_ok = true;
+    else if (what == 2) p.cframe_ok = true;
+    else if (what == 3) p.tid_ok = true;
+    else p.outside_ok[what - 4] = true;
   }
   parseGil(with_gil ? gil : nullptr, gil_len, out);
   if (count == known.size() && listUnchanged()) {
@@ -532,20 +525,14 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
   // means the callee we read belongs to another call). The leaf's own instruction may move.
   if (solo_.empty()) return true;
   verify_buf_.resize(solo_buf_.size());
-  std::vector<ReadRequest> reqs;
-  reqs.reserve(std::min<size_t>(solo_.size(), 1024));
   uint64_t leaf_now = 0;
-  for (size_t at = 0; at < solo_.size(); at += 1023) {
-    reqs.clear();
-    // The innermost frame must still be the thread's current one: a frame that returned
-    // keeps its contents (a zombie frame on 3.8-3.10), and its caller, read after it, may
-    // already be at its next call.
-    if (at == 0 && leaf_ptr) reqs.push_back({leaf_ptr, &leaf_now, 8});
-    size_t end = std::min(solo_.size(), at + 1023);
-    for (size_t i = at; i < end; ++i)
-      reqs.push_back({solo_[i].addr, verify_buf_.data() + solo_[i].offset, len});
-    if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
-  }
+  verify_plan_.clear();
+  // The innermost frame must still be the thread's current one: a frame that returned keeps
+  // its contents (a zombie frame on 3.8-3.10), and its caller, read after it, may already be
+  // at its next call.
+  if (leaf_ptr) verify_plan_.add(leaf_ptr, &leaf_now, 8);
+  for (const SoloFrame& f : solo_) verify_plan_.add(f.addr, verify_buf_.data() + f.offset, len);
+  if (!verify_plan_.run(proc_.mem(), 0)) return false;
   verified_leaf_ = leaf_now;
   if (leaf_ptr && leaf_now != leaf && !calledFrom(leaf_now, leaf) && !selfRecursiveLeaf())
     return false;
@@ -604,13 +591,12 @@ bool Unwinder::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size
   const size_t n = std::min<size_t>(guess_.size(), 1000);
   if (!n) return false;
   guess_buf_.resize(n * len);
-  std::vector<ReadRequest> reqs;
-  reqs.reserve(n + 1);
   uint64_t current = 0;
-  reqs.push_back({t.tstate + static_cast<uint64_t>(l_.tstate_frame), &current, 8});
-  for (size_t i = 0; i < n; ++i) reqs.push_back({guess_[i], guess_buf_.data() + i * len, len});
+  verify_plan_.clear();
+  verify_plan_.add(t.tstate + static_cast<uint64_t>(l_.tstate_frame), &current, 8);
+  for (size_t i = 0; i < n; ++i) verify_plan_.add(guess_[i], guess_buf_.data() + i * len, len);
   ++stats_.frame_reads;
-  if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
+  if (!verify_plan_.run(proc_.mem(), 0)) return false;
   *current_frame = current;
   out.clear();
   solo_.clear();
@@ -673,10 +659,10 @@ bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* 
     // 3.8-3.10: the same for a walk copied in one read (walkGuessed).
     const size_t flen = static_cast<size_t>(l_.frame_size);
     verify_buf_.resize(count * flen);
-    std::vector<ReadRequest> freqs;
+    verify_plan_.clear();
     for (size_t k = 0; k < count; ++k)
-      freqs.push_back({frames[which[k]].addr, verify_buf_.data() + k * flen, flen});
-    if (proc_.mem().readMany(freqs.data(), freqs.size()) != ReadStatus::kOk) return false;
+      verify_plan_.add(frames[which[k]].addr, verify_buf_.data() + k * flen, flen);
+    if (!verify_plan_.run(proc_.mem(), 0)) return false;
     for (size_t k = 0; k < count; ++k) {
       StructView v(verify_buf_.data() + k * flen, flen);
       const RawFrame& f = frames[which[k]];
@@ -689,11 +675,10 @@ bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* 
   if (l_.frame_model != FrameModel::kInterpreterFrame) return true;
   const size_t len = static_cast<size_t>(l_.iframe_size);
   verify_buf_.resize(count * len);
-  std::vector<ReadRequest> reqs;
-  reqs.reserve(count);
+  verify_plan_.clear();
   for (size_t k = 0; k < count; ++k)
-    reqs.push_back({frames[which[k]].addr, verify_buf_.data() + k * len, len});
-  if (proc_.mem().readMany(reqs.data(), reqs.size()) != ReadStatus::kOk) return false;
+    verify_plan_.add(frames[which[k]].addr, verify_buf_.data() + k * len, len);
+  if (!verify_plan_.run(proc_.mem(), 0)) return false;
   for (size_t k = 0; k < count; ++k) {
     StructView v(verify_buf_.data() + k * len, len);
     const RawFrame& f = frames[which[k]];

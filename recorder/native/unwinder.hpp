@@ -247,8 +247,9 @@ class Unwinder {
   };
   std::vector<Prefetched> pf_;
   std::vector<uint8_t> pf_buf_;
-  std::vector<ReadRequest> pf_reqs_;
-  std::vector<std::pair<uint32_t, uint8_t>> pf_owner_;  // per request: thread, what
+  ReadPlan plan_;         // the pass read (readPass)
+  ReadPlan verify_plan_;  // the reads again of the checks (verifySolo, verifyCallers)
+  std::vector<std::pair<uint32_t, uint8_t>> pf_owner_;  // per request of plan_: thread, what
   size_t pf_cursor_ = 0;
   // Outside frames read ahead for the thread being walked, and those the walk met.
   uint64_t spec_out_addr_[StackHint::kMaxOutside] = {};

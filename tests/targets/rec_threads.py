@@ -10,10 +10,15 @@ import time
 from rec_common import ready, set_os_thread_name
 
 started = threading.Barrier(3)
+# Each worker releases this once it is past the barrier, so that the main thread says ready only
+# when every thread is in its loop (a thread still waking from the barrier would be caught in
+# threading's code by the first look and in its loop by the next).
+in_loop = threading.Semaphore(0)
 
 
 def busy_inner():
     started.wait()
+    in_loop.release()
     x = 0
     while True:
         x += 1  # LINE busy_inner
@@ -26,6 +31,7 @@ def busy_worker():
 
 def sleepy_inner():
     started.wait()
+    in_loop.release()
     while True:
         time.sleep(0.05)  # LINE sleepy_inner
 
@@ -37,6 +43,8 @@ def sleepy_worker():
 
 def main_sleep():
     started.wait()
+    in_loop.acquire()
+    in_loop.acquire()
     ready()
     while True:
         time.sleep(0.05)  # LINE main_sleep

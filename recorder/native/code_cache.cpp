@@ -16,7 +16,7 @@ int CodeInfo::lineAt(cpython::LineTable kind, int byte_offset) const {
 
 CodeKey CodeCache::keyFrom(const uint8_t* header) const {
   const auto& l = proc_.layout();
-  StructView v(header, static_cast<size_t>(l.code_size));
+  StructView<cpython::st::Code> v(header, static_cast<size_t>(l.code_size));
   CodeKey k;
   k.type = v.ptr(l.object_type);
   k.filename = v.ptr(l.code_filename);
@@ -61,7 +61,7 @@ bool CodeCache::prepare(const uint64_t* codes, size_t n, uint64_t pass) {
     info->key = key;
     info->firstlineno = key.firstlineno;
     if (l.code_stacksize != kAbsent && l.code_nlocalsplus != kAbsent) {
-      StructView v(headers_.data() + i * hsize, hsize);
+      StructView<cpython::st::Code> v(headers_.data() + i * hsize, hsize);
       const int32_t stack = v.get<int32_t>(l.code_stacksize);
       const int32_t locals = v.get<int32_t>(l.code_nlocalsplus);
       if (stack >= 0 && locals >= 0 && stack + static_cast<int64_t>(locals) < (1 << 20))

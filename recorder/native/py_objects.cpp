@@ -61,7 +61,7 @@ bool readUnicode(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std
   uint8_t head[128];
   size_t hsize = static_cast<size_t>(l.unicode_compact_size);
   if (hsize > sizeof head || mem.read(addr, head, hsize) != ReadStatus::kOk) return false;
-  StructView v(head, hsize);
+  StructView<cpython::st::Unicode> v(head, hsize);
   StrState st(v.get<uint32_t>(l.unicode_state), l);
   int64_t length = v.get<int64_t>(l.unicode_length);
   if (!st.compact || length < 0 || static_cast<uint64_t>(length) > max_len ||
@@ -103,13 +103,13 @@ const ObjectReader::TypeInfo* ObjectReader::typeOf(uint64_t obj, uint64_t* type_
   auto it = types_.find(type);
   if (it != types_.end()) return &it->second;
   if (l_.type_flags == kAbsent || l_.type_basicsize == kAbsent) return nullptr;
-  int32_t end = std::max({l_.type_basicsize, l_.type_flags, l_.type_dictoffset,
-                          l_.heaptype_cached_keys}) + 8;
+  int32_t end = std::max<int32_t>({l_.type_basicsize, l_.type_flags, l_.type_dictoffset,
+                                   l_.heaptype_cached_keys}) + 8;
   buf_.resize(static_cast<size_t>(end));
   // Static types are shorter than heap types: read what is there.
   ReadStatus st;
   size_t got = mem_.readSome(type, buf_.data(), buf_.size(), &st);
-  StructView v(buf_.data(), got);
+  StructView<cpython::st::HeapType> v(buf_.data(), got);
   if (!v.has(l_.type_flags, 8)) return nullptr;
   TypeInfo t;
   t.flags = v.get<uint64_t>(l_.type_flags);
@@ -132,7 +132,7 @@ bool ObjectReader::keysEntries(uint64_t keys, uint64_t values, std::vector<DictE
   if (static_cast<size_t>(l_.dictkeys_indices) > sizeof head ||
       mem_.read(keys, head, static_cast<size_t>(l_.dictkeys_indices)) != ReadStatus::kOk)
     return false;
-  StructView v(head, static_cast<size_t>(l_.dictkeys_indices));
+  StructView<cpython::st::DictKeys> v(head, static_cast<size_t>(l_.dictkeys_indices));
   int64_t nentries = v.get<int64_t>(l_.dictkeys_nentries);
   uint64_t index_bytes = 0;
   size_t entry_size = 24;  // PyDictKeyEntry: hash, key, value
@@ -212,7 +212,7 @@ uint64_t ObjectReader::findKey(const std::vector<DictEntry>& entries, std::strin
     plan.run(mem_, static_cast<int>(m));  // a key that cannot be read whole is skipped
     for (size_t i = 0; i < m; ++i) {
       if (!plan.ok(i)) continue;
-      StructView v(heads.data() + i * len, len);
+      StructView<cpython::st::Unicode> v(heads.data() + i * len, len);
       StrState s(v.get<uint32_t>(l_.unicode_state), l_);
       if (!s.compact || !s.ascii ||
           v.get<int64_t>(l_.unicode_length) != static_cast<int64_t>(key.size()) ||

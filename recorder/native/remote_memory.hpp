@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include "recorder/native/cpython/layout.hpp"
 
 namespace psrec::recorder {
 
@@ -97,23 +100,37 @@ class ReadPlan {
   ReadStatus status_ = ReadStatus::kOk;
 };
 
-// A struct copied out of the target once; fields are read by offset with bounds checks, so a
-// layout table that is wrong for a version yields zeros instead of reading out of the copy.
+// A copy of one of CPython's structs (S, a tag of cpython::st) taken out of the target once;
+// fields are read with bounds checks, so a layout table that is wrong for a version yields
+// zeros instead of reading out of the copy. Only S's own fields, and those of the structs it
+// begins with, can be read from it: a thread state's field cannot be read from a frame's bytes
+// (it does not compile). at() reads at an offset computed at run time.
+template <class S>
 class StructView {
  public:
   StructView() = default;
   StructView(const uint8_t* data, size_t size) : data_(data), size_(size) {}
 
+  template <typename T, class B>
+  T get(cpython::Field<B> field) const {
+    static_assert(std::is_base_of<B, S>::value, "a field of another struct");
+    return at<T>(field.off);
+  }
+  template <class B>
+  uint64_t ptr(cpython::Field<B> field) const {
+    return get<uint64_t>(field);
+  }
   template <typename T>
-  T get(int32_t offset) const {
+  T at(int64_t offset) const {
     T out{};
-    if (offset < 0 || static_cast<size_t>(offset) + sizeof(T) > size_) return out;
+    if (offset < 0 || static_cast<uint64_t>(offset) + sizeof(T) > size_) return out;
     std::memcpy(&out, data_ + offset, sizeof(T));
     return out;
   }
-  uint64_t ptr(int32_t offset) const { return get<uint64_t>(offset); }
-  bool has(int32_t offset, size_t n) const {
-    return offset >= 0 && static_cast<size_t>(offset) + n <= size_;
+  template <class B>
+  bool has(cpython::Field<B> field, size_t n) const {
+    static_assert(std::is_base_of<B, S>::value, "a field of another struct");
+    return field.off >= 0 && static_cast<size_t>(field.off) + n <= size_;
   }
   size_t size() const { return size_; }
   const uint8_t* data() const { return data_; }
@@ -121,14 +138,6 @@ class StructView {
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-};
-
-// A fixed-capacity buffer a remote struct is copied into.
-template <size_t N>
-struct StructBuf {
-  uint8_t bytes[N];
-  size_t len = 0;
-  StructView view() const { return StructView(bytes, len); }
 };
 
 }  // namespace psrec::recorder

@@ -12,6 +12,7 @@ namespace psrec::recorder {
 
 using cpython::FrameModel;
 using cpython::kAbsent;
+namespace st = cpython::st;
 
 namespace {
 
@@ -99,9 +100,9 @@ void Unwinder::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const
   int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
   int32_t holder_off =
       (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_last_holder : l_.gil_last_holder);
-  StructView v(gil, gil_len);
-  out.gil_locked = v.get<int32_t>(locked_off - gil_lo_) != 0;
-  out.gil_holder = v.ptr(holder_off - gil_lo_);
+  StructView<st::Gil> v(gil, gil_len);
+  out.gil_locked = v.at<int32_t>(locked_off - gil_lo_) != 0;
+  out.gil_holder = v.at<uint64_t>(holder_off - gil_lo_);
 }
 
 bool Unwinder::listEnds(uint64_t first, uint64_t last) {
@@ -289,7 +290,7 @@ bool Unwinder::listUnchanged() const {
   for (size_t i = 0; i < pf_.size(); ++i) {
     const Prefetched& p = pf_[i];
     if (!p.ts_ok) return false;
-    StructView v(pf_buf_.data() + p.ts_off, static_cast<size_t>(l_.tstate_size));
+    StructView<st::TState> v(pf_buf_.data() + p.ts_off, static_cast<size_t>(l_.tstate_size));
     const uint64_t next = i + 1 < pf_.size() ? pf_[i + 1].tstate : 0;
     if (v.ptr(l_.tstate_prev) != prev || v.ptr(l_.tstate_next) != next) return false;
     prev = p.tstate;
@@ -299,7 +300,7 @@ bool Unwinder::listUnchanged() const {
 
 void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                            const Prefetched* pf) {
-  StructView v(buf, len);
+  StructView<st::TState> v(buf, len);
   out.tstate = tstate;
   out.prev = v.ptr(l_.tstate_prev);
   out.next = v.ptr(l_.tstate_next);
@@ -368,7 +369,7 @@ bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* fram
   uint64_t at = p.entry, below = 0;
   for (int n = 0; n < 4096; ++n) {
     if (at < base || at > top || top - at < head) return false;
-    StructView v(data + (at - p.chunk), static_cast<size_t>(head));
+    StructView<st::IFrame> v(data + (at - p.chunk), static_cast<size_t>(head));
     const uint64_t code = v.ptr(l_.iframe_code);
     if (v.get<uint8_t>(l_.iframe_owner) != 0) return false;  // FRAME_OWNED_BY_THREAD
     const bool entry = v.get<uint8_t>(l_.iframe_is_entry) != 0;
@@ -486,7 +487,7 @@ bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
       chunk_buf_.resize(at);
       return false;
     }
-    StructView h(chunk_buf_.data() + at, got);
+    StructView<st::Chunk> h(chunk_buf_.data() + at, got);
     uint64_t size = h.ptr(l_.chunk_size);
     uint64_t top = h.ptr(l_.chunk_top);
     uint64_t used = static_cast<uint64_t>(l_.chunk_data) + top * 8;
@@ -506,7 +507,7 @@ bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
     }
     used_end = addr + used;
   }
-  StructView h(chunk_buf_.data() + at, chunk_buf_.size() - at);
+  StructView<st::Chunk> h(chunk_buf_.data() + at, chunk_buf_.size() - at);
   next_chunk_ = h.ptr(l_.chunk_previous);
   chunks_.push_back({addr, used_end, at});
   return true;
@@ -540,9 +541,10 @@ bool Unwinder::verifySolo(size_t len, int32_t instr_offset, size_t instr_width,
   // every frame but the leaf. Not the whole struct: a running leaf moves its own stack
   // pointer all the time, which says nothing of the copy.
   const bool objects = l_.frame_model == FrameModel::kFrameObject;
-  const int32_t fields[3] = {objects ? l_.frame_code : l_.iframe_code,
-                             objects ? l_.frame_back : l_.iframe_previous,
-                             objects ? kAbsent : l_.iframe_owner};
+  // (Offsets into copies of either struct: compared byte for byte, not read as fields.)
+  const int32_t fields[3] = {objects ? int32_t{l_.frame_code} : int32_t{l_.iframe_code},
+                             objects ? int32_t{l_.frame_back} : int32_t{l_.iframe_previous},
+                             objects ? kAbsent : int32_t{l_.iframe_owner}};
   const size_t widths[3] = {8, 8, 1};
   auto same = [&](const uint8_t* a, const uint8_t* b, int32_t off, size_t width) {
     return off == kAbsent || (static_cast<size_t>(off) + width <= len &&
@@ -568,9 +570,9 @@ bool Unwinder::selfCall(size_t i) const {
   // confirm, and shows the same function at any of them (as on 3.11+, see StackReader).
   if (l_.frame_model != FrameModel::kFrameObject || i == 0 || i >= solo_.size()) return false;
   const size_t len = static_cast<size_t>(l_.frame_size);
-  const uint64_t code = StructView(solo_buf_.data() + solo_[i].offset, len).ptr(l_.frame_code);
+  const uint64_t code = StructView<st::FrameObject>(solo_buf_.data() + solo_[i].offset, len).ptr(l_.frame_code);
   const uint64_t callee =
-      StructView(solo_buf_.data() + solo_[i - 1].offset, len).ptr(l_.frame_code);
+      StructView<st::FrameObject>(solo_buf_.data() + solo_[i - 1].offset, len).ptr(l_.frame_code);
   return code && code == callee;
 }
 
@@ -606,7 +608,7 @@ bool Unwinder::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size
     if (out.size() >= max_depth || out.size() >= n) return false;
     auto it = std::lower_bound(guess_.begin(), guess_.begin() + static_cast<long>(n), addr);
     if (it == guess_.begin() + static_cast<long>(n) || *it != addr) return false;
-    StructView v(guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len);
+    StructView<st::FrameObject> v(guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len);
     RawFrame f;
     f.addr = addr;
     f.code = v.ptr(l_.frame_code);
@@ -664,7 +666,7 @@ bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* 
       verify_plan_.add(frames[which[k]].addr, verify_buf_.data() + k * flen, flen);
     if (!verify_plan_.run(proc_.mem(), 0)) return false;
     for (size_t k = 0; k < count; ++k) {
-      StructView v(verify_buf_.data() + k * flen, flen);
+      StructView<st::FrameObject> v(verify_buf_.data() + k * flen, flen);
       const RawFrame& f = frames[which[k]];
       if (v.ptr(l_.frame_code) != f.code || v.ptr(l_.frame_back) != f.prev ||
           static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti))) != f.instr)
@@ -680,7 +682,7 @@ bool Unwinder::verifyCallers(const std::vector<RawFrame>& frames, const size_t* 
     verify_plan_.add(frames[which[k]].addr, verify_buf_.data() + k * len, len);
   if (!verify_plan_.run(proc_.mem(), 0)) return false;
   for (size_t k = 0; k < count; ++k) {
-    StructView v(verify_buf_.data() + k * len, len);
+    StructView<st::IFrame> v(verify_buf_.data() + k * len, len);
     const RawFrame& f = frames[which[k]];
     if ((v.ptr(l_.iframe_code) & ~l_.code_tag_bits) != f.code ||
         v.ptr(l_.iframe_previous) != f.prev || v.ptr(l_.iframe_instr) != f.instr)
@@ -754,7 +756,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
         break;
       }
       noteSolo(addr, buf, len, out.empty());
-      StructView v(buf, len);
+      StructView<st::FrameObject> v(buf, len);
       RawFrame f;
       f.addr = addr;
       f.code = v.ptr(l_.frame_code);
@@ -812,7 +814,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
         used >= static_cast<uint64_t>(l_.chunk_data)) {
       // Read ahead with the thread state: no further system call.
       chunk_buf_.assign(spec_data_, spec_data_ + used);
-      next_chunk_ = StructView(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
+      next_chunk_ = StructView<st::Chunk>(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
       chunks_.push_back({t.datastack_chunk, t.datastack_top, 0});
     } else {
       // One bulk read of the current chunk's used part instead of one read per frame.
@@ -831,7 +833,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     const size_t outside_before = walk_outside_.size();
     const uint8_t* p = frameBytes(addr);
     if (!p) return WalkResult::kError;
-    StructView v(p, static_cast<size_t>(l_.iframe_size));
+    StructView<st::IFrame> v(p, static_cast<size_t>(l_.iframe_size));
     uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
     uint64_t prev = v.ptr(l_.iframe_previous);
     if (owner > l_.owner_max) return WalkResult::kError;  // not a frame: a torn read

@@ -13,6 +13,42 @@ namespace psrec::cpython {
 
 constexpr int32_t kAbsent = -1;
 
+// The CPython structures psrec reads, as tags for their fields. A struct that begins with
+// another (a code object with PyVarObject's header, which begins with PyObject's) derives
+// from it: a view of its bytes reads the fields of both.
+namespace st {
+struct Runtime {};      // _PyRuntimeState
+struct Interp {};       // PyInterpreterState
+struct Gil {};          // struct _gil_runtime_state
+struct TState {};       // PyThreadState
+struct CFrame {};       // _PyCFrame (3.11-3.12)
+struct Chunk {};        // _PyStackChunk (3.11+)
+struct FrameObject {};  // PyFrameObject (3.8-3.10)
+struct IFrame {};       // _PyInterpreterFrame (3.11+)
+struct Object {};       // PyObject
+struct VarObject : Object {};
+struct Code : VarObject {};
+struct Bytes : VarObject {};
+struct Unicode : Object {};
+struct Type : VarObject {};
+struct HeapType : Type {};
+struct Dict : Object {};
+struct DictKeys {};
+struct DictValues {};
+struct Module : Object {};
+}  // namespace st
+
+// The byte offset of a field of struct S (kAbsent where the version has no such field). It
+// converts to its offset for address arithmetic; a view of S's bytes (StructView<S>) reads
+// only fields of S and of the structs S begins with.
+template <class S>
+struct Field {
+  int32_t off = kAbsent;
+  constexpr Field() = default;
+  constexpr Field(int32_t o) : off(o) {}  // NOLINT(google-explicit-constructor): tables
+  constexpr operator int32_t() const { return off; }  // NOLINT(google-explicit-constructor)
+};
+
 enum class FrameModel : uint8_t {
   kFrameObject,       // 3.8-3.10: tstate->frame, a chain of PyFrameObject via f_back
   kInterpreterFrame,  // 3.11+: _PyInterpreterFrame chain via previous, in data-stack chunks
@@ -53,80 +89,80 @@ struct Layout {
   bool generators_enter_loop = false;
 
   // _PyRuntimeState
-  int32_t runtime_interpreters_head = kAbsent;
-  int32_t runtime_gil_locked = kAbsent;       // 3.8-3.11: _PyRuntime.ceval.gil.locked (int)
-  int32_t runtime_gil_last_holder = kAbsent;  // 3.8-3.11: _PyRuntime.ceval.gil.last_holder
+  Field<st::Runtime> runtime_interpreters_head = kAbsent;
+  Field<st::Runtime> runtime_gil_locked = kAbsent;       // 3.8-3.11: _PyRuntime.ceval.gil.locked (int)
+  Field<st::Runtime> runtime_gil_last_holder = kAbsent;  // 3.8-3.11: _PyRuntime.ceval.gil.last_holder
 
   // PyInterpreterState
-  int32_t interp_next = kAbsent;
-  int32_t interp_threads_head = kAbsent;
-  int32_t interp_modules = kAbsent;
-  int32_t interp_ceval_gil = kAbsent;  // 3.12+: struct _gil_runtime_state *ceval.gil
-  int32_t gil_locked = kAbsent;        // 3.12+: within struct _gil_runtime_state
-  int32_t gil_last_holder = kAbsent;
+  Field<st::Interp> interp_next = kAbsent;
+  Field<st::Interp> interp_threads_head = kAbsent;
+  Field<st::Interp> interp_modules = kAbsent;
+  Field<st::Interp> interp_ceval_gil = kAbsent;  // 3.12+: struct _gil_runtime_state *ceval.gil
+  Field<st::Gil> gil_locked = kAbsent;        // 3.12+: within struct _gil_runtime_state
+  Field<st::Gil> gil_last_holder = kAbsent;
 
   // PyThreadState
-  int32_t tstate_prev = kAbsent;
-  int32_t tstate_next = kAbsent;
-  int32_t tstate_interp = kAbsent;
-  int32_t tstate_thread_id = kAbsent;
-  int32_t tstate_native_thread_id = kAbsent;  // 3.11+
-  int32_t tstate_frame = kAbsent;             // 3.8-3.10: PyFrameObject *frame
-  int32_t tstate_cframe = kAbsent;            // 3.11-3.12: _PyCFrame *cframe
-  int32_t cframe_current_frame = kAbsent;     // 3.11-3.12: within _PyCFrame
-  int32_t tstate_current_frame = kAbsent;     // 3.13+: _PyInterpreterFrame *current_frame
-  int32_t tstate_datastack_chunk = kAbsent;   // 3.11+
-  int32_t tstate_datastack_top = kAbsent;
-  int32_t tstate_status = kAbsent;            // 3.13+: the _status bit-field (an anchor only)
-  int32_t tstate_state = kAbsent;             // 3.13+: int, _Py_THREAD_ATTACHED (1) or not
-  int32_t tstate_holds_gil = kAbsent;         // 3.15+: int, this thread holds the GIL
-  int32_t tstate_gil_requested = kAbsent;     // 3.15+: int, this thread waits for the GIL
-  int32_t tstate_base_frame = kAbsent;        // 3.15+: the bottom frame of every whole stack
+  Field<st::TState> tstate_prev = kAbsent;
+  Field<st::TState> tstate_next = kAbsent;
+  Field<st::TState> tstate_interp = kAbsent;
+  Field<st::TState> tstate_thread_id = kAbsent;
+  Field<st::TState> tstate_native_thread_id = kAbsent;  // 3.11+
+  Field<st::TState> tstate_frame = kAbsent;             // 3.8-3.10: PyFrameObject *frame
+  Field<st::TState> tstate_cframe = kAbsent;            // 3.11-3.12: _PyCFrame *cframe
+  Field<st::CFrame> cframe_current_frame = kAbsent;     // 3.11-3.12: within _PyCFrame
+  Field<st::TState> tstate_current_frame = kAbsent;     // 3.13+: _PyInterpreterFrame *current_frame
+  Field<st::TState> tstate_datastack_chunk = kAbsent;   // 3.11+
+  Field<st::TState> tstate_datastack_top = kAbsent;
+  Field<st::TState> tstate_status = kAbsent;            // 3.13+: the _status bit-field (an anchor only)
+  Field<st::TState> tstate_state = kAbsent;             // 3.13+: int, _Py_THREAD_ATTACHED (1) or not
+  Field<st::TState> tstate_holds_gil = kAbsent;         // 3.15+: int, this thread holds the GIL
+  Field<st::TState> tstate_gil_requested = kAbsent;     // 3.15+: int, this thread waits for the GIL
+  Field<st::TState> tstate_base_frame = kAbsent;        // 3.15+: the bottom frame of every whole stack
   int32_t tstate_size = 0;                    // bytes to copy to cover the fields above
 
   // _PyStackChunk (3.11+)
-  int32_t chunk_previous = kAbsent;
-  int32_t chunk_size = kAbsent;
-  int32_t chunk_top = kAbsent;
-  int32_t chunk_data = kAbsent;
+  Field<st::Chunk> chunk_previous = kAbsent;
+  Field<st::Chunk> chunk_size = kAbsent;
+  Field<st::Chunk> chunk_top = kAbsent;
+  Field<st::Chunk> chunk_data = kAbsent;
 
   // PyFrameObject (3.8-3.10)
-  int32_t frame_back = kAbsent;
-  int32_t frame_code = kAbsent;
-  int32_t frame_lasti = kAbsent;  // int; bytes in 3.8-3.9, code units in 3.10
+  Field<st::FrameObject> frame_back = kAbsent;
+  Field<st::FrameObject> frame_code = kAbsent;
+  Field<st::FrameObject> frame_lasti = kAbsent;  // int; bytes in 3.8-3.9, code units in 3.10
   int32_t frame_size = 0;
 
   // _PyInterpreterFrame (3.11+)
-  int32_t iframe_code = kAbsent;      // f_code (3.11-3.12) / f_executable (3.13)
-  int32_t iframe_previous = kAbsent;
-  int32_t iframe_instr = kAbsent;     // prev_instr (3.11-3.12) / instr_ptr (3.13)
-  int32_t iframe_owner = kAbsent;     // char
-  int32_t iframe_is_entry = kAbsent;  // bool, 3.11 (3.12+ marks entries with a shim frame)
+  Field<st::IFrame> iframe_code = kAbsent;      // f_code (3.11-3.12) / f_executable (3.13)
+  Field<st::IFrame> iframe_previous = kAbsent;
+  Field<st::IFrame> iframe_instr = kAbsent;     // prev_instr (3.11-3.12) / instr_ptr (3.13)
+  Field<st::IFrame> iframe_owner = kAbsent;     // char
+  Field<st::IFrame> iframe_is_entry = kAbsent;  // bool, 3.11 (3.12+ marks entries with a shim frame)
   // Free-threaded 3.14+: int32, which copy of its code's bytecode instr_ptr points into
   // (0 is co_code_adaptive; others are listed in code->co_tlbc).
-  int32_t iframe_tlbc_index = kAbsent;
+  Field<st::IFrame> iframe_tlbc_index = kAbsent;
   int32_t iframe_size = 0;            // offset of localsplus: the header we copy
 
   // PyCodeObject
-  int32_t code_filename = kAbsent;
-  int32_t code_name = kAbsent;
-  int32_t code_qualname = kAbsent;     // 3.11+
-  int32_t code_firstlineno = kAbsent;  // int
-  int32_t code_linetable = kAbsent;    // co_lnotab (3.8-3.9) / co_linetable (3.10+), bytes
-  int32_t code_adaptive = kAbsent;     // 3.11+: first code unit, inside the object
+  Field<st::Code> code_filename = kAbsent;
+  Field<st::Code> code_name = kAbsent;
+  Field<st::Code> code_qualname = kAbsent;     // 3.11+
+  Field<st::Code> code_firstlineno = kAbsent;  // int
+  Field<st::Code> code_linetable = kAbsent;    // co_lnotab (3.8-3.9) / co_linetable (3.10+), bytes
+  Field<st::Code> code_adaptive = kAbsent;     // 3.11+: first code unit, inside the object
   // 3.11+ (ints): a frame takes co_nlocalsplus + co_stacksize words on the data stack after
   // its header (localsplus), as _PyEvalFramePushAndInit and CALL_PY_EXACT_ARGS push it.
-  int32_t code_stacksize = kAbsent;
-  int32_t code_nlocalsplus = kAbsent;
-  int32_t code_tlbc = kAbsent;  // free-threaded 3.14+: _PyCodeArray *co_tlbc {size, entries[]}
+  Field<st::Code> code_stacksize = kAbsent;
+  Field<st::Code> code_nlocalsplus = kAbsent;
+  Field<st::Code> code_tlbc = kAbsent;  // free-threaded 3.14+: _PyCodeArray *co_tlbc {size, entries[]}
   int32_t code_size = 0;               // bytes to copy to cover the fields above
 
   // Objects
-  int32_t object_type = 8;
-  int32_t var_size = 16;  // PyVarObject.ob_size
-  int32_t bytes_sval = kAbsent;
-  int32_t unicode_length = kAbsent;
-  int32_t unicode_state = kAbsent;
+  Field<st::Object> object_type = 8;
+  Field<st::VarObject> var_size = 16;  // PyVarObject.ob_size
+  Field<st::Bytes> bytes_sval = kAbsent;
+  Field<st::Unicode> unicode_length = kAbsent;
+  Field<st::Unicode> unicode_state = kAbsent;
   int32_t unicode_ascii_size = 0;    // sizeof(PyASCIIObject): data of compact ASCII strings
   int32_t unicode_compact_size = 0;  // sizeof(PyCompactUnicodeObject): data of other compact ones
   // The bit of PyASCIIObject.state where `kind:3`, then `compact:1` and `ascii:1`, begin:
@@ -135,20 +171,20 @@ struct Layout {
   uint8_t unicode_kind_bit = 2;
 
   // Objects read to name threads (threading._active, Thread._name); see InstanceDict.
-  int32_t type_basicsize = kAbsent;
-  int32_t type_flags = kAbsent;        // unsigned long
-  int32_t type_dictoffset = kAbsent;   // 3.8-3.10: where an instance keeps its __dict__
-  int32_t heaptype_cached_keys = kAbsent;  // keys shared by a class's instances
-  int32_t dict_keys = kAbsent;         // PyDictObject.ma_keys
-  int32_t dict_values = kAbsent;       // PyDictObject.ma_values (split tables)
-  int32_t dictkeys_size = kAbsent;     // 3.8-3.10: Py_ssize_t dk_size
-  int32_t dictkeys_log2_size = kAbsent;         // 3.11+: uint8_t
-  int32_t dictkeys_log2_index_bytes = kAbsent;  // 3.11+: uint8_t
-  int32_t dictkeys_kind = kAbsent;              // 3.11+: uint8_t (general, unicode, split)
-  int32_t dictkeys_nentries = kAbsent;
-  int32_t dictkeys_indices = kAbsent;  // the hash index, followed by the entries
-  int32_t dictvalues_values = kAbsent; // the values array within a split table's values
-  int32_t module_dict = kAbsent;       // PyModuleObject.md_dict
+  Field<st::Type> type_basicsize = kAbsent;
+  Field<st::Type> type_flags = kAbsent;        // unsigned long
+  Field<st::Type> type_dictoffset = kAbsent;   // 3.8-3.10: where an instance keeps its __dict__
+  Field<st::HeapType> heaptype_cached_keys = kAbsent;  // keys shared by a class's instances
+  Field<st::Dict> dict_keys = kAbsent;         // PyDictObject.ma_keys
+  Field<st::Dict> dict_values = kAbsent;       // PyDictObject.ma_values (split tables)
+  Field<st::DictKeys> dictkeys_size = kAbsent;     // 3.8-3.10: Py_ssize_t dk_size
+  Field<st::DictKeys> dictkeys_log2_size = kAbsent;         // 3.11+: uint8_t
+  Field<st::DictKeys> dictkeys_log2_index_bytes = kAbsent;  // 3.11+: uint8_t
+  Field<st::DictKeys> dictkeys_kind = kAbsent;              // 3.11+: uint8_t (general, unicode, split)
+  Field<st::DictKeys> dictkeys_nentries = kAbsent;
+  Field<st::DictKeys> dictkeys_indices = kAbsent;  // the hash index, followed by the entries
+  Field<st::DictValues> dictvalues_values = kAbsent; // the values array within a split table's values
+  Field<st::Module> module_dict = kAbsent;       // PyModuleObject.md_dict
   InstanceDict instance_dict = InstanceDict::kDictOffset;  // set by finishLayout
   // 3.12+: where an instance's managed dict pointer lies, relative to the object
   // (Include/internal/pycore_object.h, MANAGED_DICT_OFFSET: -3 words; -1 on free-threaded

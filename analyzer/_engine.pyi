@@ -30,7 +30,12 @@ class Accumulator:
     @property
     def last_ts(self) -> int: ...
     def cells(self) -> list[tuple[int, int, int, int, int, int, int, int]]: ...
-    def columns(self) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]: ...
+    def columns(
+        self,
+    ) -> tuple[
+        memoryview, memoryview, memoryview, memoryview, memoryview, memoryview, memoryview,
+        memoryview,
+    ]: ...
 
 class Timeline:
     def __init__(
@@ -60,10 +65,22 @@ class StackKeys:
     def keys(self, arg: int, /) -> list[int]: ...
 
 def key_totals(
-    arg0: StackKeys, arg1: Buffer, arg2: Buffer, arg3: Buffer, /
+    keys: StackKeys,
+    node: Buffer,
+    count: Buffer,
+    value: Buffer,
+    value_scale: int = 1,
+    thread: Buffer | None = None,
+    only: int = 0,
 ) -> tuple[bytes, bytes, bytes, bytes]: ...
 def key_edges(
-    arg0: StackKeys, arg1: Buffer, arg2: Buffer, arg3: Buffer, /
+    keys: StackKeys,
+    node: Buffer,
+    count: Buffer,
+    value: Buffer,
+    value_scale: int = 1,
+    thread: Buffer | None = None,
+    only: int = 0,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes]: ...
 def slice_sums(
     arg0: StackKeys,

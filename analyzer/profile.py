@@ -8,19 +8,34 @@ with the same stack merged into runs).
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import re
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Union
 
-from psrec.format import PsrecError, Recording, ThreadInfo, open_recording
+from psrec.format import Recording, ThreadInfo, open_recording
 from psrec.format import constants as C
-from psrec.format.reader import Definitions, ProcessInfo
+from psrec.format.reader import Definitions
 
 from . import engine
 from .engine import Runs
+from .view import (
+    MAX_SLICES,
+    MODE_HELP,
+    MODES,
+    WEIGHTS,
+    SelectionError,
+    View,
+    ViewUsageError,
+    match_processes,
+    match_threads,
+    parse_duration,
+    parse_time,
+    processes,
+    short_command,
+    to_ticks,
+)
+from .walks import Walks, walks_of
 
 __all__ = [
     "MODES",
@@ -37,34 +52,6 @@ __all__ = [
     "parse_duration",
     "parse_time",
 ]
-
-# mode -> (status mask, status value): a sample is kept when status & mask == value.
-# Samples whose CPU or GIL state could not be read are left out of the views that need it.
-MODES: dict[str, tuple[int, int]] = {
-    "wall": (0, 0),
-    "cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, C.STATUS_ON_CPU),
-    "gil": (C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN, C.STATUS_GIL_HELD),
-    "idle": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, 0),
-}
-MODE_HELP = {
-    "wall": "every sample",
-    "cpu": "samples on a CPU and the CPU time used between samples, weighted by CPU time",
-    "gil": "samples holding the GIL",
-    "idle": "samples off CPU",
-}
-WEIGHTS = ("time", "count")
-# The most time slices a sliced view makes (a row each).
-MAX_SLICES = 100_000
-
-
-class SelectionError(PsrecError):
-    """The view selects nothing, or names something the recording does not have."""
-
-
-class ViewUsageError(SelectionError):
-    """A view option that cannot be understood (exit status 2, like other usage errors)."""
-
-    exit_code = 2
 
 
 class FrameKey(NamedTuple):
@@ -90,40 +77,37 @@ class Cell(NamedTuple):
     on_cpu: int  # samples on a CPU
 
 
+# A column of integers: an array, or a read-only view of the native engine's own memory.
+Column = Union["array[int]", memoryview]
+
+
 @dataclass
 class CellColumns:
-    """The cells as columns, for native aggregation over many cells (one per slice)."""
+    """The cells as columns, for native aggregation over many cells (one per slice). From the
+    native engine they are views of its memory, not copies."""
 
-    slice: array[int]
-    thread: array[int]
-    node: array[int]
-    samples: array[int]
-    weight: array[int]
-    cpu: array[int]
-    gil: array[int]
-    on_cpu: array[int]
+    slice: Column
+    thread: Column
+    node: Column
+    samples: Column
+    weight: Column
+    cpu: Column
+    gil: Column
+    on_cpu: Column
 
-    @classmethod
-    def empty(cls) -> CellColumns:
-        # Slices are 64-bit: a recording's timestamps span up to 2^63 ticks.
-        return cls(array("Q"), array("I"), array("I"), array("Q"), array("Q"), array("Q"),
-                   array("Q"), array("Q"))
+    # Slices are 64-bit: a recording's timestamps span up to 2^63 ticks.
+    TYPES = ("Q", "I", "I", "Q", "Q", "Q", "Q", "Q")
 
     @classmethod
-    def from_native(cls, parts: tuple[bytes, ...]) -> CellColumns:
-        out = cls.empty()
-        for col, data in zip(out.columns(), parts):
-            col.frombytes(data)
-        return out
+    def from_native(cls, parts: tuple[memoryview, ...]) -> CellColumns:
+        return cls(*parts)
 
     @classmethod
     def from_cells(cls, cells: list[tuple[int, ...]]) -> CellColumns:
-        out = cls.empty()
-        for col, values in zip(out.columns(), zip(*cells)):
-            col.extend(values)
-        return out
+        columns = list(zip(*cells)) or [()] * len(cls.TYPES)
+        return cls(*(array(t, values) for t, values in zip(cls.TYPES, columns)))
 
-    def columns(self) -> tuple[array[int], ...]:
+    def columns(self) -> tuple[Column, ...]:
         return (self.slice, self.thread, self.node, self.samples, self.weight, self.cpu,
                 self.gil, self.on_cpu)
 
@@ -132,74 +116,6 @@ class CellColumns:
 
     def cells(self) -> list[Cell]:
         return list(map(Cell._make, zip(*self.columns())))
-
-
-@dataclass(frozen=True)
-class View:
-    """What the user asked to look at; resolved against a recording by Profile.load."""
-
-    mode: str = "wall"
-    threads: tuple[str, ...] = ()
-    pids: tuple[int, ...] = ()  # --pid: only these processes
-    processes: tuple[str, ...] = ()  # --process: processes whose command line holds this
-    start: str | None = None  # --from: seconds from the start, or a wall-clock time
-    end: str | None = None  # --to
-    weights: str = "time"
-    by: str = "function"  # or "line"
-
-
-_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
-          "m": 60.0, "min": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """'1s', '250ms', '0.5', '2m' -> seconds. Raises ValueError."""
-    m = _DURATION.match(text)
-    if not m or m.group(2) not in _UNITS:
-        raise ValueError(f"{text!r} is not a duration (examples: 1s, 250ms, 0.5, 2m)")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if not math.isfinite(seconds):
-        raise _OutOfRange(f"{text!r} is out of range")
-    return seconds
-
-
-class _OutOfRange(ValueError):
-    """A duration too large for a float (1e400): no other reading of it is tried."""
-
-
-def parse_time(text: str, created_wall_ns: int) -> float:
-    """A --from/--to value -> seconds from the start of the recording. Raises ValueError.
-
-    Accepts seconds from the start ('12.5', '12.5s', '1m'), a local wall-clock time of day on
-    the recording's date ('14:02:10', '14:02:10.250') or a full date and time
-    ('2024-05-01 14:02:10', ISO 8601, with or without a UTC offset; local time without one).
-    """
-    t = text.strip()
-    try:
-        return parse_duration(t)
-    except _OutOfRange:
-        raise
-    except ValueError:
-        pass
-    start = _dt.datetime.fromtimestamp(created_wall_ns / 1e9).astimezone()
-    when: _dt.datetime | None = None
-    if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", t):
-        parts = t.split(":")
-        sec = float(parts[2]) if len(parts) > 2 else 0.0
-        when = start.replace(hour=int(parts[0]), minute=int(parts[1]), second=int(sec),
-                             microsecond=round((sec - int(sec)) * 1e6))
-    else:
-        try:
-            when = _dt.datetime.fromisoformat(t)
-        except ValueError:
-            raise ValueError(
-                f"{text!r} is neither seconds from the start (12.5, 12.5s, 1m) nor a wall-clock "
-                "time (14:02:10, 14:02:10.250, 2024-05-01T14:02:10)"
-            ) from None
-        if when.tzinfo is None:
-            when = when.astimezone()  # local time
-    return (when.timestamp() * 1e9 - created_wall_ns) / 1e9
 
 
 @dataclass
@@ -211,8 +127,8 @@ class Profile:
     created_wall_ns: int
     defs: Definitions
     view: View
-    parents: array[int]
-    frames: array[int]
+    parents: Column  # the stack trie: a node's parent and innermost frame, by node
+    frames: Column
     columns: CellColumns
     threads: dict[int, ThreadInfo]  # every thread of the recording, by ref
     selected_threads: list[int] | None  # refs the view selects; None: all
@@ -233,14 +149,14 @@ class Profile:
     _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
     _cells: list[Cell] | None = field(default=None, repr=False)
     native: bool = True  # the native engine does the work (where it is built)
-    _walks: engine.Walks | None = field(default=None, repr=False)
+    _walks: Walks | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
     @classmethod
     def load(
         cls,
         path: str,
-        view: View = View(),
+        view: View | None = None,
         *,
         slice_ticks: int = 0,
         slice_seconds: float = 0.0,
@@ -251,8 +167,10 @@ class Profile:
         """Reads the recording once and aggregates the samples the view selects.
 
         slice_seconds (or slice_ticks) > 0 keeps the cells per time slice; timelines=True also
-        keeps every selected thread's samples in time order (for speedscope).
+        keeps every selected thread's samples in time order (for speedscope). No view: every
+        sample, weighted by time.
         """
+        view = view or View()
         if view.mode not in MODES:
             raise SelectionError(f"unknown mode {view.mode!r}", help="use wall, cpu, gil or idle")
         with open_recording(path) as rec:
@@ -275,17 +193,17 @@ class Profile:
             slice_ticks = max(1, round(slice_seconds * 1e9 / tick_ns))
         from_ts = to_ts = None
         if view.start is not None:
-            from_ts = _to_ticks(view.start, rec, "--from")
+            from_ts = to_ticks(view.start, rec, "--from")
         if view.end is not None:
-            to_ts = _to_ticks(view.end, rec, "--to")
+            to_ts = to_ticks(view.end, rec, "--to")
         if from_ts is not None and to_ts is not None and to_ts <= from_ts:
             raise ViewUsageError(
                 f"--to ({view.end}) is not after --from ({view.start})",
                 help="give a window whose end comes after its start",
             )
-        refs = _match_threads(view.threads, rec, defs, native) if view.threads else None
+        refs = match_threads(view.threads, rec, defs, native) if view.threads else None
         if view.pids or view.processes:
-            in_process = _match_processes(view, rec, defs)
+            in_process = match_processes(view, rec, defs)
             refs = in_process if refs is None else [r for r in refs if r in set(in_process)]
 
         mask, value = MODES[view.mode]
@@ -319,8 +237,8 @@ class Profile:
             created_wall_ns=rec.header.created_wall_ns,
             defs=defs,
             view=view,
-            parents=array("I", stream.decoder.trie_parents()),
-            frames=array("I", stream.decoder.trie_frames()),
+            parents=stream.decoder.trie_parents(),
+            frames=stream.decoder.trie_frames(),
             columns=columns,
             threads=dict(defs.threads),
             selected_threads=refs,
@@ -431,13 +349,25 @@ class Profile:
         col, mult = self.value_column()
         return sum(col) * mult
 
-    def value_column(self) -> tuple[array[int], int]:
+    def value_column(self) -> tuple[Column, int]:
         """The cell column that holds the view's values, and the factor it is multiplied by."""
         if self.view.weights == "count":
             return self.columns.samples, self.interval_ticks
         if self.cpu_weighted:
             return self.columns.cpu, 1
         return self.columns.weight, 1
+
+    def thread_sums(self) -> dict[int, tuple[int, int]]:
+        """Per thread ref: its selected samples and their estimated time in ticks."""
+        col, mult = self.value_column()
+        out: dict[int, list[int]] = {}
+        for ref, n, v in zip(self.columns.thread, self.columns.samples, col):
+            s = out.get(ref)
+            if s is None:
+                s = out[ref] = [0, 0]
+            s[0] += n
+            s[1] += v
+        return {ref: (n, v * mult) for ref, (n, v) in out.items()}
 
     @property
     def unit_label(self) -> str:
@@ -504,11 +434,11 @@ class Profile:
         return ks
 
     @property
-    def walks(self) -> engine.Walks:
+    def walks(self) -> Walks:
         """The engine's walks over this profile's stacks by report key (totals, edges, slice
         sums, speedscope text): native unless the profile was loaded without it."""
         if self._walks is None:
-            self._walks = engine.walks(self, self.native)
+            self._walks = walks_of(self, self.native)
         return self._walks
 
     def thread_label(self, ref: int) -> str:
@@ -524,7 +454,7 @@ class Profile:
             p = self.defs.process_of(t)
             label += f", pid {t.pid}"
             if p is not None and p.command:
-                label += f": {_short_command(p.command)}"
+                label += f": {short_command(p.command)}"
         return label + ")"
 
     def thread_refs(self) -> list[int]:
@@ -559,117 +489,12 @@ class Profile:
         return s
 
 
-def _to_ticks(text: str, rec: Recording, option: str) -> int:
-    try:
-        seconds = parse_time(text, rec.header.created_wall_ns)
-    except ValueError as exc:
-        raise ViewUsageError(f"{option}: {exc}", help="see psrec report --help") from None
-    ticks = seconds * 1e9 / float(rec.tick_ns)
-    # Timestamps are 64-bit counts of ticks: a time beyond them is no time of the recording.
-    if not math.isfinite(ticks) or abs(ticks) >= 2.0**63:
-        limit = (2**63 - 1) * rec.tick_ns / 1e9
-        raise ViewUsageError(f"{option}: {text!r} is out of range (timestamps in this "
-                             f"recording reach {limit:.3g} s)")
-    return round(ticks)
-
-
 def _round_up(x: float) -> float:
     """x rounded up to 1, 2 or 5 times a power of ten."""
     if x <= 0:
         return 0.0
     p = 10.0 ** math.floor(math.log10(x))
     return next(m * p for m in (1, 2, 5, 10) if m * p >= x * (1 - 1e-12))
-
-
-def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:
-    if number is not None and number in (t.os_tid, t.python_tid):
-        return True
-    return t.name == spec or any(n == spec for _, n in t.names)
-
-
-def _match_threads(
-    specs: tuple[str, ...], rec: Recording, defs: Definitions, native: bool | None
-) -> list[int]:
-    """Threads by OS or Python thread id, or by any name they had. A name a thread got only
-    later (THREAD_RENAME, e.g. threading's name read after the thread started) is in the data
-    chunks: they are read once more to find it."""
-    refs: list[int] = []
-    renamed = False
-    for spec in specs:
-        s = spec.strip()
-        number: int | None = None
-        try:
-            number = int(s, 0)
-        except ValueError:
-            pass
-        found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
-        if not found and not renamed:
-            scan = rec.stream(native=native)
-            for _ in scan:
-                pass
-            defs.apply_renames(scan.events)
-            renamed = True
-            found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
-        if not found:
-            names = sorted({f"{t.name or '?'} (tid {t.os_tid or t.python_tid})"
-                            for t in defs.threads.values()})
-            shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
-            raise SelectionError(
-                f"no thread named or numbered {spec!r} in {rec.path}",
-                help=f"threads in this recording: {shown or 'none'}",
-            )
-        refs.extend(r for r in found if r not in refs)
-    return refs
-
-
-def processes(defs: Definitions, metadata: dict[str, Any]) -> list[ProcessInfo]:
-    """The programs the recording's processes ran, in start order. A file from before format
-    1.1 has no PROCESS definitions: its target is named from the metadata, other processes
-    by their threads' pids."""
-    if defs.processes:
-        return list(defs.processes)
-    found: dict[int, ProcessInfo] = {}
-    root = metadata.get("pid")
-    if isinstance(root, int):
-        found[root] = ProcessInfo(root, 0, " ".join(metadata.get("command") or []), 0)
-    for t in sorted(defs.threads.values(), key=lambda t: t.start_ts):
-        found.setdefault(t.pid, ProcessInfo(t.pid, 0, "", t.start_ts))
-    return list(found.values())
-
-
-def _short_command(command: str, width: int = 48) -> str:
-    """The command line with the program's folder left out, cut to width."""
-    program, _, args = command.partition(" ")
-    short = program.rsplit("/", 1)[-1] + (" " + args if args else "")
-    return short if len(short) <= width else short[: width - 3] + "..."
-
-
-def _match_processes(view: View, rec: Recording, defs: Definitions) -> list[int]:
-    """Threads of the processes --pid names (every program each ran), and of the programs
-    whose command line holds a --process text (a process that exec'd ran several)."""
-    procs = processes(defs, rec.metadata)
-    for pid in view.pids:
-        if not any(p.pid == pid for p in procs):
-            raise SelectionError(f"no process with pid {pid} in {rec.path}",
-                                 help=_processes_help(procs))
-    for text in view.processes:
-        if not any(text in p.command for p in procs):
-            raise SelectionError(f"no process whose command holds {text!r} in {rec.path}",
-                                 help=_processes_help(procs))
-
-    def program(t: ThreadInfo) -> str:
-        p = defs.process_of(t)
-        if p is None:  # before format 1.1: by pid
-            p = next((q for q in procs if q.pid == t.pid), None)
-        return p.command if p is not None else ""
-
-    return [t.ref for t in defs.threads.values()
-            if t.pid in view.pids or any(text in program(t) for text in view.processes)]
-
-
-def _processes_help(procs: list[ProcessInfo]) -> str:
-    shown = "; ".join(f"pid {p.pid}: {_short_command(p.command) or '?'}" for p in procs[:8])
-    return f"processes in this recording: {shown or 'none'}" + (" ..." if len(procs) > 8 else "")
 
 
 def _extent(rec: Recording, stream: Any) -> tuple[int, int]:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import marshal
 import re
-from array import array
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import IO, Any
 
-from .engine import SliceSums, Totals
-from .profile import Cell, FrameKey, Profile
+from .profile import FrameKey, Profile
 from .registry import Reporter, register
+from .walks import SliceSums, Totals
 
 __all__ = [
     "CollapsedReporter",
@@ -51,24 +49,10 @@ def location(k: FrameKey) -> str:
     return printable(f"{k.filename}:{k.line}({k.name})")
 
 
-def _by_node(profile: Profile, cells: Iterable[Cell]) -> dict[int, list[int]]:
-    """Samples and value per stack node."""
-    by_node: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for c in cells:
-        acc = by_node[c.node]
-        acc[0] += c.samples
-        acc[1] += profile.cell_value(c)
-    return by_node
-
-
-def _node_columns(by_node: dict[int, list[int]]) -> tuple[array[int], array[int], array[int]]:
-    return (array("I", by_node), array("Q", (v[0] for v in by_node.values())),
-            array("Q", (v[1] for v in by_node.values())))
-
-
-def function_totals(profile: Profile, cells: Iterable[Cell]) -> dict[FrameKey, Totals]:
-    """Own and cumulative sums per function (or line); recursion is counted once per stack."""
-    return profile.walks.totals(*_node_columns(_by_node(profile, cells)))
+def function_totals(profile: Profile, thread: int | None = None) -> dict[FrameKey, Totals]:
+    """Own and cumulative sums per function (or line), of one thread or of all; recursion is
+    counted once per stack."""
+    return profile.walks.totals(thread)
 
 
 def _sorted(totals: dict[FrameKey, Totals], sort: str) -> list[tuple[FrameKey, Totals]]:
@@ -98,21 +82,19 @@ class TableReporter(Reporter):
         w("Sample columns count stacks seen, not calls. Estimated times are the time the samples "
           "stand for" + (" (samples x interval)" if profile.view.weights == "count" else "")
           + "; own = on top of the stack, total = anywhere on it.\n")
-        groups: list[tuple[str | None, list[Cell]]]
+        sums = profile.thread_sums()
+        groups: list[tuple[int | None, int, int]]
         if per_thread:
-            by_thread: dict[int, list[Cell]] = defaultdict(list)
-            for c in profile.cells:
-                by_thread[c.thread].append(c)
-            groups = [(profile.thread_label(r), by_thread[r]) for r in profile.thread_refs()]
+            groups = [(r, *sums.get(r, (0, 0))) for r in profile.thread_refs()]
         else:
-            groups = [(None, profile.cells)]
-        for title, cells in groups:
-            total_value = sum(profile.cell_value(c) for c in cells) or 1
-            samples = sum(c.samples for c in cells)
-            if title is not None:
-                w(f"\n== thread {printable(title)}: {samples:,} samples, "
+            groups = [(None, sum(n for n, _ in sums.values()),
+                       sum(v for _, v in sums.values()))]
+        for ref, samples, total_value in groups:
+            total_value = total_value or 1
+            if ref is not None:
+                w(f"\n== thread {printable(profile.thread_label(ref))}: {samples:,} samples, "
                   f"{format_seconds(profile.seconds(total_value))} estimated\n")
-            rows = _sorted(function_totals(profile, cells), sort)
+            rows = _sorted(function_totals(profile, ref), sort)
             shown = rows if limit <= 0 else rows[:limit]
             w("\n")
             w(f"{'own':>9} {'total':>9} {'own':>7} {'est. own':>10} {'total':>7} "
@@ -144,14 +126,13 @@ class PstatsReporter(Reporter):
         caller's entry sums the samples with the function innermost under that caller (calls,
         own) and those with the call anywhere on the stack (cumulative)."""
         sec = profile.tick_ns / 1e9
-        columns = _node_columns(_by_node(profile, profile.cells))
         walks = profile.walks
         callers: dict[FrameKey, dict[tuple[str, int, str], tuple[Any, ...]]] = defaultdict(dict)
-        for caller, callee, n, own, cum in walks.edges(*columns):
+        for caller, callee, n, own, cum in walks.edges():
             callers[callee][_pstats_key(caller)] = (n, n, own * sec, cum * sec)
         return {_pstats_key(k): (t.own_count, t.own_count, t.own * sec, t.total * sec,
                                  callers.get(k, {}))
-                for k, t in walks.totals(*columns).items()}
+                for k, t in walks.totals().items()}
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         stats = self.build(profile)

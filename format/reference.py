@@ -198,11 +198,11 @@ class RefDecoder:
     def trie_size(self) -> int:
         return len(self.parents)
 
-    def trie_parents(self) -> bytes:
-        return array("I", self.parents).tobytes()
+    def trie_parents(self) -> array[int]:
+        return array("I", self.parents)
 
-    def trie_frames(self) -> bytes:
-        return array("I", self.frames).tobytes()
+    def trie_frames(self) -> array[int]:
+        return array("I", self.frames)
 
     def decode_data(self, payload: bytes, out: RefBatch, max_events: int | None = None
                     ) -> tuple[list[Any], dict[str, int]]:

@@ -40,6 +40,18 @@ AccumulatorQuery makeQuery(int64_t from_ts, int64_t to_ts,
   return q;
 }
 
+// Rows of (node, count, value), optionally only those of one thread; the columns are read in
+// place, so the caller holds them for the call.
+NodeRows nodeRows(const char* what, const Column<uint32_t>& node, const Column<uint64_t>& count,
+                  const Column<uint64_t>& value, uint64_t value_scale,
+                  const std::optional<Column<uint32_t>>& thread, uint32_t only) {
+  const size_t n = node.shape(0);
+  sameLength(what, n, {count.shape(0), value.shape(0)});
+  if (thread) sameLength(what, n, {thread->shape(0)});
+  return NodeRows{node.data(), count.data(), value.data(), value_scale,
+                  thread ? thread->data() : nullptr, only, n};
+}
+
 }  // namespace
 
 NB_MODULE(_engine, m) {
@@ -78,27 +90,14 @@ NB_MODULE(_engine, m) {
                                     c.weight, c.cpu, c.gil, c.on_cpu));
         return out;
       })
-      .def("columns", [](const Accumulator& a) {
-        // The cells as columns: slice (uint64), thread, node (uint32), count, weight, cpu,
-        // gil, on_cpu (uint64), in the order cells() gives them.
-        std::vector<uint64_t> slice;
-        std::vector<uint32_t> thread, node;
-        std::vector<uint64_t> count, weight, cpu, gil, on_cpu;
-        const size_t n = a.cells().size();
-        for (auto* v : {&thread, &node}) v->reserve(n);
-        for (auto* v : {&slice, &count, &weight, &cpu, &gil, &on_cpu}) v->reserve(n);
-        for (auto& [k, c] : a.cells()) {
-          slice.push_back(a.sliceBase() + k.slice);
-          thread.push_back(k.thread);
-          node.push_back(k.node);
-          count.push_back(c.count);
-          weight.push_back(c.weight);
-          cpu.push_back(c.cpu);
-          gil.push_back(c.gil);
-          on_cpu.push_back(c.on_cpu);
-        }
-        return nb::make_tuple(asBytes(slice), asBytes(thread), asBytes(node), asBytes(count),
-                              asBytes(weight), asBytes(cpu), asBytes(gil), asBytes(on_cpu));
+      .def("columns", [](nb::handle self) {
+        // The cells as columns without a copy: slice (uint64), thread, node (uint32), count,
+        // weight, cpu, gil, on_cpu (uint64), in the order cells() gives them; read-only
+        // buffers into the accumulator, which they keep alive (it takes no more batches).
+        const CellColumns& c = nb::cast<const Accumulator&>(self).columns();
+        return nb::make_tuple(viewOf(c.slice, self), viewOf(c.thread, self),
+                              viewOf(c.node, self), viewOf(c.count, self), viewOf(c.weight, self),
+                              viewOf(c.cpu, self), viewOf(c.gil, self), viewOf(c.on_cpu, self));
       });
 
   nb::class_<Timeline>(m, "Timeline")
@@ -139,10 +138,13 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](StackKeys* self, Column<uint32_t> parents, Column<uint32_t> frames,
              Column<uint32_t> frame_key, uint32_t empty_key) {
-            new (self) StackKeys(toVector(parents), toVector(frames), toVector(frame_key),
-                                 empty_key);
+            // The trie is read in place (the decoder's own buffers): kept alive with this.
+            sameLength("StackKeys", parents.shape(0), {frames.shape(0)});
+            new (self) StackKeys(parents.data(), frames.data(), parents.shape(0),
+                                 toVector(frame_key), empty_key);
           },
-          nb::arg("parents"), nb::arg("frames"), nb::arg("frame_key"), nb::arg("empty_key"))
+          nb::arg("parents"), nb::arg("frames"), nb::arg("frame_key"), nb::arg("empty_key"),
+          nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
       .def_prop_ro("key_count", &StackKeys::keyCount)
       .def("keys", [](const StackKeys& sk, uint32_t node) {
         std::vector<uint32_t> out;
@@ -150,29 +152,39 @@ NB_MODULE(_engine, m) {
         return out;
       });
 
-  m.def("key_totals", [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
-                         Column<uint64_t> value) {
-    sameLength("key_totals", node.shape(0), {count.shape(0), value.shape(0)});
-    KeyTotals t;
-    {
-      nb::gil_scoped_release release;
-      t = keyTotals(sk, node.data(), count.data(), value.data(), node.shape(0));
-    }
-    return nb::make_tuple(asBytes(t.own_count), asBytes(t.own), asBytes(t.total_count),
-                          asBytes(t.total));
-  });
+  m.def(
+      "key_totals",
+      [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+         Column<uint64_t> value, uint64_t value_scale, std::optional<Column<uint32_t>> thread,
+         uint32_t only) {
+        NodeRows rows = nodeRows("key_totals", node, count, value, value_scale, thread, only);
+        KeyTotals t;
+        {
+          nb::gil_scoped_release release;
+          t = keyTotals(sk, rows);
+        }
+        return nb::make_tuple(asBytes(t.own_count), asBytes(t.own), asBytes(t.total_count),
+                              asBytes(t.total));
+      },
+      nb::arg("keys"), nb::arg("node"), nb::arg("count"), nb::arg("value"),
+      nb::arg("value_scale") = 1, nb::arg("thread") = nb::none(), nb::arg("only") = 0);
 
-  m.def("key_edges", [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
-                        Column<uint64_t> value) {
-    sameLength("key_edges", node.shape(0), {count.shape(0), value.shape(0)});
-    KeyEdges e;
-    {
-      nb::gil_scoped_release release;
-      e = keyEdges(sk, node.data(), count.data(), value.data(), node.shape(0));
-    }
-    return nb::make_tuple(asBytes(e.caller), asBytes(e.callee), asBytes(e.count),
-                          asBytes(e.own), asBytes(e.cum));
-  });
+  m.def(
+      "key_edges",
+      [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+         Column<uint64_t> value, uint64_t value_scale, std::optional<Column<uint32_t>> thread,
+         uint32_t only) {
+        NodeRows rows = nodeRows("key_edges", node, count, value, value_scale, thread, only);
+        KeyEdges e;
+        {
+          nb::gil_scoped_release release;
+          e = keyEdges(sk, rows);
+        }
+        return nb::make_tuple(asBytes(e.caller), asBytes(e.callee), asBytes(e.count),
+                              asBytes(e.own), asBytes(e.cum));
+      },
+      nb::arg("keys"), nb::arg("node"), nb::arg("count"), nb::arg("value"),
+      nb::arg("value_scale") = 1, nb::arg("thread") = nb::none(), nb::arg("only") = 0);
 
   m.def("slice_sums",
         [](const StackKeys& sk, Column<uint64_t> slice, Column<uint32_t> thread,

@@ -1,6 +1,7 @@
 #include "analyzer/native/accumulator.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "format/native/grouped_slot.hpp"
 
@@ -81,6 +82,27 @@ const Accumulator::CellList& Accumulator::cells() const {
   return cells_;
 }
 
+const CellColumns& Accumulator::columns() const {
+  if (columns_built_) return columns_;
+  const CellList& cells = this->cells();
+  CellColumns& c = columns_;
+  const size_t n = cells.size();
+  for (auto* v : {&c.thread, &c.node}) v->reserve(n);
+  for (auto* v : {&c.slice, &c.count, &c.weight, &c.cpu, &c.gil, &c.on_cpu}) v->reserve(n);
+  for (const auto& [k, a] : cells) {
+    c.slice.push_back(slice_base_ + k.slice);
+    c.thread.push_back(k.thread);
+    c.node.push_back(k.node);
+    c.count.push_back(a.count);
+    c.weight.push_back(a.weight);
+    c.cpu.push_back(a.cpu);
+    c.gil.push_back(a.gil);
+    c.on_cpu.push_back(a.on_cpu);
+  }
+  columns_built_ = true;
+  return columns_;
+}
+
 uint32_t Accumulator::sliceOf(int64_t ts) {
   // The 64-bit index (a time before the origin, which no sound file has, goes to slice 0),
   // kept relative to a base 2^31 slices before the first sample's.
@@ -112,6 +134,8 @@ uint32_t Accumulator::sliceOf(int64_t ts) {
 }
 
 void Accumulator::add(const SampleColumns& c) {
+  // Views of the columns may be held: they stay valid because nothing is added after them.
+  if (columns_built_) throw std::logic_error("the accumulator's columns were taken: it is done");
   const size_t n = c.size();
   for (size_t i = 0; i < n; ++i) {
     const int64_t ts = c.ts[i];

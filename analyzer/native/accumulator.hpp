@@ -74,6 +74,14 @@ struct AccumulatorCell {
   uint64_t on_cpu = 0;  // samples on a CPU
 };
 
+// The cells as columns, in the order cells() gives them: what the engine's walks read and
+// what Python sees of them (read-only views, no copy).
+struct CellColumns {
+  std::vector<uint64_t> slice;  // 64-bit: sliceBase() + the key's slice
+  std::vector<uint32_t> thread, node;
+  std::vector<uint64_t> count, weight, cpu, gil, on_cpu;
+};
+
 class Accumulator {
  public:
   explicit Accumulator(AccumulatorQuery q) : q_(std::move(q)) {}
@@ -95,6 +103,8 @@ class Accumulator {
   using CellList = std::vector<std::pair<Key, AccumulatorCell>>;
   // Every (slice, thread, node) once, in order of first appearance.
   const CellList& cells() const;
+  // The same as columns, built once after the last add().
+  const CellColumns& columns() const;
   // Slice indices are 64-bit (from slice_origin): a key's slice is relative to this base,
   // set from the first sample so that 2^31 slices either side of it fit.
   uint64_t sliceBase() const { return slice_base_; }
@@ -126,6 +136,8 @@ class Accumulator {
   void newGeneration() const;
   AccumulatorQuery q_;
   mutable CellList cells_;
+  mutable CellColumns columns_;
+  mutable bool columns_built_ = false;
   mutable std::vector<Slot> table_;
   mutable uint32_t gen_ = 1;
   mutable size_t used_ = 0;  // slots of the current generation

@@ -5,35 +5,20 @@
 
 namespace psrec::analyzer {
 
-StackKeys::StackKeys(std::vector<uint32_t> parents, std::vector<uint32_t> frames,
+StackKeys::StackKeys(const uint32_t* parents, const uint32_t* frames, size_t n,
                      std::vector<uint32_t> frame_key, uint32_t empty_key)
-    : parents_(std::move(parents)),
-      frames_(std::move(frames)),
-      frame_key_(std::move(frame_key)),
-      empty_key_(empty_key) {
-  if (frames_.size() != parents_.size()) frames_.resize(parents_.size(), 0);
+    : parents_(parents), n_(n), leaf_(n, empty_key), empty_key_(empty_key) {
   uint32_t top = empty_key_;
-  for (uint32_t k : frame_key_) top = std::max(top, k);
+  for (uint32_t k : frame_key) top = std::max(top, k);
   key_count_ = top + 1;
-  // A parent must precede its child (the decoder's trie is built that way); anything else
-  // would make a walk loop, so such a node is cut off at the root.
-  for (size_t i = 0; i < parents_.size(); ++i)
-    if (parents_[i] >= i) parents_[i] = 0;
-}
-
-uint32_t StackKeys::leaf(uint32_t node) const {
-  if (node == 0 || node >= parents_.size()) return empty_key_;
-  const uint32_t f = frames_[node];
-  return f < frame_key_.size() ? frame_key_[f] : 0;
+  for (size_t i = 1; i < n; ++i)
+    leaf_[i] = frames[i] < frame_key.size() ? frame_key[frames[i]] : 0;
 }
 
 void StackKeys::keys(uint32_t node, std::vector<uint32_t>& out) const {
   out.clear();
-  if (node >= parents_.size()) node = 0;
-  for (uint32_t n = node; n != 0; n = parents_[n]) {
-    const uint32_t f = frames_[n];
-    out.push_back(f < frame_key_.size() ? frame_key_[f] : 0);
-  }
+  if (node >= n_) node = 0;
+  for (uint32_t n = node; n != 0; n = up(n)) out.push_back(leaf_[n]);
   if (out.empty()) {
     out.push_back(empty_key_);
     return;
@@ -41,8 +26,38 @@ void StackKeys::keys(uint32_t node, std::vector<uint32_t>& out) const {
   std::reverse(out.begin(), out.end());
 }
 
-KeyTotals keyTotals(const StackKeys& sk, const uint32_t* node, const uint64_t* count,
-                    const uint64_t* value, size_t n) {
+namespace {
+
+// Count and value per node over the rows (a node past the trie is the empty stack), so that
+// each distinct stack is walked once however many rows (slices, threads) hold it.
+struct PerNode {
+  std::vector<uint64_t> count, value;
+  std::vector<uint32_t> used;  // nodes with a row, in order of first row
+};
+
+PerNode perNode(const StackKeys& sk, const NodeRows& r) {
+  PerNode p;
+  const size_t nodes = std::max<size_t>(sk.nodes(), 1);
+  p.count.assign(nodes, 0);
+  p.value.assign(nodes, 0);
+  std::vector<uint8_t> seen(nodes, 0);
+  for (size_t i = 0; i < r.n; ++i) {
+    if (r.thread && r.thread[i] != r.only) continue;
+    const uint32_t node = r.node[i] < nodes ? r.node[i] : 0;
+    if (!seen[node]) {
+      seen[node] = 1;
+      p.used.push_back(node);
+    }
+    p.count[node] += r.count[i];
+    p.value[node] += r.value[i] * r.value_scale;
+  }
+  return p;
+}
+
+}  // namespace
+
+KeyTotals keyTotals(const StackKeys& sk, const NodeRows& rows) {
+  const PerNode p = perNode(sk, rows);
   const size_t nk = sk.keyCount();
   KeyTotals t;
   t.own_count.assign(nk, 0);
@@ -51,22 +66,24 @@ KeyTotals keyTotals(const StackKeys& sk, const uint32_t* node, const uint64_t* c
   t.total.assign(nk, 0);
   std::vector<size_t> stamp(nk, SIZE_MAX);  // row that last counted the key
   std::vector<uint32_t> ks;
-  for (size_t i = 0; i < n; ++i) {
-    sk.keys(node[i], ks);
-    t.own_count[ks.back()] += count[i];
-    t.own[ks.back()] += value[i];
+  for (size_t i = 0; i < p.used.size(); ++i) {
+    const uint32_t node = p.used[i];
+    const uint64_t count = p.count[node], value = p.value[node];
+    sk.keys(node, ks);
+    t.own_count[ks.back()] += count;
+    t.own[ks.back()] += value;
     for (uint32_t k : ks) {
       if (stamp[k] == i) continue;
       stamp[k] = i;
-      t.total_count[k] += count[i];
-      t.total[k] += value[i];
+      t.total_count[k] += count;
+      t.total[k] += value;
     }
   }
   return t;
 }
 
-KeyEdges keyEdges(const StackKeys& sk, const uint32_t* node, const uint64_t* count,
-                  const uint64_t* value, size_t n) {
+KeyEdges keyEdges(const StackKeys& sk, const NodeRows& rows) {
+  const PerNode p = perNode(sk, rows);
   struct Sums {
     uint64_t count = 0, own = 0, cum = 0;
   };
@@ -85,8 +102,9 @@ KeyEdges keyEdges(const StackKeys& sk, const uint32_t* node, const uint64_t* cou
     }
     return it->second;
   };
-  for (size_t i = 0; i < n; ++i) {
-    sk.keys(node[i], ks);
+  for (uint32_t node : p.used) {
+    const uint64_t count = p.count[node], value = p.value[node];
+    sk.keys(node, ks);
     if (ks.size() < 2) continue;
     edges.clear();
     for (size_t j = 1; j < ks.size(); ++j)
@@ -94,10 +112,10 @@ KeyEdges keyEdges(const StackKeys& sk, const uint32_t* node, const uint64_t* cou
     const uint64_t innermost = edges.back();
     std::sort(edges.begin(), edges.end());
     edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
-    for (uint64_t edge : edges) e.cum[row(edge)] += value[i];
+    for (uint64_t edge : edges) e.cum[row(edge)] += value;
     const size_t r = row(innermost);
-    e.count[r] += count[i];
-    e.own[r] += value[i];
+    e.count[r] += count;
+    e.own[r] += value;
   }
   return e;
 }

@@ -17,22 +17,43 @@ namespace psrec::analyzer {
 
 class StackKeys {
  public:
-  // parents and frames: the decoder's trie. frame_key[frame id] is the key of that frame (ids
+  // parents and frames: the decoder's trie, n nodes, read in place (the caller keeps them
+  // alive and unchanged while this lives). frame_key[frame id] is the key of that frame (ids
   // past its end take key 0); empty_key is the key of the empty stack (node 0).
-  StackKeys(std::vector<uint32_t> parents, std::vector<uint32_t> frames,
+  StackKeys(const uint32_t* parents, const uint32_t* frames, size_t n,
             std::vector<uint32_t> frame_key, uint32_t empty_key);
 
-  size_t nodes() const { return parents_.size(); }
+  size_t nodes() const { return n_; }
   uint32_t keyCount() const { return key_count_; }
   // Keys of a node's stack, root first (the empty stack: {empty_key}).
   void keys(uint32_t node, std::vector<uint32_t>& out) const;
   // Key of a node's innermost frame (the empty stack: empty_key).
-  uint32_t leaf(uint32_t node) const;
+  uint32_t leaf(uint32_t node) const { return node < n_ ? leaf_[node] : empty_key_; }
 
  private:
-  std::vector<uint32_t> parents_, frames_, frame_key_;
+  // A node's parent; a parent must precede its child (the decoder's trie is built that way):
+  // anything else would make a walk loop, so such a node hangs from the root.
+  uint32_t up(uint32_t node) const {
+    const uint32_t p = parents_[node];
+    return p < node ? p : 0;
+  }
+  const uint32_t* parents_;
+  size_t n_;
+  std::vector<uint32_t> leaf_;  // by node: the key of its innermost frame
   uint32_t empty_key_;
   uint32_t key_count_;
+};
+
+// Rows of (node, count, value): the engine's cells, or a thread's runs. value is multiplied
+// by value_scale; with `thread`, only the rows whose thread is `only` count.
+struct NodeRows {
+  const uint32_t* node;
+  const uint64_t* count;
+  const uint64_t* value;
+  uint64_t value_scale = 1;
+  const uint32_t* thread = nullptr;
+  uint32_t only = 0;
+  size_t n;
 };
 
 // Own and cumulative sums per key over rows of (node, count, value). A key that occurs more
@@ -48,10 +69,8 @@ struct KeyEdges {
   std::vector<uint64_t> count, own, cum;
 };
 
-KeyTotals keyTotals(const StackKeys& sk, const uint32_t* node, const uint64_t* count,
-                    const uint64_t* value, size_t n);
-KeyEdges keyEdges(const StackKeys& sk, const uint32_t* node, const uint64_t* count,
-                  const uint64_t* value, size_t n);
+KeyTotals keyTotals(const StackKeys& sk, const NodeRows& rows);
+KeyEdges keyEdges(const StackKeys& sk, const NodeRows& rows);
 
 // The time-sliced report's sums: per (slice, thread) samples, GIL-held and on-CPU samples; per
 // (slice, leaf key) value. Rows come out sorted by slice, then thread or key.

@@ -18,6 +18,7 @@
 namespace nb = nanobind;
 using namespace psrec::format;
 using psrec::bindings::asBytes;
+using psrec::bindings::viewOf;
 
 NB_MODULE(_format, m) {
   nb::exception<DecodeError>(m, "DecodeError");
@@ -128,7 +129,11 @@ NB_MODULE(_format, m) {
            },
            nb::arg("payload"), nb::arg("batch"), nb::arg("max_events") = UINT64_MAX)
       .def("trie_size", [](Decoder& d) { return d.trie().size(); })
-      .def("trie_parents", [](Decoder& d) { return asBytes(d.trie().parents()); })
-      .def("trie_frames", [](Decoder& d) { return asBytes(d.trie().frames()); });
+      // The trie's columns without a copy: read-only buffers into the decoder, which they keep
+      // alive. Valid until the decoder decodes again (its trie may grow and move).
+      .def("trie_parents",
+           [](nb::handle self) { return viewOf(nb::cast<Decoder&>(self).trie().parents(), self); })
+      .def("trie_frames",
+           [](nb::handle self) { return viewOf(nb::cast<Decoder&>(self).trie().frames(), self); });
 
 }

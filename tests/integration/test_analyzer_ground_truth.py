@@ -78,7 +78,7 @@ def cumulative(p: Profile, name: str) -> tuple[int, int]:
     Only functions of the target scripts count: the interpreter's own (site.main while it
     starts) can share a name.
     """
-    for k, t in function_totals(p, p.cells).items():
+    for k, t in function_totals(p).items():
         if k.name == name and k.filename.startswith((str(TARGETS), str(WORKLOADS))):
             return t.total_count, t.total
     return 0, 0

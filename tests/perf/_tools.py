@@ -364,12 +364,8 @@ def _psr_attribution(rec: Any, r: ToolResult) -> None:
     for batch in stream:
         acc.add(batch)
     trie = stream.decoder
-    import array
-
-    parents = array.array("I")
-    parents.frombytes(trie.trie_parents())
-    frames = array.array("I")
-    frames.frombytes(trie.trie_frames())
+    parents = trie.trie_parents()
+    frames = trie.trie_frames()
     flags: dict[int, tuple[bool, bool]] = {0: (False, False)}
 
     def node_flags(node: int) -> tuple[bool, bool]:

@@ -49,7 +49,7 @@ def table_rows(out: str) -> list[str]:
 
 def own_by_name(profile: Profile) -> dict[str, int]:
     out: dict[str, int] = {}
-    for k, t in function_totals(profile, profile.cells).items():
+    for k, t in function_totals(profile).items():
         if t.own:
             out[k.name] = out.get(k.name, 0) + t.own
     return out
@@ -316,11 +316,17 @@ def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
         assert key(a) == key(b)
         assert PstatsReporter.build(a) == PstatsReporter.build(b)
 
-        def totals(p: Profile) -> dict[Any, tuple[int, ...]]:
+        def totals(p: Profile, ref: int | None = None) -> dict[Any, tuple[int, ...]]:
             return {k: (t.own_count, t.own, t.total_count, t.total)
-                    for k, t in function_totals(p, p.cells).items()}
+                    for k, t in function_totals(p, ref).items()}
 
         assert totals(a) == totals(b)
+        refs = a.thread_refs()
+        assert refs == b.thread_refs() and len(refs) == (2 if view.mode == "wall" else len(refs))
+        for ref in refs:  # one thread's totals: not the whole's when there are two
+            assert totals(a, ref) == totals(b, ref)
+            assert (totals(a, ref) == totals(a)) == (len(refs) == 1)
+        assert a.thread_sums() == b.thread_sums()
         assert slice_sums(a) == slice_sums(b)
         assert a.timelines is not None and b.timelines is not None
         assert {r: [list(x.count), list(x.weight), [a.keys(n) for n in x.node]]

@@ -1,0 +1,232 @@
+"""What a user asks to look at (a View: mode, threads, processes, time window, weights), and
+how its words are read against a recording: durations and times, thread and process names."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from psrec.format import PsrecError, Recording, ThreadInfo
+from psrec.format import constants as C
+from psrec.format.reader import Definitions, ProcessInfo
+
+__all__ = [
+    "MAX_SLICES",
+    "MODES",
+    "MODE_HELP",
+    "WEIGHTS",
+    "SelectionError",
+    "View",
+    "ViewUsageError",
+    "match_processes",
+    "match_threads",
+    "parse_duration",
+    "parse_time",
+    "processes",
+    "short_command",
+    "to_ticks",
+]
+
+# mode -> (status mask, status value): a sample is kept when status & mask == value.
+# Samples whose CPU or GIL state could not be read are left out of the views that need it.
+MODES: dict[str, tuple[int, int]] = {
+    "wall": (0, 0),
+    "cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, C.STATUS_ON_CPU),
+    "gil": (C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN, C.STATUS_GIL_HELD),
+    "idle": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, 0),
+}
+MODE_HELP = {
+    "wall": "every sample",
+    "cpu": "samples on a CPU and the CPU time used between samples, weighted by CPU time",
+    "gil": "samples holding the GIL",
+    "idle": "samples off CPU",
+}
+WEIGHTS = ("time", "count")
+# The most time slices a sliced view makes (a row each).
+MAX_SLICES = 100_000
+
+
+class SelectionError(PsrecError):
+    """The view selects nothing, or names something the recording does not have."""
+
+
+class ViewUsageError(SelectionError):
+    """A view option that cannot be understood (exit status 2, like other usage errors)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class View:
+    """What the user asked to look at; resolved against a recording by Profile.load."""
+
+    mode: str = "wall"
+    threads: tuple[str, ...] = ()
+    pids: tuple[int, ...] = ()  # --pid: only these processes
+    processes: tuple[str, ...] = ()  # --process: processes whose command line holds this
+    start: str | None = None  # --from: seconds from the start, or a wall-clock time
+    end: str | None = None  # --to
+    weights: str = "time"
+    by: str = "function"  # or "line"
+
+
+_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
+          "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zµ]*)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'1s', '250ms', '0.5', '2m' -> seconds. Raises ValueError."""
+    m = _DURATION.match(text)
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"{text!r} is not a duration (examples: 1s, 250ms, 0.5, 2m)")
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds):
+        raise _OutOfRange(f"{text!r} is out of range")
+    return seconds
+
+
+class _OutOfRange(ValueError):
+    """A duration too large for a float (1e400): no other reading of it is tried."""
+
+
+def parse_time(text: str, created_wall_ns: int) -> float:
+    """A --from/--to value -> seconds from the start of the recording. Raises ValueError.
+
+    Accepts seconds from the start ('12.5', '12.5s', '1m'), a local wall-clock time of day on
+    the recording's date ('14:02:10', '14:02:10.250') or a full date and time
+    ('2024-05-01 14:02:10', ISO 8601, with or without a UTC offset; local time without one).
+    """
+    t = text.strip()
+    try:
+        return parse_duration(t)
+    except _OutOfRange:
+        raise
+    except ValueError:
+        pass
+    start = _dt.datetime.fromtimestamp(created_wall_ns / 1e9).astimezone()
+    when: _dt.datetime | None = None
+    if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?", t):
+        parts = t.split(":")
+        sec = float(parts[2]) if len(parts) > 2 else 0.0
+        when = start.replace(hour=int(parts[0]), minute=int(parts[1]), second=int(sec),
+                             microsecond=round((sec - int(sec)) * 1e6))
+    else:
+        try:
+            when = _dt.datetime.fromisoformat(t)
+        except ValueError:
+            raise ValueError(
+                f"{text!r} is neither seconds from the start (12.5, 12.5s, 1m) nor a wall-clock "
+                "time (14:02:10, 14:02:10.250, 2024-05-01T14:02:10)"
+            ) from None
+        if when.tzinfo is None:
+            when = when.astimezone()  # local time
+    return (when.timestamp() * 1e9 - created_wall_ns) / 1e9
+
+
+def to_ticks(text: str, rec: Recording, option: str) -> int:
+    try:
+        seconds = parse_time(text, rec.header.created_wall_ns)
+    except ValueError as exc:
+        raise ViewUsageError(f"{option}: {exc}", help="see psrec report --help") from None
+    ticks = seconds * 1e9 / float(rec.tick_ns)
+    # Timestamps are 64-bit counts of ticks: a time beyond them is no time of the recording.
+    if not math.isfinite(ticks) or abs(ticks) >= 2.0**63:
+        limit = (2**63 - 1) * rec.tick_ns / 1e9
+        raise ViewUsageError(f"{option}: {text!r} is out of range (timestamps in this "
+                             f"recording reach {limit:.3g} s)")
+    return round(ticks)
+
+
+def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:
+    if number is not None and number in (t.os_tid, t.python_tid):
+        return True
+    return t.name == spec or any(n == spec for _, n in t.names)
+
+
+def match_threads(
+    specs: tuple[str, ...], rec: Recording, defs: Definitions, native: bool | None
+) -> list[int]:
+    """Threads by OS or Python thread id, or by any name they had. A name a thread got only
+    later (THREAD_RENAME, e.g. threading's name read after the thread started) is in the data
+    chunks: they are read once more to find it."""
+    refs: list[int] = []
+    renamed = False
+    for spec in specs:
+        s = spec.strip()
+        number: int | None = None
+        try:
+            number = int(s, 0)
+        except ValueError:
+            pass
+        found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
+        if not found and not renamed:
+            scan = rec.stream(native=native)
+            for _ in scan:
+                pass
+            defs.apply_renames(scan.events)
+            renamed = True
+            found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
+        if not found:
+            names = sorted({f"{t.name or '?'} (tid {t.os_tid or t.python_tid})"
+                            for t in defs.threads.values()})
+            shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
+            raise SelectionError(
+                f"no thread named or numbered {spec!r} in {rec.path}",
+                help=f"threads in this recording: {shown or 'none'}",
+            )
+        refs.extend(r for r in found if r not in refs)
+    return refs
+
+
+def processes(defs: Definitions, metadata: dict[str, Any]) -> list[ProcessInfo]:
+    """The programs the recording's processes ran, in start order. A file from before format
+    1.1 has no PROCESS definitions: its target is named from the metadata, other processes
+    by their threads' pids."""
+    if defs.processes:
+        return list(defs.processes)
+    found: dict[int, ProcessInfo] = {}
+    root = metadata.get("pid")
+    if isinstance(root, int):
+        found[root] = ProcessInfo(root, 0, " ".join(metadata.get("command") or []), 0)
+    for t in sorted(defs.threads.values(), key=lambda t: t.start_ts):
+        found.setdefault(t.pid, ProcessInfo(t.pid, 0, "", t.start_ts))
+    return list(found.values())
+
+
+def short_command(command: str, width: int = 48) -> str:
+    """The command line with the program's folder left out, cut to width."""
+    program, _, args = command.partition(" ")
+    short = program.rsplit("/", 1)[-1] + (" " + args if args else "")
+    return short if len(short) <= width else short[: width - 3] + "..."
+
+
+def match_processes(view: View, rec: Recording, defs: Definitions) -> list[int]:
+    """Threads of the processes --pid names (every program each ran), and of the programs
+    whose command line holds a --process text (a process that exec'd ran several)."""
+    procs = processes(defs, rec.metadata)
+    for pid in view.pids:
+        if not any(p.pid == pid for p in procs):
+            raise SelectionError(f"no process with pid {pid} in {rec.path}",
+                                 help=_processes_help(procs))
+    for text in view.processes:
+        if not any(text in p.command for p in procs):
+            raise SelectionError(f"no process whose command holds {text!r} in {rec.path}",
+                                 help=_processes_help(procs))
+
+    def program(t: ThreadInfo) -> str:
+        p = defs.process_of(t)
+        if p is None:  # before format 1.1: by pid
+            p = next((q for q in procs if q.pid == t.pid), None)
+        return p.command if p is not None else ""
+
+    return [t.ref for t in defs.threads.values()
+            if t.pid in view.pids or any(text in program(t) for text in view.processes)]
+
+
+def _processes_help(procs: list[ProcessInfo]) -> str:
+    shown = "; ".join(f"pid {p.pid}: {short_command(p.command) or '?'}" for p in procs[:8])
+    return f"processes in this recording: {shown or 'none'}" + (" ..." if len(procs) > 8 else "")

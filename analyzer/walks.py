@@ -1,0 +1,321 @@
+"""The walks over a profile's stacks by report key (a function, or a line of one) that the
+reporters and exporters use: own and total sums, pstats' caller edges, the sliced report's sums
+and speedscope's per-thread text.
+
+The native engine (psrec.analyzer._engine: StackKeys and its walks) does the work over the
+decoder's trie and the accumulator's columns in place; the Python twins follow the same rules
+where it is not built, and are what it is tested against. ``walks_of(profile, native)`` picks
+one.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Union
+
+from .engine import Runs, native
+
+if TYPE_CHECKING:
+    from .profile import FrameKey, Profile
+
+_engine: Any = native()
+
+
+class Totals:
+    """Per report key: own and total (cumulative) sample counts and estimated ticks."""
+
+    __slots__ = ("own", "own_count", "total", "total_count")
+
+    def __init__(self) -> None:
+        self.own_count = self.own = self.total_count = self.total = 0
+
+
+# (caller key, callee key, samples with the callee innermost, their value, value of the
+# samples the edge is on, counted once per stack)
+Edge = tuple["FrameKey", "FrameKey", int, int, int]
+# slice -> thread -> [samples, GIL-held, on-CPU]; slice -> leaf key -> own value
+SliceSums = tuple[dict[int, dict[int, list[int]]], dict[int, dict["FrameKey", int]]]
+
+
+def walks_of(profile: Profile, use_native: bool) -> Walks:
+    """The walks over the profile's stacks, native where the engine is built and asked for."""
+    if use_native and _engine is not None:
+        return NativeWalks(profile)
+    return PyWalks(profile)
+
+
+class PyWalks:
+    """Walks over stacks by report key in Python: the native walks' rules, over the profile's
+    cells (thread: only that thread's)."""
+
+    def __init__(self, profile: Profile) -> None:
+        self._p = profile
+
+    def _rows(self, thread: int | None) -> Iterator[tuple[int, int, int]]:
+        p = self._p
+        for c in p.cells:
+            if thread is None or c.thread == thread:
+                yield c.node, c.samples, p.cell_value(c)
+
+    def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
+        """Own and total sums per key; a key that is several times on one stack (recursion)
+        counts once for it."""
+        out: dict[FrameKey, Totals] = defaultdict(Totals)
+        for node, count, value in self._rows(thread):
+            keys = self._p.keys(node)
+            leaf = out[keys[-1]]
+            leaf.own_count += count
+            leaf.own += value
+            for k in set(keys):
+                t = out[k]
+                t.total_count += count
+                t.total += value
+        return {k: t for k, t in out.items() if t.total_count or t.total}
+
+    def edges(self, thread: int | None = None) -> list[Edge]:
+        sums: dict[tuple[FrameKey, FrameKey], list[int]] = {}
+        for node, count, value in self._rows(thread):
+            keys = self._p.keys(node)
+            if len(keys) < 2:
+                continue
+            for edge in set(zip(keys, keys[1:])):
+                sums.setdefault(edge, [0, 0, 0])[2] += value
+            e = sums[(keys[-2], keys[-1])]
+            e[0] += count
+            e[1] += value
+        return [(a, b, n, own, cum) for (a, b), (n, own, cum) in sums.items()]
+
+    def slice_sums(self) -> SliceSums:
+        p = self._p
+        per: dict[int, dict[int, list[int]]] = defaultdict(dict)
+        own: dict[int, dict[FrameKey, int]] = defaultdict(lambda: defaultdict(int))
+        for cell in p.cells:
+            a = per[cell.slice].setdefault(cell.thread, [0, 0, 0])
+            a[0] += cell.samples
+            a[1] += cell.gil
+            a[2] += cell.on_cpu
+            own[cell.slice][p.leaf(cell.node)] += p.cell_value(cell)
+        return per, own
+
+    def speedscope_text(self) -> PySpeedscopeText:
+        return PySpeedscopeText(self._p)
+
+
+class NativeWalks:
+    """Walks over stacks by report key in the native engine: the trie's frames are mapped to
+    key ids once (StackKeys), and every walk runs over those."""
+
+    def __init__(self, profile: Profile) -> None:
+        from .profile import NO_STACK
+
+        self._p = profile
+        key_list = [NO_STACK]
+        index = {NO_STACK: 0}
+        node_frames = profile.frames
+        ids = set(node_frames)
+        # Frame ids are dense in a sound file: a table by id. An id far past them (a frame no
+        # record defines) would make that table huge (16 GiB for id 2^32 - 1): the trie's
+        # frames are then renumbered by their order among the ids.
+        top = max(ids, default=0)
+        if top > len(profile.defs.frames) + len(ids):
+            order: dict[int, int] | None = {fid: i for i, fid in enumerate(ids)}
+            assert order is not None
+            node_frames = array("I", map(order.__getitem__, node_frames))
+            size = len(ids)
+        else:
+            order = None
+            size = top + 1
+        frame_key = array("I", bytes(4 * size))
+        for fid in ids:
+            k = profile.key(fid)
+            i = index.get(k)
+            if i is None:
+                i = index[k] = len(key_list)
+                key_list.append(k)
+            frame_key[fid if order is None else order[fid]] = i
+        self._sk = _engine.StackKeys(profile.parents, node_frames, frame_key, 0)
+        self._keys = key_list
+
+    def _rows(self, thread: int | None) -> tuple[Any, ...]:
+        """key_totals' and key_edges' arguments after the keys: the cells' node, sample and
+        value columns as they are (native buffers), with the thread to keep."""
+        c = self._p.columns
+        value, mult = self._p.value_column()
+        if thread is None:
+            return c.node, c.samples, value, mult
+        return c.node, c.samples, value, mult, c.thread, thread
+
+    def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
+        cols = [array("Q", b) for b in _engine.key_totals(self._sk, *self._rows(thread))]
+        out: dict[FrameKey, Totals] = {}
+        for i, (own_count, own, total_count, total) in enumerate(zip(*cols)):
+            if total_count or total:
+                t = out[self._keys[i]] = Totals()
+                t.own_count, t.own, t.total_count, t.total = own_count, own, total_count, total
+        return out
+
+    def edges(self, thread: int | None = None) -> list[Edge]:
+        e = _engine.key_edges(self._sk, *self._rows(thread))
+        caller, callee = array("I", e[0]), array("I", e[1])
+        count, own, cum = (array("Q", b) for b in e[2:])
+        keys = self._keys
+        return [(keys[a], keys[b], n, o, c)
+                for a, b, n, o, c in zip(caller, callee, count, own, cum)]
+
+    def slice_sums(self) -> SliceSums:
+        p = self._p
+        c = p.columns
+        value, mult = p.value_column()
+        parts = _engine.slice_sums(self._sk, c.slice, c.thread, c.node, c.samples, c.gil,
+                                   c.on_cpu, value, mult)
+        t_slice, key_slice = (array("Q", parts[i]) for i in (0, 5))  # slices are 64-bit
+        t_ref, key = (array("I", parts[i]) for i in (1, 6))
+        count, gil, on_cpu, val = (array("Q", parts[i]) for i in (2, 3, 4, 7))
+        per: dict[int, dict[int, list[int]]] = defaultdict(dict)
+        own: dict[int, dict[FrameKey, int]] = defaultdict(lambda: defaultdict(int))
+        for sl, ref, n, g, o in zip(t_slice, t_ref, count, gil, on_cpu):
+            per[sl][ref] = [n, g, o]
+        for sl, k, v in zip(key_slice, key, val):
+            own[sl][self._keys[k]] += v
+        return per, own
+
+    def speedscope_text(self) -> NativeSpeedscopeText:
+        return NativeSpeedscopeText(_engine.SpeedscopeText(self._sk), self._keys)
+
+
+Walks = Union[PyWalks, NativeWalks]
+
+
+class NativeSpeedscopeText:
+    """One thread's speedscope samples and weights as text, made natively in pieces of
+    bounded size; frames are numbered by first use across the threads set so far."""
+
+    def __init__(self, text: Any, keys: list[FrameKey]) -> None:
+        self._t = text
+        self._keys = keys
+
+    def set_thread(self, runs: Runs, value: str, count_mult: int, scale: int) -> None:
+        """value: 'count' (count x count_mult), 'cpu' or 'weight'; every value x scale."""
+        self._t.set_thread(runs.node, runs.count, runs.weight, runs.cpu, runs.first_ts, value,
+                           count_mult, scale)
+
+    @property
+    def kept(self) -> int:
+        """Runs that stand for some time (the others are left out)."""
+        return int(self._t.kept)
+
+    @property
+    def total(self) -> int:
+        return int(self._t.total)
+
+    @property
+    def samples(self) -> int:
+        return int(self._t.samples)
+
+    @property
+    def start(self) -> int:
+        return int(self._t.start)
+
+    def samples_chunk(self, max_bytes: int) -> str:
+        return str(self._t.samples_chunk(max_bytes))
+
+    def weights_chunk(self, max_bytes: int) -> str:
+        return str(self._t.weights_chunk(max_bytes))
+
+    def frame_keys(self) -> list[FrameKey]:
+        """The keys of the frame table, in frame-index order."""
+        return [self._keys[k] for k in self._t.keys_in_order()]
+
+
+class PySpeedscopeText:
+    """NativeSpeedscopeText's rules in Python."""
+
+    def __init__(self, profile: Profile) -> None:
+        self._p = profile
+        self._frame_of: dict[FrameKey, int] = {}
+        self._frame_keys: list[FrameKey] = []
+        self._text: dict[int, str] = {}
+        self._stacks: list[str] = []
+        self._weights: list[str] = []
+        self._pos = [0, 0]
+        self.kept = self.total = self.samples = self.start = 0
+
+    def _node_text(self, node: int) -> str:
+        s = self._text.get(node)
+        if s is None:
+            idx = []
+            for k in self._p.keys(node):
+                i = self._frame_of.get(k)
+                if i is None:
+                    i = self._frame_of[k] = len(self._frame_keys)
+                    self._frame_keys.append(k)
+                idx.append(i)
+            s = self._text[node] = "[" + ",".join(map(str, idx)) + "]"
+        return s
+
+    def set_thread(self, runs: Runs, value: str, count_mult: int, scale: int) -> None:
+        canon_of: dict[str, int] = {}
+        canon = {n: canon_of.setdefault(self._node_text(n), n) for n in dict.fromkeys(runs.node)}
+        if len(canon_of) != len(canon):
+            # Some stacks render alike (lines of one function, grouped by function): merge
+            # consecutive runs of those.
+            runs = _merge(runs, canon)
+        if value == "count":
+            values = [c * count_mult * scale for c in runs.count]
+        else:
+            values = [v * scale for v in (runs.cpu if value == "cpu" else runs.weight)]
+        self._stacks = [self._text[n] for n, v in zip(runs.node, values) if v > 0]
+        kept = [v for v in values if v > 0]
+        self._weights = list(map(str, kept))
+        self.kept = len(kept)
+        self.total = sum(kept)
+        self.samples = sum(runs.count)
+        self.start = max(0, (runs.first_ts[0] - runs.weight[0]) * scale) if len(runs) else 0
+        self._pos = [0, 0]
+
+    def _chunk(self, which: int, items: list[str], max_bytes: int) -> str:
+        at = self._pos[which]
+        out: list[str] = []
+        size = 0
+        while at < len(items) and size < max_bytes:
+            out.append(items[at])
+            size += len(items[at]) + 1
+            at += 1
+        text = ("," if self._pos[which] and out else "") + ",".join(out)
+        self._pos[which] = at
+        return text
+
+    def samples_chunk(self, max_bytes: int) -> str:
+        return self._chunk(0, self._stacks, max_bytes)
+
+    def weights_chunk(self, max_bytes: int) -> str:
+        return self._chunk(1, self._weights, max_bytes)
+
+    def frame_keys(self) -> list[FrameKey]:
+        return list(self._frame_keys)
+
+
+SpeedscopeText = Union[PySpeedscopeText, NativeSpeedscopeText]
+
+
+def _merge(runs: Runs, canon: dict[int, int]) -> Runs:
+    """Runs with consecutive runs of the same canonical node merged into one."""
+    node, count, weight, cpu, first_ts = (array("I"), array("I"), array("Q"), array("Q"),
+                                          array("q"))
+    prev = -1
+    for i, n in enumerate(runs.node):
+        c = canon[n]
+        if c == prev:
+            count[-1] += runs.count[i]
+            weight[-1] += runs.weight[i]
+            cpu[-1] += runs.cpu[i]
+            continue
+        node.append(n)
+        count.append(runs.count[i])
+        weight.append(runs.weight[i])
+        cpu.append(runs.cpu[i])
+        first_ts.append(runs.first_ts[i])
+        prev = c
+    return Runs(node, count, weight, cpu, first_ts)

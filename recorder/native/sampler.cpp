@@ -1,6 +1,12 @@
+// The sampler's loop and passes: absolute deadlines, each pass over every recorded target's
+// threads (read through its StackReader), thread tracking and the samples handed to the
+// encoder. How targets come and go (attach, exec, exit, children) is in targets.cpp.
+//
+// Over 400 lines for a reason: sampleTarget() and record() are the pass's hot path and the
+// rules of a thread's life within a pass (started, ended while read, reused state, paused);
+// they read best beside each other and the loop that calls them.
 #include "recorder/native/sampler.hpp"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,7 +18,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "format/native/constants.hpp"
 #include "recorder/native/errors.hpp"
@@ -26,16 +31,6 @@ namespace fmt = psrec::format;
 constexpr int kTornRetries = 3;
 // Walks of the thread list begun again, within a pass, after it changed under the walk.
 constexpr int kListRestarts = 3;
-// Exec, liveness and children are looked at this often.
-constexpr uint64_t kWatchNs = 100000000;
-// A process that starts a program is tried for this long to be Python (its loader maps
-// libpython, its runtime initialises); then only when it execs again.
-constexpr uint64_t kAttachWindowNs = 3000000000ull;
-// A recorded target that exec'd a program that is not Python, without --subprocesses: the
-// recording ends once that has held this long (a shell that execs Python again is followed).
-constexpr uint64_t kNotPythonSettleNs = 1000000000;
-
-bool gone(char state) { return state == 0 || state == 'Z' || state == 'X'; }
 
 namespace {
 
@@ -45,48 +40,8 @@ uint64_t threadCpuNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// The counters have one writer at a time (the sampling thread, then finish() after it has
-// stopped); other threads only load them. A plain load and store then suffices, and saves
-// the locked read-modify-write that every pass would otherwise pay several times.
-void bump(std::atomic<uint64_t>& a, uint64_t v) {
-  a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
-}
-
-void atomicMax(std::atomic<uint64_t>& a, uint64_t v) {
-  if (v > a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
-}
-
-// Children of a process, from /proc/PID/task/TID/children of each of its threads.
-std::vector<pid_t> childrenOf(pid_t pid) {
-  std::vector<pid_t> out;
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string path = dir + "/" + e->d_name + "/children";
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    char* p = buf;
-    while (*p) {
-      char* end;
-      long v = std::strtol(p, &end, 10);
-      if (end == p) break;
-      out.push_back(static_cast<pid_t>(v));
-      p = end;
-      while (*p == ' ' || *p == '\n') ++p;
-    }
-  }
-  closedir(d);
-  return out;
-}
-
 }  // namespace
+
 
 Sampler::Sampler(const SamplerConfig& config)
     : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks) {
@@ -311,57 +266,6 @@ bool Sampler::samplePass(uint64_t ts, uint64_t* errors) {
   st_.syscalls.store(syscalls, std::memory_order_relaxed);
   st_.code_objects.store(codes, std::memory_order_relaxed);
   return true;
-}
-
-void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
-  t.unwinder = std::make_unique<Unwinder>(*t.proc);
-  t.codes = std::make_unique<CodeCache>(*t.proc);
-  t.reader = std::make_unique<StackReader>(*t.proc, *t.unwinder, *t.codes);
-  // Deeper than kMaxDepth: the encoder gets one frame more than it keeps, so it cuts and
-  // marks the stack instead of the walk cutting it silently.
-  t.reader->setMaxDepth(fmt::kMaxDepth + 1);
-  t.unwinder->setCodeCache(t.codes.get());
-  t.names = std::make_unique<ThreadNames>(*t.proc);
-  // Threads already running get threading's names in their first record.
-  t.names->read(t.py_names, true);
-  t.names_ts = ts ? ts : 1;
-  encoder_.processStart(ts, static_cast<uint64_t>(t.pid), static_cast<uint64_t>(ppid),
-                        processCommandLine(t.pid));
-  t.recorded = true;
-  bump(st_.processes, 1);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!first_info_) first_info_ = t.proc->info();
-}
-
-// Thread names come from threading (Thread.name), read after the pass: every second for
-// renames, and every 20 ms while a thread seen in the last second has no name from it yet
-// (threading registers a thread only once it runs). Until then a thread has the kernel's name.
-void Sampler::readNames(Target& t, uint64_t ts) {
-  constexpr uint64_t kRenameTicks = 1000000, kNewThreadTicks = 20000;  // 1 us ticks
-  const uint64_t since = ts - t.names_ts;
-  const bool fresh = !t.names_ts || since >= kRenameTicks;
-  if (!fresh && !(t.names_wanted && since >= kNewThreadTicks)) return;
-  t.names_ts = ts ? ts : 1;
-  t.names_wanted = false;
-  t.names->read(t.py_names, fresh);
-  for (auto& [addr, th] : t.threads) {
-    auto it = t.py_names.find(th.thread_id);
-    if (it == t.py_names.end()) {
-      if (!th.python_named && ts - th.first_ts < kRenameTicks) t.names_wanted = true;
-      continue;
-    }
-    th.python_named = true;
-    if (it->second == th.name) continue;
-    th.name = it->second;
-    encoder_.threadRename(th.ref, ts, th.name);
-  }
-}
-
-void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
-  for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
-  t.threads.clear();
-  if (t.alive) encoder_.processExit(ts, static_cast<uint64_t>(t.pid), exit_code);
-  t.alive = false;
 }
 
 Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known) {
@@ -647,127 +551,6 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
     status |= fmt::kStatusCpuUnknown;
   }
   encoder_.sample(th.ref, th.ids.data(), th.ids.size(), status, has_cpu, cpu_ticks);
-}
-
-bool Sampler::watch(uint64_t now) {
-  const bool routine = now - last_watch_ns_ >= kWatchNs;
-  if (routine) last_watch_ns_ = now;
-  uint64_t next = last_watch_ns_ + kWatchNs;
-  for (auto& tp : targets_) {
-    Target& t = *tp;
-    if (!t.alive) continue;
-    if (t.proc) {
-      if (!routine) continue;
-      const uint64_t image = processImage(t.pid);
-      if (image && t.image && image != t.image) {
-        execed(t, now, image);
-      } else {
-        if (!t.image) t.image = image;
-        continue;
-      }
-    }
-    // Watched (no Python): gone, exec'd, or time to try again.
-    if (routine || now >= t.next_try_ns) {
-      if (gone(processState(t.pid))) {
-        t.alive = false;
-        continue;
-      }
-      const uint64_t image = processImage(t.pid);
-      if (image && image != t.image) {
-        t.image = image;
-        t.watch_ns = t.next_try_ns = now;
-        t.attach_over = false;
-      }
-      if (!t.attach_over && now >= t.next_try_ns) tryAttach(t, now);
-    }
-    if (!t.proc && !t.attach_over) next = std::min(next, t.next_try_ns);
-  }
-  if (config_.subprocesses && routine) {
-    scanChildren(now);
-    for (const auto& t : targets_)
-      if (!t->proc && !t->attach_over && t->alive) next = std::min(next, t->next_try_ns);
-  }
-  // Processes that ended are forgotten (the target itself stays first).
-  targets_.erase(std::remove_if(targets_.begin() + 1, targets_.end(),
-                                [](const auto& t) { return !t->alive; }),
-                 targets_.end());
-  next_watch_ns_ = next;
-  const Target& root = *targets_.front();
-  std::string stop;
-  if (root.alive && !root.proc && root.recorded && !config_.subprocesses &&
-      (root.attach_over ||
-       (root.why_code == ErrorCode::kNotPython && now - root.watch_ns >= kNotPythonSettleNs))) {
-    std::string cmd = processCommandLine(root.pid);
-    stop = "process " + std::to_string(root.pid) + " now runs " +
-           (cmd.empty() ? std::string("another program") : "`" + cmd + "`") +
-           (root.why_code == ErrorCode::kNotPython ? ", which is not Python"
-                                                   : " (" + root.why + ")") +
-           ": recording stopped";
-  }
-  publish(stop);
-  return stop.empty();
-}
-
-bool Sampler::tryAttach(Target& t, uint64_t now) {
-  const uint64_t since = now - t.watch_ns;
-  // Often while a program starts (it runs Python within milliseconds if it does), then less.
-  t.next_try_ns = now + std::clamp<uint64_t>(since / 8, 2000000, kWatchNs);
-  const uint64_t image = processImage(t.pid);
-  try {
-    auto p = PythonProcess::attach(t.pid);
-    if (p->mainInterpreter()) {
-      t.proc = std::move(p);
-      if (image) t.image = image;
-      openTarget(t, ticks(now), t.ppid);
-      return true;
-    }
-    t.why = "its Python runtime is not initialised yet";
-    t.why_code = ErrorCode::kReadFailed;
-  } catch (const RecorderError& e) {
-    t.why = e.what();
-    t.why_code = e.code();
-  }
-  if (since >= kAttachWindowNs) t.attach_over = true;
-  return false;
-}
-
-void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
-  // The old program's threads end here; a PROCESS_START for the same pid opens the new
-  // program's segment once it runs Python (spec/psr-format.md).
-  const uint64_t ts = ticks(now);
-  for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
-  Target fresh;
-  fresh.pid = t.pid;
-  fresh.ppid = t.ppid;
-  fresh.root = t.root;
-  fresh.recorded = t.recorded;
-  fresh.image = image;
-  fresh.watch_ns = fresh.next_try_ns = now;
-  fresh.why = "it exec'd a program that does not run Python yet";
-  fresh.why_code = ErrorCode::kReadFailed;
-  t = std::move(fresh);
-  next_watch_ns_ = now;
-}
-
-void Sampler::scanChildren(uint64_t now) {
-  std::vector<std::pair<pid_t, pid_t>> found;  // child, parent
-  for (const auto& t : targets_)
-    if (t->alive)
-      for (pid_t child : childrenOf(t->pid)) found.emplace_back(child, t->pid);
-  for (const auto& [child, parent] : found) {
-    bool known = std::any_of(targets_.begin(), targets_.end(),
-                             [&](const auto& t) { return t->pid == child && t->alive; });
-    if (known || gone(processState(child))) continue;
-    // Python or not: a launcher's (a shell's, make's) children are followed too.
-    auto t = std::make_unique<Target>();
-    t->pid = child;
-    t->ppid = parent;
-    t->image = processImage(child);
-    t->watch_ns = t->next_try_ns = now;
-    Target& added = *t;
-    targets_.push_back(std::move(t));
-    tryAttach(added, now);
-  }
 }
 
 void Sampler::finish(std::optional<int64_t> exit_code) {

@@ -226,6 +226,15 @@ class Sampler {
     PSREC_SAMPLER_STATS(PSREC_STAT_ATOMIC)
 #undef PSREC_STAT_ATOMIC
   } st_;
+  // The counters have one writer at a time (the sampling thread, then finish() after it has
+  // stopped); other threads only load them. A plain load and store then suffices, and saves
+  // the locked read-modify-write that every pass would otherwise pay several times.
+  static void bump(std::atomic<uint64_t>& a, uint64_t v) {
+    a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  }
+  static void atomicMax(std::atomic<uint64_t>& a, uint64_t v) {
+    if (v > a.load(std::memory_order_relaxed)) a.store(v, std::memory_order_relaxed);
+  }
   uint64_t start_ns_ = 0;
   uint64_t first_pass_ns_ = 0;  // when the first pass was taken (0: none yet)
 };

@@ -100,5 +100,7 @@ std::string threadComm(pid_t pid, pid_t tid);
 
 // One-letter process state from /proc/PID/stat ('Z' zombie, 'X' dead); 0 if it is gone.
 char processState(pid_t pid);
+// Whether a processState() says the process has ended (gone, a zombie or dead).
+inline bool gone(char state) { return state == 0 || state == 'Z' || state == 'X'; }
 
 }  // namespace psrec::recorder

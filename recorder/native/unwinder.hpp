@@ -19,6 +19,11 @@ namespace psrec::recorder {
 // that run no Python code differ by version (Layout::owner_shim).
 constexpr uint8_t kOwnedByGenerator = 1;  // FRAME_OWNED_BY_GENERATOR
 
+// Data-stack chunks (3.11+): the smallest one (DATA_STACK_CHUNK_SIZE), which is what a walk
+// reads of a chunk it knows nothing of, and the largest psrec accepts.
+constexpr size_t kChunkProbe = 16 * 1024;
+constexpr uint64_t kMaxChunkBytes = 16u << 20;
+
 struct RawFrame {
   uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
   uint64_t code = 0;   // its code object
@@ -190,40 +195,18 @@ class Unwinder {
   const UnwinderStats& stats() const { return stats_; }
 
  private:
-  struct LoadedChunk {
-    uint64_t start;
-    uint64_t end;
-    size_t offset;  // into chunk_buf_
-  };
-  const uint8_t* frameBytes(uint64_t addr);
-  bool loadChunk(uint64_t addr, uint64_t used_end);
-  bool calibratePthreadTid(uint64_t thread_id);
-
+  // -- the pass: GIL, thread list, thread states (unwinder.cpp) --
   PythonProcess& proc_;
   const cpython::Layout& l_;
   uint64_t gil_addr_ = 0;  // struct _gil_runtime_state in the target
   int32_t gil_lo_ = 0, gil_hi_ = 0;
   void parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const;
   void resolveGil();
-  bool selfRecursiveLeaf() const;
-  bool selfCall(size_t i) const;
   // 3.8-3.10: offset of the kernel tid inside glibc's struct pthread (found at run time).
   int32_t pthread_tid_offset_ = -1;
   bool pthread_calibrated_ = false;
-  // Data-stack chunks of the thread being walked (3.11+).
-  RawBuffer chunk_buf_;
-  std::vector<LoadedChunk> chunks_;
-  size_t last_chunk_ = 0;  // where the previous frame was: the next one is usually there too
-  uint64_t next_chunk_ = 0;
-  int chunk_loads_ = 0;
-  uint8_t scratch_[256];
-  // Read ahead by readThread from a hint, for the walk that follows.
-  uint64_t spec_cframe_ = 0;
-  uint64_t spec_frame_ = 0;
-  uint64_t spec_chunk_ = 0;
-  size_t spec_len_ = 0;
-  std::vector<uint8_t> spec_buf_;
-  const uint8_t* spec_data_ = nullptr;
+  bool calibratePthreadTid(uint64_t thread_id);
+
   // What readPass read for each thread (offsets into pf_buf_), in the previous pass's order.
   struct Prefetched {
     uint64_t tstate = 0;
@@ -248,17 +231,39 @@ class Unwinder {
   std::vector<Prefetched> pf_;
   std::vector<uint8_t> pf_buf_;
   ReadPlan plan_;         // the pass read (readPass)
-  ReadPlan verify_plan_;  // the reads again of the checks (verifySolo, verifyCallers)
   std::vector<std::pair<uint32_t, uint8_t>> pf_owner_;  // per request of plan_: thread, what
   size_t pf_cursor_ = 0;
+  void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
+                   const Prefetched* pf);
+  bool listUnchanged() const;
+  // Read ahead by readThread from a hint, for the walk that follows.
+  uint64_t spec_cframe_ = 0;
+  uint64_t spec_frame_ = 0;
+  uint64_t spec_chunk_ = 0;
+  size_t spec_len_ = 0;
+  std::vector<uint8_t> spec_buf_;
+  const uint8_t* spec_data_ = nullptr;
   // Outside frames read ahead for the thread being walked, and those the walk met.
   uint64_t spec_out_addr_[StackHint::kMaxOutside] = {};
   const uint8_t* spec_out_ptr_[StackHint::kMaxOutside] = {};
   size_t spec_out_n_ = 0;
+
+  // -- the walk over a thread's frames (frame_walk.cpp) --
+  struct LoadedChunk {
+    uint64_t start;
+    uint64_t end;
+    size_t offset;  // into chunk_buf_
+  };
+  const uint8_t* frameBytes(uint64_t addr);
+  bool loadChunk(uint64_t addr, uint64_t used_end);
+  // Data-stack chunks of the thread being walked (3.11+).
+  RawBuffer chunk_buf_;
+  std::vector<LoadedChunk> chunks_;
+  size_t last_chunk_ = 0;  // where the previous frame was: the next one is usually there too
+  uint64_t next_chunk_ = 0;
+  int chunk_loads_ = 0;
+  uint8_t scratch_[256];
   std::vector<uint64_t> walk_outside_;
-  void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
-                   const Prefetched* pf);
-  bool listUnchanged() const;
   bool topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame);
   uint64_t frameBytesOf(uint64_t code);
   const CodeCache* codes_ = nullptr;
@@ -272,6 +277,9 @@ class Unwinder {
   uint64_t sizes_gen_ = 0;
   uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
   uint64_t walk_bottom_ = 0;  // where this walk ended (see walk())
+
+  // -- the checks of a walk's copy (torn_checks.cpp) --
+  ReadPlan verify_plan_;  // the reads again of the checks (verifySolo, verifyCallers)
   // Frames read one by one during a walk (every frame on 3.8-3.10; generator and C-stack
   // frames on 3.11+), kept to check after the walk that they did not change under us.
   struct SoloFrame {
@@ -297,6 +305,9 @@ class Unwinder {
   // walk started from; checked in the same read (0: no check).
   bool verifySolo(size_t len, int32_t instr_offset, size_t instr_width, uint64_t leaf_ptr = 0,
                   uint64_t leaf = 0);
+  bool selfRecursiveLeaf() const;
+  bool selfCall(size_t i) const;
+
   UnwinderStats stats_;
   uint64_t shim_code_ = 0;
 };

@@ -1,0 +1,350 @@
+// The unwinder's frame walk: from a thread's current frame to its first, over the frames'
+// bytes as read (a data-stack chunk copied whole where it can be, other frames one by one),
+// with the code objects that each frame runs and the records a later pass starts from.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "recorder/native/unwinder.hpp"
+
+namespace psrec::recorder {
+
+using cpython::FrameModel;
+using cpython::kAbsent;
+namespace st = cpython::st;
+
+uint64_t Unwinder::frameBytesOf(uint64_t code) {
+  if (codes_->invalidations() != sizes_gen_) {
+    std::fill(std::begin(sizes_), std::end(sizes_), SizeSlot{});
+    sizes_gen_ = codes_->invalidations();
+  }
+  SizeSlot& slot = sizes_[(code >> 4) & 63];
+  if (slot.code != code) {
+    const CodeInfo* info = codes_->peek(code);
+    if (!info) return 0;
+    slot = {code, info->frame_bytes};
+  }
+  return slot.bytes;
+}
+
+// 3.11, with the thread state still pointing at the _PyCFrame of the previous pass: that run of
+// the interpreter loop began with the frame p.entry in the data-stack chunk. Generators and
+// calls from C each run in a loop of their own (Layout::generators_enter_loop), with a
+// _PyCFrame of their own, so every frame of this loop above its entry frame was pushed by an
+// inlined call: the frames from the entry to datastack_top follow one another without gaps,
+// each taking its code's frame size and linking to the one below it, and the current frame
+// is the last of them. (A loop that ended and another that began at the same _PyCFrame
+// address started with a frame at the same place, which is then that loop's entry; or with a
+// generator's frame, outside the chunk, and the chain from the old entry no longer reaches
+// the top.) Anything that does not fit leaves the _PyCFrame to be read.
+bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) {
+  if (t.frame != p.top_cframe || t.datastack_chunk != p.chunk) return false;
+  const uint64_t top = t.datastack_top;
+  const uint64_t base = p.chunk + static_cast<uint64_t>(l_.chunk_data);
+  const uint64_t head = static_cast<uint64_t>(l_.iframe_size);
+  if (top <= base || top - p.chunk > p.chunk_len) return false;
+  const uint8_t* data = pf_buf_.data() + p.chunk_off;
+  uint64_t at = p.entry, below = 0;
+  for (int n = 0; n < 4096; ++n) {
+    if (at < base || at > top || top - at < head) return false;
+    StructView<st::IFrame> v(data + (at - p.chunk), static_cast<size_t>(head));
+    const uint64_t code = v.ptr(l_.iframe_code);
+    if (v.get<uint8_t>(l_.iframe_owner) != 0) return false;  // FRAME_OWNED_BY_THREAD
+    const bool entry = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+    if (n == 0 ? (code != p.entry_code || !entry) : (entry || v.ptr(l_.iframe_previous) != below))
+      return false;
+    const uint64_t bytes = frameBytesOf(code);
+    if (!bytes || bytes > top - at) return false;
+    if (bytes == top - at) {
+      *frame = at;
+      return true;
+    }
+    below = at;
+    at += bytes;
+  }
+  return false;
+}
+
+void Unwinder::noteWalk(StackHint& hint) const {
+  if (walk_bottom_) hint.bottom = walk_bottom_;
+  hint.entry = walk_entry_;
+  hint.entry_code = walk_entry_code_;
+  hint.outside_n = 0;
+  for (uint64_t a : walk_outside_) {
+    if (hint.outside_n == StackHint::kMaxOutside) break;
+    hint.outside[hint.outside_n++] = a;
+  }
+}
+
+bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
+  size_t at = chunk_buf_.size();
+  ++chunk_loads_;
+  ++stats_.chunk_reads;
+  if (used_end) {
+    // The current chunk: its used part ends at tstate->datastack_top.
+    if (used_end <= addr || used_end - addr > kMaxChunkBytes) return false;
+    size_t len = static_cast<size_t>(used_end - addr);
+    chunk_buf_.resize(at + len);
+    if (proc_.mem().read(addr, chunk_buf_.data() + at, len) != ReadStatus::kOk) {
+      chunk_buf_.resize(at);
+      return false;
+    }
+  } else {
+    // An older chunk: read the smallest chunk size in one go; its header says how much of it
+    // (chunk->top, saved when the next chunk was pushed) is in use.
+    chunk_buf_.resize(at + kChunkProbe);
+    ReadStatus st;
+    size_t got = proc_.mem().readSome(addr, chunk_buf_.data() + at, kChunkProbe, &st);
+    if (got < static_cast<size_t>(l_.chunk_data)) {
+      chunk_buf_.resize(at);
+      return false;
+    }
+    StructView<st::Chunk> h(chunk_buf_.data() + at, got);
+    uint64_t size = h.ptr(l_.chunk_size);
+    uint64_t top = h.ptr(l_.chunk_top);
+    uint64_t used = static_cast<uint64_t>(l_.chunk_data) + top * 8;
+    if (used > size || size > kMaxChunkBytes) {
+      chunk_buf_.resize(at);
+      return false;
+    }
+    if (used > got) {
+      chunk_buf_.resize(at + used);
+      if (proc_.mem().read(addr + got, chunk_buf_.data() + at + got, used - got) !=
+          ReadStatus::kOk) {
+        chunk_buf_.resize(at);
+        return false;
+      }
+    } else {
+      chunk_buf_.resize(at + used);
+    }
+    used_end = addr + used;
+  }
+  StructView<st::Chunk> h(chunk_buf_.data() + at, chunk_buf_.size() - at);
+  next_chunk_ = h.ptr(l_.chunk_previous);
+  chunks_.push_back({addr, used_end, at});
+  return true;
+}
+
+const uint8_t* Unwinder::frameBytes(uint64_t addr) {
+  const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
+  if (last_chunk_ < chunks_.size()) {
+    const auto& c = chunks_[last_chunk_];
+    if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
+      return chunk_buf_.data() + c.offset + (addr - c.start);
+  }
+  for (;;) {
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      const auto& c = chunks_[i];
+      // Written so that a torn pointer near 2^64 cannot wrap around into range.
+      if (addr >= c.start && c.end - c.start >= size &&
+          addr - c.start <= c.end - c.start - size) {
+        last_chunk_ = i;
+        return chunk_buf_.data() + c.offset + (addr - c.start);
+      }
+    }
+    // Not in what we have: older chunks hold outer frames; frames outside every chunk
+    // (generators, C-stack entry frames) are read on their own.
+    if (!next_chunk_ || chunk_loads_ >= 256 || !loadChunk(next_chunk_, 0)) break;
+  }
+  walk_outside_.push_back(addr);
+  for (size_t j = 0; j < spec_out_n_; ++j)
+    if (spec_out_addr_[j] == addr) return spec_out_ptr_[j];
+  ++stats_.frame_reads;
+  if (size > sizeof scratch_ || proc_.mem().read(addr, scratch_, size) != ReadStatus::kOk)
+    return nullptr;
+  noteSolo(addr, scratch_, size, false);
+  return scratch_;
+}
+
+WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                          uint64_t bottom) {
+  out.clear();
+  walk_outside_.clear();
+  if (l_.frame_model == FrameModel::kFrameObject) {
+    // The guessed copy also reads the thread's current frame: a walk one by one after it
+    // starts from there (the thread state read at the pass's start is older).
+    uint64_t start = t.frame;
+    if (guess_tstate_ == t.tstate && walkGuessed(t, out, max_depth, &start))
+      return WalkResult::kOk;
+    // One by one, each frame's link read before the next: slow enough for a thread that calls
+    // and returns fast to change under the walk, so every frame is checked afterwards. The
+    // frames read are the guess for a walk again.
+    uint8_t buf[256];
+    size_t len = static_cast<size_t>(l_.frame_size);
+    uint64_t addr = start;
+    solo_.clear();
+    solo_buf_.clear();
+    out.clear();
+    guess_tstate_ = t.tstate;
+    guess_.clear();
+    WalkResult result = WalkResult::kOk;
+    while (addr) {
+      if (out.size() >= max_depth) {
+        result = WalkResult::kTruncated;
+        break;
+      }
+      ++stats_.frame_reads;
+      guess_.push_back(addr);
+      if (proc_.mem().read(addr, buf, len) != ReadStatus::kOk) {
+        result = WalkResult::kError;
+        break;
+      }
+      noteSolo(addr, buf, len, out.empty());
+      StructView<st::FrameObject> v(buf, len);
+      RawFrame f;
+      f.addr = addr;
+      f.code = v.ptr(l_.frame_code);
+      f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+      f.prev = v.ptr(l_.frame_back);
+      if (!f.code) {
+        result = WalkResult::kError;
+        break;
+      }
+      out.push_back(f);
+      addr = f.prev;
+    }
+    std::sort(guess_.begin(), guess_.end());
+    verified_leaf_ = 1;
+    if (result == WalkResult::kOk &&
+        !verifySolo(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
+                    start)) {
+      // A thread whose Python code ended meanwhile (a thread finishing) was seen without a
+      // Python frame, in the check's own read: that is its sample.
+      if (!verified_leaf_) {
+        out.clear();
+        return WalkResult::kOk;
+      }
+      result = WalkResult::kError;
+    }
+    return result;
+  }
+
+  walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
+  bool entry_seen = false;
+  bool check_current = false;
+  uint64_t addr = t.frame;
+  const uint64_t spec_cframe = std::exchange(spec_cframe_, 0);
+  const uint64_t spec_chunk = std::exchange(spec_chunk_, 0);
+  if (l_.tstate_cframe != kAbsent) {
+    // 3.11-3.12: tstate->cframe->current_frame.
+    if (!addr) return WalkResult::kOk;
+    if (spec_cframe && spec_cframe == addr) {
+      addr = spec_frame_;
+    } else if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame),
+                                      addr)) {
+      return WalkResult::kError;
+    }
+  }
+  chunk_buf_.clear();
+  chunks_.clear();
+  last_chunk_ = 0;
+  solo_.clear();
+  solo_buf_.clear();
+  next_chunk_ = 0;
+  chunk_loads_ = 0;
+  if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
+    const uint64_t used = t.datastack_top - t.datastack_chunk;
+    if (spec_chunk == t.datastack_chunk && used <= spec_len_ &&
+        used >= static_cast<uint64_t>(l_.chunk_data)) {
+      // Read ahead with the thread state: no further system call.
+      chunk_buf_.assign(spec_data_, spec_data_ + used);
+      next_chunk_ = StructView<st::Chunk>(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
+      chunks_.push_back({t.datastack_chunk, t.datastack_top, 0});
+    } else {
+      // One bulk read of the current chunk's used part instead of one read per frame.
+      loadChunk(t.datastack_chunk, t.datastack_top);
+    }
+  }
+  while (addr) {
+    if (addr == t.base_frame) {
+      // 3.15+: the thread's base frame, inside its thread state, is where every stack of it
+      // ends (owned by the interpreter, no `previous`): nothing in it to read.
+      if (!out.empty()) out.back().entered = true;
+      walk_bottom_ = addr;
+      break;
+    }
+    if (out.size() >= max_depth) return WalkResult::kTruncated;
+    const size_t outside_before = walk_outside_.size();
+    const uint8_t* p = frameBytes(addr);
+    if (!p) return WalkResult::kError;
+    StructView<st::IFrame> v(p, static_cast<size_t>(l_.iframe_size));
+    uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
+    uint64_t prev = v.ptr(l_.iframe_previous);
+    if (owner > l_.owner_max) return WalkResult::kError;  // not a frame: a torn read
+    // A generator drops its frame's `previous` link when it suspends: a suspended frame on a
+    // running stack means the copy caught the generator between a yield and a resume.
+    if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
+    if (owner >= l_.owner_shim) {
+      // Shim frames owned by the C stack or the interpreter (3.12+) run no Python code: never
+      // report them. The frame above one was entered from C.
+      if (!out.empty()) out.back().entered = true;
+    } else {
+      RawFrame f;
+      f.addr = addr;
+      f.prev = prev;
+      f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
+      f.instr = v.ptr(l_.iframe_instr);
+      if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
+      f.owner = owner;
+      f.outside = walk_outside_.size() != outside_before;
+      if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+      if (!f.code) return WalkResult::kError;
+      if (f.entered && !entry_seen) {
+        // The current loop's entry frame; noted for the next pass only when it is in the
+        // current chunk.
+        entry_seen = true;
+        if (!f.outside && addr >= t.datastack_chunk && addr < t.datastack_top) {
+          walk_entry_ = addr;
+          walk_entry_code_ = f.code;
+        }
+      }
+      if (f.code != shim_code_ || !shim_code_) out.push_back(f);
+    }
+    if (prev == addr) return WalkResult::kError;
+    if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
+      // 3.12+ runs every frame under the entry frame of its run of the interpreter loop: a
+      // Python frame with no `previous` was pushed and not yet linked to its entry frame
+      // (_PyEval_Vector pushes it unlinked; _PyEval_EvalFrameDefault links it), and the copy
+      // caught the thread's current frame pointing at it already.
+      return WalkResult::kError;
+    }
+    if (!prev && t.base_frame && addr != t.base_frame) {
+      // 3.15+: every whole stack ends at the thread's base frame; one that ends elsewhere
+      // was copied while an entry frame was being linked in (its `previous` not yet set).
+      return WalkResult::kError;
+    }
+    if (!prev && owner >= l_.owner_shim && addr != bottom &&
+        walk_outside_.size() != outside_before) {
+      // The walk ends at an entry frame on the C stack other than the one the thread's last
+      // walk ended at: either the thread's stack is new, or the copy caught an entry frame
+      // that a re-entry from C was still setting up, its `previous` not yet linked, and the
+      // stack looks whole while its outer frames are missing. Read it again, with the
+      // thread's current frame, before believing it.
+      if (solo_.empty() || solo_.back().addr != addr)
+        noteSolo(addr, p, static_cast<size_t>(l_.iframe_size), false);
+      check_current = l_.tstate_current_frame != kAbsent;
+    }
+    if (!prev) walk_bottom_ = addr;
+    addr = prev;
+  }
+  if (!solo_.empty()) {
+    // The innermost frame's instruction pointer may move; mark it so if it was read alone.
+    if (!out.empty() && solo_.front().addr == out.front().addr) solo_.front().leaf = true;
+    const uint64_t current =
+        check_current ? t.tstate + static_cast<uint64_t>(l_.tstate_current_frame) : 0;
+    verified_leaf_ = 1;
+    if (!verifySolo(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8, current, t.frame)) {
+      walk_bottom_ = 0;
+      // As on 3.8-3.10: a thread seen with no current frame in the check's own read has left
+      // Python code (it is ending); that is its sample.
+      if (current && !verified_leaf_) {
+        out.clear();
+        return WalkResult::kOk;
+      }
+      return WalkResult::kError;
+    }
+  }
+  return WalkResult::kOk;
+}
+
+}  // namespace psrec::recorder

@@ -152,7 +152,7 @@ def match_threads(
 ) -> list[int]:
     """Threads by OS or Python thread id, or by any name they had. A name a thread got only
     later (THREAD_RENAME, e.g. threading's name read after the thread started) is in the data
-    chunks: they are read once more to find it."""
+    chunks: their renames are read to find it, without decoding their samples."""
     refs: list[int] = []
     renamed = False
     for spec in specs:
@@ -164,10 +164,7 @@ def match_threads(
             pass
         found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
         if not found and not renamed:
-            scan = rec.stream(native=native)
-            for _ in scan:
-                pass
-            defs.apply_renames(scan.events)
+            defs.apply_renames(rec.thread_renames(native))
             renamed = True
             found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
         if not found:

@@ -22,6 +22,7 @@ from ._layout import Header, unpack_chunk_header, unpack_header, unpack_trailer
 from .errors import CorruptRecordingError, FormatError, NotARecordingError, UnsupportedVersionError
 from .reference import RefBatch, RefDecodeError, RefDecoder
 from .reference import decode_defs as ref_decode_defs
+from .reference import thread_renames as ref_thread_renames
 
 try:
     from . import _format as _native
@@ -470,6 +471,30 @@ class Recording:
         self, from_ts: int | None = None, to_ts: int | None = None, native: bool | None = None
     ) -> SampleStream:
         return SampleStream(self, from_ts, to_ts, native)
+
+    def thread_renames(self, native: bool | None = None) -> list[tuple[int, int, int, int, int]]:
+        """The THREAD_RENAME events of every data chunk, found without decoding the samples (a
+        PASS record is skipped by its length). A chunk that cannot be read is left out without
+        a word: reading its samples says why."""
+        use_native = _HAVE_NATIVE if native is None else native
+        scan = _native.thread_renames if use_native and _HAVE_NATIVE else ref_thread_renames
+        out: list[tuple[int, int, int, int, int]] = []
+        seqs: set[int] = set()
+        for info in self.data_chunks():
+            try:
+                payload = self._payload(info)
+            except CorruptRecordingError:
+                continue
+            seq = _chunk_seq(payload)
+            if seq is not None:
+                if seq in seqs:  # a chunk written twice: counted once, as SampleStream does
+                    continue
+                seqs.add(seq)
+            try:
+                out.extend(scan(payload, max(0, self.max_records - len(out))))
+            except (_DecodeError, RefDecodeError):
+                continue
+        return out
 
     def close(self) -> None:
         self._fh.close()

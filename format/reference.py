@@ -145,6 +145,18 @@ def decode_defs(
     return strings, functions, frames, threads, processes, unknown
 
 
+def thread_renames(payload: bytes, max_events: int | None = None) -> list[Any]:
+    """The THREAD_RENAME events of a DATA payload, its passes skipped by their length."""
+    out: list[Any] = []
+    for rtype, b in _Reader(payload).records():
+        if rtype == C.REC_THREAD_RENAME:
+            ref, ts, name = b.fields(rtype, "bad THREAD_RENAME record")
+            if max_events is not None and len(out) >= max_events:
+                raise RefDecodeError("more events than the file's size allows")
+            out.append((rtype, ts, ref, name, 0))
+    return out
+
+
 class RefBatch:
     """Sample columns in time order, like the native SampleBatch."""
 

@@ -93,7 +93,7 @@ class RecordResult:
     exit_code: int | None  # the launched program's exit status (None when attached)
     stats: dict[str, Any] = field(default_factory=dict)
     bytes_written: int = 0
-    stopped_by: str = ""  # "exit", "duration", "interrupt", "terminate"
+    stopped_by: str = ""  # "exit", "duration", "interrupt", "terminate", "exec", ...
 
 
 def _to_stdout(path: str) -> bool:
@@ -150,6 +150,13 @@ def _resolve_command(command: tuple[str, ...]) -> list[str]:
     if not found:
         raise CommandNotFoundError(f"command not found: {exe}")
     return [exe, *command[1:]]
+
+
+def _test_limits() -> dict[str, int]:
+    """Limits lowered for tests of what happens at them (PSREC_TEST_MAX_THREADS: the threads a
+    recording names, 2^24 otherwise, which a test cannot reach)."""
+    value = os.environ.get("PSREC_TEST_MAX_THREADS")
+    return {"max_threads": int(value)} if value else {}
 
 
 def _exit_status(returncode: int) -> int:
@@ -401,7 +408,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     try:
         sampler = rec.Sampler(pid, interval_ns, created_mono_ns, opts.blocking, opts.subprocesses,
                               opts.realtime, opts.cpu_source != "procfs",
-                              launched=child is not None)
+                              launched=child is not None, **_test_limits())
     except BaseException:
         if child is not None:
             _stop_child(child)
@@ -487,10 +494,10 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             print(f"psrec: writing {opts.output} failed ({_why(write_error[0])}): recording "
                   f"stopped; waiting for {os.path.basename(command[0])} to exit (Ctrl-C stops "
                   "it)", file=stream)
-        reason = sampler.state()["stop_reason"]
-        if reason:
-            stopped_by = "exec"
-            print(f"psrec: {reason}", file=stream)
+        state = sampler.state()
+        if state["stop_reason"]:
+            stopped_by = "thread_limit" if state["threads_full"] else "exec"
+            print(f"psrec: {state['stop_reason']}", file=stream)
     except KeyboardInterrupt:
         stopped_by = "interrupt"
     except _Terminate:
@@ -520,8 +527,9 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     if child is not None:
         # After Ctrl-C the program got the SIGINT too (same process group) and should be
         # ending; after --duration it keeps running and is waited for once the file is
-        # closed; a program that is not Python, or that exec'd one, runs on.
-        if stopped_by not in ("duration", "not_python", "exec", "write_error"):
+        # closed; a program that is not Python, or that exec'd one, runs on, as does one whose
+        # recording reached the most threads a file holds.
+        if stopped_by not in ("duration", "not_python", "exec", "write_error", "thread_limit"):
             try:
                 child.wait(10 if stopped_by != "exit" else None)
             except subprocess.TimeoutExpired:

@@ -175,6 +175,8 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
             f"{per:.2f} bytes per sample)",
             err=True,
         )
+    if result.stopped_by == "thread_limit":
+        return 1  # the program runs on, unrecorded: the recording is not the whole run
     return result.exit_code if result.exit_code is not None else 0
 
 

@@ -24,8 +24,9 @@ NB_MODULE(_format, m) {
   nb::exception<DecodeError>(m, "DecodeError");
 
   nb::class_<Encoder>(m, "Encoder")
-      .def(nb::init<size_t, uint64_t>(), nb::arg("chunk_bytes") = 1 << 20,
-           nb::arg("max_span_ticks") = 1000000)
+      .def(nb::init<size_t, uint64_t, uint32_t>(), nb::arg("chunk_bytes") = 1 << 20,
+           nb::arg("max_span_ticks") = 1000000, nb::arg("max_threads") = kMaxThreadRef)
+      .def_prop_ro("threads_full", &Encoder::threadsFull)
       .def("intern_string", &Encoder::internString)
       .def("intern_function", &Encoder::internFunction)
       .def("intern_frame", &Encoder::internFrame)
@@ -89,6 +90,18 @@ NB_MODULE(_format, m) {
       processes.append(nb::make_tuple(p.pid, p.parent_pid, p.command, p.start_ts));
     return nb::make_tuple(strings, functions, frames, threads, processes, d.unknown_records);
   }, nb::arg("payload"), nb::arg("max_records") = UINT64_MAX);
+
+  m.def("thread_renames", [](const nb::bytes& payload, uint64_t max_events) {
+    std::vector<Event> events;
+    {
+      nb::gil_scoped_release release;
+      events = Decoder::threadRenames(reinterpret_cast<const uint8_t*>(payload.c_str()),
+                                      payload.size(), max_events);
+    }
+    nb::list out;
+    for (auto& e : events) out.append(nb::make_tuple(e.type, e.ts, e.a, e.b, e.c));
+    return out;
+  }, nb::arg("payload"), nb::arg("max_events") = UINT64_MAX);
 
   // The decoded samples of a chunk. The analyzer's engine (psrec.analyzer._engine) takes
   // these objects as they are: nanobind shares the bound type between the two modules.

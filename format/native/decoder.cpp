@@ -184,6 +184,27 @@ void Decoder::compactLive() {
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((flatten))
 #endif
+std::vector<Event> Decoder::threadRenames(const uint8_t* data, size_t size,
+                                         uint64_t max_events) {
+  std::vector<Event> out;
+  ByteReader r(data, size);
+  while (!r.atEnd()) {
+    uint8_t type;
+    r.byte(type);
+    uint64_t len = need(r, "truncated record length");
+    const uint8_t* body;
+    if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
+    if (type != kRecThreadRename) continue;
+    ByteReader b(body, len);
+    int64_t ref = needI64(b, "bad THREAD_RENAME");
+    uint64_t ts = need(b, "bad THREAD_RENAME");
+    int64_t name = needI64(b, "bad THREAD_RENAME");
+    if (out.size() >= max_events) fail("more events than the file's size allows");
+    out.push_back({type, ts, ref, name, 0});
+  }
+  return out;
+}
+
 ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns& out,
                                  std::vector<Event>& events, uint64_t max_events) {
   ChunkSummary sum;

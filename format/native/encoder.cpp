@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <stdexcept>
+#include <string>
 
 #include "format/native/varint.hpp"
 
@@ -13,8 +15,10 @@ size_t Encoder::TripleHash::operator()(const std::tuple<uint32_t, uint32_t, uint
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-Encoder::Encoder(size_t chunk_bytes, uint64_t max_span_ticks)
-    : chunk_bytes_(chunk_bytes), max_span_ticks_(max_span_ticks) {}
+Encoder::Encoder(size_t chunk_bytes, uint64_t max_span_ticks, uint32_t max_threads)
+    : chunk_bytes_(chunk_bytes),
+      max_span_ticks_(max_span_ticks),
+      max_threads_(std::min(max_threads, kMaxThreadRef)) {}
 
 void Encoder::writeDef(uint8_t type, const std::string& body) {
   defs_.push_back(static_cast<char>(type));
@@ -75,6 +79,9 @@ uint32_t Encoder::internFrame(uint32_t function_id, int64_t line) {
 
 uint32_t Encoder::addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid,
                             std::string_view name, uint64_t ts) {
+  if (threadsFull())
+    throw std::length_error("a recording names at most " + std::to_string(max_threads_) +
+                            " threads");
   uint32_t name_id = name.empty() ? 0 : internString(name);
   threads_.emplace_back();
   uint32_t ref = static_cast<uint32_t>(threads_.size());

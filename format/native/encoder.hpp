@@ -37,7 +37,10 @@ class Encoder {
  public:
   // A chunk is sealed when its data reaches chunk_bytes or spans max_span_ticks (or holds
   // half the thread-samples or passes a reader accepts in one chunk).
-  explicit Encoder(size_t chunk_bytes = 1 << 20, uint64_t max_span_ticks = 1000000);
+  // max_threads: the most threads it names (refs 1 to it; at most kMaxThreadRef, a file's
+  // limit; fewer only to test what happens at the limit).
+  explicit Encoder(size_t chunk_bytes = 1 << 20, uint64_t max_span_ticks = 1000000,
+                   uint32_t max_threads = kMaxThreadRef);
 
   Encoder(const Encoder&) = delete;
   Encoder& operator=(const Encoder&) = delete;
@@ -47,7 +50,10 @@ class Encoder {
   uint32_t internFunction(uint32_t filename_id, uint32_t name_id, uint32_t first_line);
   uint32_t internFrame(uint32_t function_id, int64_t line);
 
-  // Threads. A thread is live from addThread until threadExit.
+  // Threads. A thread is live from addThread until threadExit. Refs are never given twice: once
+  // max_threads have been named, threadsFull() and addThread throws std::length_error.
+  bool threadsFull() const { return threads_.size() >= max_threads_; }
+  uint32_t maxThreads() const { return max_threads_; }
   uint32_t addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid, std::string_view name,
                      uint64_t ts);
   void threadExit(uint32_t ref, uint64_t ts);
@@ -96,6 +102,7 @@ class Encoder {
 
   size_t chunk_bytes_;
   uint64_t max_span_ticks_;
+  uint32_t max_threads_;
   std::string defs_;
   std::string data_;
   std::string scratch_;

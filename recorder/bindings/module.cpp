@@ -113,7 +113,7 @@ NB_MODULE(_recorder, m) {
       .def("__init__",
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
               bool blocking, bool subprocesses, bool realtime, bool cpu_switches,
-              bool launched) {
+              bool launched, uint32_t max_threads) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -123,13 +123,14 @@ NB_MODULE(_recorder, m) {
              c.realtime = realtime;
              c.cpu_switches = cpu_switches;
              c.launched = launched;
+             c.max_threads = max_threads;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
            nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
            nb::arg("blocking") = false, nb::arg("subprocesses") = false,
            nb::arg("realtime") = false, nb::arg("cpu_switches") = true,
-           nb::arg("launched") = false)
+           nb::arg("launched") = false, nb::arg("max_threads") = psrec::format::kMaxThreadRef)
       .def("target_info",
            [](Sampler& s) -> nb::object {
              auto info = s.targetInfo();
@@ -145,6 +146,7 @@ NB_MODULE(_recorder, m) {
              d["root_error"] = st.root_error;
              d["root_error_class"] = errorClassName(st.root_error_code);
              d["stop_reason"] = st.stop_reason;
+             d["threads_full"] = st.threads_full;
              return d;
            })
       .def("start", &Sampler::start)

@@ -44,7 +44,7 @@ uint64_t threadCpuNs() {
 
 
 Sampler::Sampler(const SamplerConfig& config)
-    : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks) {
+    : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks, config.max_threads) {
   if (config_.interval_ns < 1000) config_.interval_ns = 1000;
   if (config_.cpu_switches) prepareSwitchEvents();
   auto t = std::make_unique<Target>();
@@ -103,6 +103,7 @@ void Sampler::publish(const std::string& stop_reason) {
   published_.root_error = root.proc ? std::string() : root.why;
   published_.root_error_code = root.why_code;
   if (!stop_reason.empty()) published_.stop_reason = stop_reason;
+  published_.threads_full = threads_full_;
 }
 
 uint64_t Sampler::ticks(uint64_t mono_ns) const {
@@ -176,6 +177,12 @@ void Sampler::run() {
     pass_ns_ = t0;
     const uint64_t now_ticks = ticks(t0);
     const bool passed = samplePass(now_ticks, &errors);
+    if (threads_full_) {
+      publish("the recording has named " + std::to_string(encoder_.maxThreads()) +
+              " threads, the most one file can hold: recording stopped (every sample so far is "
+              "kept; record again into a new file to go on)");
+      break;
+    }
 
     const uint64_t t1 = monotonicNs();
     bump(st_.sampling_ns_total, t1 - t0);
@@ -423,6 +430,11 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       continue;
     }
     if (!same && unstarted(t, tstate, th_head)) {
+      tstate = th_head.next;
+      continue;
+    }
+    if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
+      threads_full_ = true;
       tstate = th_head.next;
       continue;
     }

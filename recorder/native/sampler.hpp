@@ -43,6 +43,9 @@ struct SamplerConfig {
   bool launched = false;
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
+  // The most threads one recording names (a file's limit; fewer only in tests): a thread
+  // past it ends the recording, with every sample so far kept.
+  uint32_t max_threads = format::kMaxThreadRef;
 };
 
 // The sampler's running figures, named once: SamplerStats, the sampler's atomic copy of
@@ -101,8 +104,9 @@ struct SamplerState {
   std::string root_error;
   ErrorCode root_error_code = ErrorCode::kInternal;
   // Why the loop ended early (the target exec'd a program that is not Python, or one psrec
-  // cannot record); empty otherwise.
+  // cannot record, or a thread came after max_threads); empty otherwise.
   std::string stop_reason;
+  bool threads_full = false;  // it ended because a thread came after max_threads
 };
 
 class Sampler {
@@ -211,6 +215,7 @@ class Sampler {
   // Counted per sample, published once per pass.
   uint64_t pass_stat_reads_ = 0, pass_switch_samples_ = 0;
   uint64_t last_watch_ns_ = 0, next_watch_ns_ = 0;
+  bool threads_full_ = false;  // a thread was seen after max_threads had been named
   std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
   std::vector<uint32_t> ended_;   // threads of the current target that ended while read
 

@@ -5,12 +5,15 @@ file, and every entry carries a kernel thread id the program itself printed."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from psrec.format import open_recording
-from rec_live import minor_of, psrec, python_params
+from rec_live import TARGETS, minor_of, one_python, psrec, python_params
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
@@ -60,3 +63,25 @@ def test_thread_churn_keeps_threads_apart(python: str, rate: str, tmp_path: Path
     # psrec info and report count the same threads.
     info = json.loads(psrec("info", "--json", str(out)).stdout)
     assert info["threads"] == len(threads)
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_a_recording_ends_at_the_most_threads_a_file_names(python: str, tmp_path: Path) -> None:
+    """Thread refs are never given twice and a file names at most 2^24 threads: a thread past
+    that ends the recording with a clear line and exit status 1, every sample before it kept
+    (the limit lowered to 10 here, which churn sampled at 10 kHz passes in a moment)."""
+    out = tmp_path / "full.psr"
+    env = dict(os.environ, PSREC_TEST_MAX_THREADS="10")
+    r = subprocess.run([sys.executable, "-m", "psrec", "record", "-q", "-r", "10k", "-o",
+                        str(out), "--", python, "rec_churn.py", "3"],
+                       capture_output=True, text=True, timeout=60, cwd=str(TARGETS), env=env)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert ("psrec: the recording has named 10 threads, the most one file can hold: recording "
+            "stopped") in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    with open_recording(out) as rec:
+        assert rec.clean and rec.stats["stopped_by"] == "thread_limit"
+        assert len(rec.definitions().threads) == 10
+        assert rec.stats["samples"] > 0
+    info = json.loads(psrec("info", "--json", str(out)).stdout)
+    assert info["threads"] == 10

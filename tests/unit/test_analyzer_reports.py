@@ -31,6 +31,7 @@ from psrec.analyzer.profile import Profile, SelectionError, View
 from psrec.analyzer.reporters import PstatsReporter, function_totals, slice_sums
 from psrec.analyzer.speedscope import SpeedscopeExporter
 from psrec.cli import main
+from psrec.format import Recording
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +189,35 @@ def test_thread_selection(rec: Synth) -> None:
     assert code == 1 and out == ""
     assert "no thread named or numbered 'nosuch'" in err and "MainThread (tid 100)" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_thread_found_by_a_later_name_is_decoded_once(
+        tmp_path: Path, native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A name a thread got after it started (THREAD_RENAME, in the data chunks) selects it: the
+    # renames are read from the chunks without decoding their samples, which are decoded once.
+    s = Synth(str(tmp_path / "renamed.psr"), chunk_passes=50)
+    s.thread("MainThread", 100)
+    s.thread("Thread-1", 101)
+    for i in range(200):
+        if i == 120:
+            s.e.thread_rename(s.refs["Thread-1"], 120_000, "fetcher")
+        s.sample_pass((i + 1) * 1000, {"MainThread": ((MAIN, F_A), BUSY, 900),
+                                       "Thread-1": ((MAIN, F_SLEEP), 0, 0)})
+    s.close()
+    decodes = []
+    real_stream = Recording.stream
+
+    def counted(self: Recording, *args: Any, **kwargs: Any) -> Any:
+        decodes.append(1)
+        return real_stream(self, *args, **kwargs)
+
+    monkeypatch.setattr(Recording, "stream", counted)
+    p = Profile.load(s.path, View(threads=("fetcher",)), native=native)
+    assert len(decodes) == 1
+    assert p.selected == 200 and p.thread_refs() == [s.refs["Thread-1"]]
+    assert p.threads[s.refs["Thread-1"]].name == "fetcher"
+    assert Profile.load(s.path, View(threads=("Thread-1",)), native=native).selected == 200
 
 
 def test_modes_on_status(tmp_path: Path) -> None:

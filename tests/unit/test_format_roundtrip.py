@@ -323,3 +323,28 @@ def test_thread_exit_during_a_pass(tmp_path: Any) -> None:
     # t2 was sampled in pass 1 and then exited: 3 samples (t1 twice, t2 once), as the
     # encoder itself counts.
     assert enc.stats["samples"] == len(samples) == 3
+
+
+def test_the_encoder_names_no_more_threads_than_a_file_holds(tmp_path: Any) -> None:
+    # Refs are never given twice, so a recording names at most MAX_THREAD_REF threads; the
+    # encoder refuses the next one (here with the limit lowered to 3) instead of writing a ref
+    # that would make its chunk malformed, and what it wrote before stays readable.
+    assert _format.Encoder().threads_full is False
+    enc = _format.Encoder(max_threads=3)
+    path = tmp_path / "full.psr"
+    w = new_writer(path)
+    frame = enc.intern_frame(enc.intern_function(enc.intern_string("a.py"), 0, 1), 1)
+    refs = [enc.add_thread(1, i, i, f"t{i}", 0) for i in range(1, 4)]
+    assert refs == [1, 2, 3] and enc.threads_full
+    with pytest.raises(ValueError, match="at most 3 threads"):
+        enc.add_thread(1, 4, 4, "t4", 0)
+    enc.begin_pass(1000)
+    for ref in refs:
+        enc.sample(ref, [frame], 0)
+    enc.end_pass()
+    w.write_sealed(*enc.seal())
+    w.close()
+    with open_recording(path) as rec:
+        samples, _ = read_samples(rec, native=True)
+        assert len(rec.definitions().threads) == 3
+    assert len(samples) == 3

@@ -4,6 +4,11 @@ Every reporter and exporter consumes a Profile. Aggregated views read ``cells`` 
 by slice, thread and stack node, so memory grows with distinct stacks, not samples); ordered
 views (speedscope) read ``timelines`` (each thread's samples in time order, consecutive samples
 with the same stack merged into runs).
+
+Over 400 lines for a reason: the Profile is the one model every output reads. Its parts (the
+one pass that loads it, the values of the view, stacks as report keys, the words that name
+threads and the view) are short and use each other; what a view asks for and how its words are
+read is in view.py, the walks over stacks in walks.py.
 """
 
 from __future__ import annotations

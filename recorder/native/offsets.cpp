@@ -1,3 +1,9 @@
+// A target's struct layout: psrec's own tables (3.8-3.12, and what _Py_DebugOffsets lacks),
+// or the target's _Py_DebugOffsets (3.13+) read by field name and checked.
+//
+// Over 400 lines for a reason: half of it is the field lists of _Py_DebugOffsets, one per
+// shape of the struct, which tests/native/test_layouts.py checks against each interpreter's
+// headers; they are data, and sit beside the code that reads them.
 #include "recorder/native/offsets.hpp"
 
 #include <algorithm>

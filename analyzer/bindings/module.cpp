@@ -152,39 +152,33 @@ NB_MODULE(_engine, m) {
         return out;
       });
 
-  m.def(
-      "key_totals",
-      [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
-         Column<uint64_t> value, uint64_t value_scale, std::optional<Column<uint32_t>> thread,
-         uint32_t only) {
-        NodeRows rows = nodeRows("key_totals", node, count, value, value_scale, thread, only);
-        KeyTotals t;
-        {
-          nb::gil_scoped_release release;
-          t = keyTotals(sk, rows);
-        }
-        return nb::make_tuple(asBytes(t.own_count), asBytes(t.own), asBytes(t.total_count),
-                              asBytes(t.total));
-      },
-      nb::arg("keys"), nb::arg("node"), nb::arg("count"), nb::arg("value"),
-      nb::arg("value_scale") = 1, nb::arg("thread") = nb::none(), nb::arg("only") = 0);
-
-  m.def(
-      "key_edges",
-      [](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
-         Column<uint64_t> value, uint64_t value_scale, std::optional<Column<uint32_t>> thread,
-         uint32_t only) {
-        NodeRows rows = nodeRows("key_edges", node, count, value, value_scale, thread, only);
-        KeyEdges e;
-        {
-          nb::gil_scoped_release release;
-          e = keyEdges(sk, rows);
-        }
-        return nb::make_tuple(asBytes(e.caller), asBytes(e.callee), asBytes(e.count),
-                              asBytes(e.own), asBytes(e.cum));
-      },
-      nb::arg("keys"), nb::arg("node"), nb::arg("count"), nb::arg("value"),
-      nb::arg("value_scale") = 1, nb::arg("thread") = nb::none(), nb::arg("only") = 0);
+  // key_totals and key_edges: (keys, node, count, value, value_scale=1, thread=None, only=0),
+  // the rows read in place; each returns its columns as bytes.
+  auto keyWalk = [&m](const char* name, auto walk, auto columns) {
+    m.def(
+        name,
+        [name, walk, columns](const StackKeys& sk, Column<uint32_t> node, Column<uint64_t> count,
+                              Column<uint64_t> value, uint64_t value_scale,
+                              std::optional<Column<uint32_t>> thread, uint32_t only) {
+          NodeRows rows = nodeRows(name, node, count, value, value_scale, thread, only);
+          decltype(walk(sk, rows)) out;
+          {
+            nb::gil_scoped_release release;
+            out = walk(sk, rows);
+          }
+          return columns(out);
+        },
+        nb::arg("keys"), nb::arg("node"), nb::arg("count"), nb::arg("value"),
+        nb::arg("value_scale") = 1, nb::arg("thread") = nb::none(), nb::arg("only") = 0);
+  };
+  keyWalk("key_totals", keyTotals, [](const KeyTotals& t) {
+    return nb::make_tuple(asBytes(t.own_count), asBytes(t.own), asBytes(t.total_count),
+                          asBytes(t.total));
+  });
+  keyWalk("key_edges", keyEdges, [](const KeyEdges& e) {
+    return nb::make_tuple(asBytes(e.caller), asBytes(e.callee), asBytes(e.count),
+                          asBytes(e.own), asBytes(e.cum));
+  });
 
   m.def("slice_sums",
         [](const StackKeys& sk, Column<uint64_t> slice, Column<uint32_t> thread,

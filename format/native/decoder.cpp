@@ -35,6 +35,16 @@ inline int64_t needI64(ByteReader& r, const char* what) {
   return static_cast<int64_t>(v);
 }
 
+// The next record of a payload: its type, and a reader over its body (section 3: type,
+// varint length, body).
+inline ByteReader nextRecord(ByteReader& r, uint8_t& type) {
+  r.byte(type);
+  uint64_t len = need(r, "truncated record length");
+  const uint8_t* body;
+  if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
+  return ByteReader(body, len);
+}
+
 
 }  // namespace
 
@@ -90,11 +100,7 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size, uint64_t max_r
   uint64_t records = 0;
   while (!r.atEnd()) {
     uint8_t type;
-    r.byte(type);
-    uint64_t len = need(r, "truncated record length");
-    const uint8_t* body;
-    if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
-    ByteReader b(body, len);
+    ByteReader b = nextRecord(r, type);
     if (type >= kRecString && type <= kRecProcess && ++records > max_records)
       fail("more definitions than the file's size allows");
     switch (type) {
@@ -190,12 +196,8 @@ std::vector<Event> Decoder::threadRenames(const uint8_t* data, size_t size,
   ByteReader r(data, size);
   while (!r.atEnd()) {
     uint8_t type;
-    r.byte(type);
-    uint64_t len = need(r, "truncated record length");
-    const uint8_t* body;
-    if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
+    ByteReader b = nextRecord(r, type);
     if (type != kRecThreadRename) continue;
-    ByteReader b(body, len);
     int64_t ref = needI64(b, "bad THREAD_RENAME");
     uint64_t ts = need(b, "bad THREAD_RENAME");
     int64_t name = needI64(b, "bad THREAD_RENAME");
@@ -228,11 +230,7 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
   ByteReader r(data, size);
   while (!r.atEnd()) {
     uint8_t type;
-    r.byte(type);
-    uint64_t len = need(r, "truncated record length");
-    const uint8_t* body;
-    if (!r.bytes(len, body)) fail("record runs past the end of its chunk");
-    ByteReader b(body, len);
+    ByteReader b = nextRecord(r, type);
     switch (type) {
       case kRecBegin: {
         sum.seq = need(b, "bad BEGIN record");

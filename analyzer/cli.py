@@ -1,4 +1,5 @@
-"""The analyzer's commands: `psrec info`, `report`, `export`, and the file half of `dump`.
+"""The analyzer's commands: `psrec info`, `report`, `export`, `diff`, and the file half of
+`dump`.
 
 The psrec command is put together in ``psrec.cli``, which also handles every command's errors;
 these commands raise PsrecError (CliUsageError for wrong usage) and load the analysis engine
@@ -11,13 +12,15 @@ for each format it offered before ``--format`` (``--pstats``, ``--collapsed``, `
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from psrec.format import PsrecError, open_recording
 
-__all__ = ["COMMANDS", "CliUsageError", "dump_file", "export", "info", "report", "warn_all"]
+__all__ = ["COMMANDS", "CliUsageError", "diff", "dump_file", "export", "info", "report",
+           "warn_all"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -148,23 +151,36 @@ def _view_options(fn: F) -> F:
     return fn
 
 
-def _run_reporter(
-    name: str, recording: str, options: dict[str, Any], view_args: dict[str, Any],
-    output: str | None, force: bool,
-) -> None:
-    from psrec.analyzer.profile import Profile, View
-    from psrec.analyzer.registry import get, write_output
+def _view(name: str, view_args: dict[str, Any]) -> Any:
+    """The View the shared view options ask for (the reporter's name picks the weights when
+    --weights is not given)."""
+    from psrec.analyzer.profile import View
 
-    reporter = get(name)(**options)
-    weights = view_args.pop("weights") or ("count" if name == "collapsed" else "time")
-    view = View(weights=weights, threads=tuple(view_args.pop("threads")),
-                pids=tuple(view_args.pop("pids")), processes=tuple(view_args.pop("processes")),
-                **view_args)
-    profile = Profile.load(
+    weights = view_args["weights"] or ("count" if name == "collapsed" else "time")
+    rest = {k: v for k, v in view_args.items()
+            if k not in ("weights", "threads", "pids", "processes")}
+    return View(weights=weights, threads=tuple(view_args["threads"]),
+                pids=tuple(view_args["pids"]), processes=tuple(view_args["processes"]), **rest)
+
+
+def _load(recording: str, view: Any, reporter: Any) -> Any:
+    from psrec.analyzer.profile import Profile
+
+    return Profile.load(
         recording, view, slice_seconds=reporter.slice_seconds(),
         timelines=reporter.needs_timelines,
         warn=lambda w: click.echo(f"psrec: warning: {w}", err=True),
     )
+
+
+def _run_reporter(
+    name: str, recording: str, options: dict[str, Any], view_args: dict[str, Any],
+    output: str | None, force: bool,
+) -> None:
+    from psrec.analyzer.registry import get, write_output
+
+    reporter = get(name)(**options)
+    profile = _load(recording, _view(name, view_args), reporter)
     where, summary = write_output(reporter, profile, output, force)
     if where != "<stdout>":
         click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
@@ -296,5 +312,34 @@ def export(recording: str, fmt: str | None, speedscope: bool, output: str | None
     _run_reporter(_chosen_format(given, "speedscope"), recording, {}, view_args, output, force)
 
 
+@click.command()
+@click.argument("base", type=click.Path(dir_okay=True))
+@click.argument("new", type=click.Path(dir_okay=True))
+@click.option("--sort", type=click.Choice(["own", "total", "z"]), default="own",
+              show_default=True,
+              help="Order: largest change of own share, of total share, or largest |z|.")
+@click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
+              help="Rows to show (0: all).")
+@_view_options
+def diff(base: str, new: str, sort: str, limit: int, output: str | None, force: bool,
+         **view_args: Any) -> None:
+    """Functions whose share of the time changed most from BASE to NEW, under one view.
+
+    The view options (mode, threads, processes, window, weights, by) apply to both
+    recordings; a window counts from each recording's own start.
+    """
+    from psrec.analyzer.registry import get, write_output
+
+    reporter = get("diff")(sort=sort, limit=limit)
+    view = _view("diff", view_args)
+    reporter.options["base"] = _load(base, view, reporter)
+    profile = _load(new, view, reporter)
+    if output is not None and output != "-" and os.path.exists(output) and \
+            os.path.samefile(output, base):
+        raise PsrecError(f"{output} is the base recording itself",
+                         help="choose another name with -o")
+    write_output(reporter, profile, output, force)
+
+
 # The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_file serves).
-COMMANDS = (info, report, export)
+COMMANDS = (info, report, export, diff)

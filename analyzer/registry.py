@@ -65,7 +65,7 @@ def names() -> list[str]:
 
 
 def _load_builtins() -> None:
-    from . import reporters, speedscope  # noqa: F401  (registering is a side effect)
+    from . import diff, reporters, speedscope  # noqa: F401  (registering is a side effect)
 
 
 def default_output(recording: str, suffix: str) -> str:

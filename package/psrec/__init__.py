@@ -1,10 +1,26 @@
-"""psrec: a record-and-replay sampling profiler for running Python processes."""
+"""psrec: a record-and-replay sampling profiler for running Python processes.
+
+``psrec.load("run.psr", ...)`` reads a recording for a script or a notebook
+(``psrec.analyzer.api``); the command line is ``psrec.cli``.
+"""
 
 from __future__ import annotations
 
-__all__ = ["__version__"]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from psrec.analyzer.api import Run
+
+__all__ = ["__version__", "load"]
 
 __version__: str  # looked up on first use (PEP 562): importlib.metadata takes tens of ms
+
+
+def load(path: str, mode: str = "wall", **view: Any) -> Run:
+    """A recording under a view: see ``psrec.analyzer.api.load``."""
+    from psrec.analyzer.api import load as _load
+
+    return _load(path, mode, **view)
 
 
 def __getattr__(name: str) -> str:

@@ -64,6 +64,12 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   // generator object, and a new generator of another function often takes the address of one
   // that just finished (its caller, copied first, at the line that ran the old one).
   callers_.clear();
+  // With no last stack to compare with (a thread's first read, every read of a dump), any
+  // caller may have moved on after the copy passed it, its callees' dead frames still in
+  // place above it, and its instruction one that could have called them (a LOAD_ATTR at the
+  // next line, as at a property's): re-read every caller once.
+  if (raw.empty())
+    for (size_t i = 0; i + 1 < n; ++i) callers_.push_back(i);
   for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
     const bool had = i < raw.size();
     const bool moved = !had || walk_[i].addr != raw[i].addr;

@@ -3,7 +3,11 @@ lengths, for argv[1] seconds (default 3). Each thread measures its own CPU time 
 (time.thread_time) and then waits, off the CPU, so that the recording's last samples of it
 come after the loop; the main thread then prints a JSON line {thread name: CPU seconds}.
 
-Pure Python bursts: a thread holds the GIL (or is attached) exactly while it burns."""
+Pure Python bursts: a thread holds the GIL (or is attached) exactly while it burns.
+
+`rec_bursty.py SECONDS alone SHAPE...` (SHAPE: duty:burst, e.g. 0.2:0.001) runs one thread
+per shape, one after another, each alone for SECONDS (no thread waits for the GIL), and prints
+{name: [CPU seconds, seconds inside its bursts]}: the second is its time holding the GIL."""
 
 import json
 import sys
@@ -34,7 +38,35 @@ def bursts(name, duty, burst, deadline):
     done.wait()
 
 
+def alone(seconds, shapes):
+    inside = {}
+
+    def run(name, duty, burst):
+        pause = burst * (1 - duty) / duty
+        deadline = time.monotonic() + seconds
+        t0 = time.thread_time()
+        total = 0.0
+        while time.monotonic() < deadline:
+            start = time.perf_counter()
+            burn(burst)
+            total += time.perf_counter() - start
+            time.sleep(pause)
+        inside[name] = [time.thread_time() - t0, total]
+
+    time.sleep(0.3)
+    for duty, burst in shapes:
+        name = f"alone-{int(duty * 100)}-{int(burst * 1e6)}"
+        t = threading.Thread(target=run, name=name, args=(name, duty, burst))
+        t.start()
+        t.join()
+    time.sleep(0.3)
+    print(json.dumps(inside), flush=True)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[2] == "alone":
+        alone(float(sys.argv[1]), [tuple(map(float, s.split(":"))) for s in sys.argv[3:]])
+        return
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
     time.sleep(0.3)  # the recorder's first samples see every thread from its start
     deadline = time.monotonic() + seconds

@@ -67,9 +67,12 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   // With no last stack to compare with (a thread's first read, every read of a dump), any
   // caller may have moved on after the copy passed it, its callees' dead frames still in
   // place above it, and its instruction one that could have called them (a LOAD_ATTR at the
-  // next line, as at a property's): re-read every caller once.
+  // next line, as at a property's): re-read every caller once, but a self-recursion's (its
+  // slots are refilled faster than a re-read can confirm them, and the functions shown are
+  // right either way, as below).
   if (raw.empty())
-    for (size_t i = 0; i + 1 < n; ++i) callers_.push_back(i);
+    for (size_t i = 0; i + 1 < n; ++i)
+      if (walk_[i + 1].code != walk_[i].code) callers_.push_back(i);
   for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
     const bool had = i < raw.size();
     const bool moved = !had || walk_[i].addr != raw[i].addr;

@@ -175,10 +175,21 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
             f"{per:.2f} bytes per sample)",
             err=True,
         )
+        late = st.get("late_passes", 0) / st["passes"] if st["passes"] else 0.0
+        if late >= LATE_HINT_SHARE and not st.get("realtime") and opts.rate_hz != MAX_RATE_HZ:
+            click.echo(
+                f"psrec: {late:.1%} of passes began late (the sampler waited for a CPU), so "
+                "work in bursts shorter than a few ms reads low: --realtime keeps the schedule",
+                err=True,
+            )
     if result.stopped_by == "thread_limit":
         return 1  # the program runs on, unrecorded: the recording is not the whole run
     return result.exit_code if result.exit_code is not None else 0
 
+
+# A share of late passes (begun more than a quarter interval late) above which the summary
+# says that the schedule slipped: a late pass misses the start of a thread's burst of work.
+LATE_HINT_SHARE = 0.01
 
 # The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_pid serves).
 COMMANDS = (record,)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Union
 
 from psrec.format import Recording, ThreadInfo, open_recording
@@ -28,6 +28,7 @@ from .view import (
     MAX_SLICES,
     MODE_HELP,
     MODES,
+    STATES,
     WEIGHTS,
     SelectionError,
     View,
@@ -154,6 +155,9 @@ class Profile:
     _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
     _cells: list[Cell] | None = field(default=None, repr=False)
     native: bool = True  # the native engine does the work (where it is built)
+    # The same samples summed under other status filters (STATES, by name): what a page that
+    # switches between views, or draws each thread's states, needs from one decode.
+    also: dict[str, CellColumns] = field(default_factory=dict)
     _walks: Walks | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
@@ -168,18 +172,25 @@ class Profile:
         timelines: bool = False,
         native: bool | None = None,
         warn: Any = None,
+        also: tuple[str, ...] = (),
+        slice_count: int = 0,
     ) -> Profile:
         """Reads the recording once and aggregates the samples the view selects.
 
-        slice_seconds (or slice_ticks) > 0 keeps the cells per time slice; timelines=True also
-        keeps every selected thread's samples in time order (for speedscope). No view: every
-        sample, weighted by time.
+        slice_seconds (or slice_ticks) > 0 keeps the cells per time slice, and slice_count > 0
+        cuts the selected span into about that many slices; timelines=True also keeps every
+        selected thread's samples in time order (for speedscope); `also` sums the same
+        samples under other status filters too (names of STATES, into ``Profile.also``). No
+        view: every sample, weighted by time.
         """
         view = view or View()
         if view.mode not in MODES:
             raise SelectionError(f"unknown mode {view.mode!r}", help="use wall, cpu, gil or idle")
         with open_recording(path) as rec:
-            return cls._load(rec, view, slice_ticks, slice_seconds, timelines, native, warn)
+            if slice_count > 0 and slice_ticks <= 0 and slice_seconds <= 0:
+                slice_ticks = _slice_for(rec, view, slice_count, native)
+            return cls._load(rec, view, slice_ticks, slice_seconds, timelines, native, warn,
+                             also)
 
     @classmethod
     def _load(
@@ -191,6 +202,7 @@ class Profile:
         want_timelines: bool,
         native: bool | None,
         warn: Any,
+        also: tuple[str, ...] = (),
     ) -> Profile:
         tick_ns = rec.tick_ns
         defs = rec.definitions()
@@ -222,18 +234,23 @@ class Profile:
         acc = engine.accumulator(stream.native, slice_origin=0, slice_ticks=slice_ticks,
                                  **query)
         timeline = engine.timeline(stream.native, query) if want_timelines else None
+        others = {}
+        for name in also:
+            mask, value, cpu_view = STATES[name]
+            others[name] = engine.accumulator(
+                stream.native, slice_origin=0, slice_ticks=slice_ticks,
+                **{**query, "status_mask": mask, "status_value": value, "cpu_view": cpu_view})
         total = 0
         for batch in stream:
             total += len(batch)
             acc.add(batch)
             if timeline is not None:
                 timeline.add(batch)
+            for other in others.values():
+                other.add(batch)
 
         extent = _extent(rec, stream)
-        if hasattr(acc, "columns"):
-            columns = CellColumns.from_native(acc.columns())
-        else:
-            columns = CellColumns.from_cells(acc.cells())
+        columns = _columns(acc)
         prof = cls(
             path=rec.path,
             metadata=rec.metadata,
@@ -260,6 +277,7 @@ class Profile:
             sample_errors=stream.errors,
             warnings=list(rec.warnings),
             native=bool(stream.native),
+            also={name: _columns(other) for name, other in others.items()},
         )
         prof.defs.apply_renames(prof.events)
         if warn is not None:
@@ -492,6 +510,31 @@ class Profile:
         if self.view.mode == "cpu" and self.view.weights == "time" and not self.cpu_weighted:
             s += " (no CPU times recorded: on-CPU samples weighted by wall time)"
         return s
+
+
+def _columns(acc: Any) -> CellColumns:
+    if hasattr(acc, "columns"):
+        return CellColumns.from_native(acc.columns())
+    return CellColumns.from_cells(acc.cells())
+
+
+def _slice_for(rec: Recording, view: View, count: int, native: bool | None) -> int:
+    """Slice ticks that cut the view's span of the recording into about `count` slices (at
+    most; 1, 2 or 5 times a power of ten ticks, for round times): the span from the index
+    where the file has one, else from a first read of its samples."""
+    lo, hi = -1, -1
+    if rec.clean:
+        spans = [(c.first_ts, c.last_ts) for c in rec.data_chunks() if c.passes]
+        if spans:
+            lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+    else:
+        first = Profile._load(rec, replace(view, mode="wall"), 0, 0, False, native, None)
+        lo, hi = first.extent
+    if view.start is not None:
+        lo = max(lo, to_ticks(view.start, rec, "--from"))
+    if view.end is not None:
+        hi = min(hi, to_ticks(view.end, rec, "--to"))
+    return max(1, int(_round_up((hi - lo + 1) / count)))
 
 
 def _round_up(x: float) -> float:

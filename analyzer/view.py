@@ -18,6 +18,7 @@ __all__ = [
     "MODES",
     "MODE_HELP",
     "WEIGHTS",
+    "STATES",
     "SelectionError",
     "View",
     "ViewUsageError",
@@ -44,6 +45,29 @@ MODE_HELP = {
     "gil": "samples holding the GIL",
     "idle": "samples off CPU",
 }
+# Status filters a Profile can sum the same samples under at once (Profile.load's `also`):
+# name -> (mask, value, CPU view). The modes; and, for pictures of what each thread was doing,
+# states that do not overlap the gil mode (holding the GIL) or each other: on a CPU without the
+# GIL (in code that released it), and off the CPU waiting for it (known where the target says
+# so: 3.15+ with a GIL). The rest of a thread's time is off the CPU (idle, or waiting
+# unbeknown) or unknown.
+STATES: dict[str, tuple[int, int, bool]] = {
+    **{name: (mask, value, name == "cpu") for name, (mask, value) in MODES.items()},
+    "state-cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN | C.STATUS_GIL_HELD
+                  | C.STATUS_GIL_UNKNOWN, C.STATUS_ON_CPU, False),
+    "state-wait": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN | C.STATUS_GIL_HELD
+                   | C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN,
+                   C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN, False),
+}
+# Each (GIL held, on a CPU) pair alone, for labels (pprof): samples whose GIL or CPU state is
+# unknown are in none.
+_BOTH = C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN | C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
+STATES.update({
+    "gil+cpu": (_BOTH, C.STATUS_GIL_HELD | C.STATUS_ON_CPU, False),
+    "gil+off": (_BOTH, C.STATUS_GIL_HELD, False),
+    "nogil+cpu": (_BOTH, C.STATUS_ON_CPU, False),
+    "nogil+off": (_BOTH, 0, False),
+})
 WEIGHTS = ("time", "count")
 # The most time slices a sliced view makes (a row each).
 MAX_SLICES = 100_000

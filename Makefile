@@ -24,6 +24,7 @@ install: $(BIN)/python
 demo: install
 	$(BIN)/psrec record --force -o demo.psr -- $(BIN)/python tests/targets/demo_app.py
 	$(BIN)/psrec report demo.psr --limit 15
+	$(BIN)/psrec report demo.psr --html --force
 
 # CPython 3.14, 3.15 (Debian sid, in a sid root) and a free-threaded 3.14, cached outside the
 # clone; quick once made. Without root it only notes why the tests will skip them.

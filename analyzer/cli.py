@@ -168,6 +168,7 @@ def _load(recording: str, view: Any, reporter: Any) -> Any:
 
     return Profile.load(
         recording, view, slice_seconds=reporter.slice_seconds(),
+        slice_count=reporter.slice_count, also=reporter.also(view.mode),
         timelines=reporter.needs_timelines,
         warn=lambda w: click.echo(f"psrec: warning: {w}", err=True),
     )
@@ -264,13 +265,18 @@ def _chosen_format(given: list[tuple[str, str]], default: str) -> str:
 @click.option("--slices", metavar="DURATION",
               help="Time-sliced report, one row per slice (e.g. 1s, 250ms), with a per-thread "
                    "activity strip.")
+@click.option("--html", is_flag=True,
+              help="Write one self-contained HTML page (default RECORDING.html): each "
+                   "thread's GIL and CPU states over time, a brush for a window, and a flame "
+                   "graph and function table of it, in every mode.")
 @click.option("--per-thread", is_flag=True,
               help="Table: one table per thread. Collapsed: a thread root frame on every stack.")
 @_view_options
 def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
-           collapsed: bool, slices: str | None, per_thread: bool, output: str | None,
+           collapsed: bool, slices: str | None, html: bool, per_thread: bool, output: str | None,
            force: bool, **view_args: Any) -> None:
-    """Where the time went: a table of functions, or pstats, collapsed stacks, time slices.
+    """Where the time went: a table of functions, or pstats, collapsed stacks, time slices,
+    an HTML page.
 
     Sample columns count stacks seen, not calls; times are estimated from the samples.
     """
@@ -279,7 +285,7 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
     given = [(f"--format {fmt}", fmt)] if fmt is not None else []
     given += [(flag, name) for flag, name, on in (
         ("--pstats", "pstats", pstats), ("--collapsed", "collapsed", collapsed),
-        ("--slices", "slices", slices is not None)) if on]
+        ("--slices", "slices", slices is not None), ("--html", "html", html)) if on]
     name = _chosen_format(given, "table")
     options: dict[str, Any] = {"sort": sort, "limit": limit, "per_thread": per_thread}
     if name == "slices":
@@ -303,13 +309,42 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
 @click.option("--speedscope", is_flag=True,
               help="speedscope JSON (default RECORDING.speedscope.json): one sampled profile "
                    "per thread, samples in time order. The default format.")
+@click.option("--pprof", is_flag=True,
+              help="Gzipped pprof profile (default RECORDING.pb.gz) for go tool pprof, "
+                   "Pyroscope, Parca, Grafana: samples, wall and CPU time, labelled by thread, "
+                   "GIL and CPU state.")
+@click.option("--window", metavar="DURATION",
+              help="pprof: one profile per window of this length (e.g. 10s), written as "
+                   "BASE.0.pb.gz, BASE.1.pb.gz, ...")
 @_view_options
-def export(recording: str, fmt: str | None, speedscope: bool, output: str | None, force: bool,
-           **view_args: Any) -> None:
-    """Export a recording for another tool (speedscope)."""
+def export(recording: str, fmt: str | None, speedscope: bool, pprof: bool, window: str | None,
+           output: str | None, force: bool, **view_args: Any) -> None:
+    """Export a recording for another tool (speedscope, pprof)."""
     given = [(f"--format {fmt}", fmt)] if fmt is not None else []
-    given += [("--speedscope", "speedscope")] if speedscope else []
-    _run_reporter(_chosen_format(given, "speedscope"), recording, {}, view_args, output, force)
+    given += [(flag, name) for flag, name, on in (("--speedscope", "speedscope", speedscope),
+                                                  ("--pprof", "pprof", pprof)) if on]
+    name = _chosen_format(given, "speedscope")
+    if window is None:
+        _run_reporter(name, recording, {}, view_args, output, force)
+        return
+    if name != "pprof":
+        raise CliUsageError("--window is for pprof profiles", help="add --pprof")
+    from psrec.analyzer.pprof import write_windows
+    from psrec.analyzer.profile import parse_duration
+    from psrec.analyzer.registry import get
+
+    try:
+        seconds = parse_duration(window)
+    except ValueError as exc:
+        raise CliUsageError(f"--window: {exc}", help="give a length, e.g. 10s") from None
+    if seconds <= 0:
+        raise CliUsageError(f"--window: {window!r} is not more than 0",
+                            help="give a length, e.g. 10s")
+    reporter = get(name)(window=seconds)
+    profile = _load(recording, _view(name, view_args), reporter)
+    written = write_windows(profile, output, force)
+    click.echo(f"psrec: wrote {len(written)} profiles: {written[0]} ... {written[-1]}"
+               if len(written) > 1 else f"psrec: wrote {written[0]}", err=True)
 
 
 @click.command()

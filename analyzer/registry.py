@@ -27,6 +27,7 @@ class Reporter:
     suffix: ClassVar[str | None] = None  # default output: <input stem><suffix>; None: stdout
     binary: ClassVar[bool] = False
     needs_timelines: ClassVar[bool] = False
+    slice_count: ClassVar[int] = 0  # > 0: about this many slices across the selected span
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -34,6 +35,11 @@ class Reporter:
     def slice_seconds(self) -> float:
         """Time slices the Profile must keep (0: none)."""
         return 0.0
+
+    def also(self, profile_mode: str) -> tuple[str, ...]:
+        """Status filters (names of analyzer.view.STATES) whose sums the Profile must keep
+        besides its own mode's (Profile.also)."""
+        return ()
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         """Writes the output; returns a short summary for stderr, or None."""
@@ -65,7 +71,7 @@ def names() -> list[str]:
 
 
 def _load_builtins() -> None:
-    from . import diff, reporters, speedscope  # noqa: F401  (registering is a side effect)
+    from . import diff, page, pprof, reporters, speedscope  # noqa: F401  (registering is a side effect)
 
 
 def default_output(recording: str, suffix: str) -> str:

@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -25,21 +24,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyzer_synth import BUSY, MAIN, Synth
+from browser import render
 from psrec.cli import main
 
 SPEEDSCOPE_VERSION = "1.25.0"
 CACHE = Path(os.environ.get("PSREC_E2E_CACHE", "/tmp/psrec-e2e-cache"))
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("no Chromium binary on PATH (Debian: apt-get install chromium)")
 
 
 def speedscope_release() -> Path:
@@ -84,20 +77,6 @@ def site(tmp_path: Path) -> Iterator[tuple[Path, str]]:
         server.shutdown()
         server.server_close()
         t.join(timeout=10)
-
-
-def render(url: str) -> str:
-    """The DOM of a page after headless Chromium has run it."""
-    browser = chromium()
-    with tempfile.TemporaryDirectory(prefix="psrec-chromium-") as profile_dir:
-        r = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile_dir}", "--virtual-time-budget=15000",
-             "--dump-dom", url],
-            capture_output=True, text=True, timeout=180, check=False)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout
 
 
 def sandwich_rows(dom: str) -> dict[str, tuple[str, str]]:

@@ -1,0 +1,413 @@
+// psrec's HTML report: draws the page's data (psrec.analyzer.page.page_data). Everything the
+// viewer picks (mode, window, threads, zoom, search) lives in the address's #fragment, so a
+// view can be linked to and reloaded; every control only changes the fragment.
+"use strict";
+(function () {
+  const D = JSON.parse(document.getElementById("psrec-data").textContent);
+  const $ = (sel) => document.querySelector(sel);
+  const C = D.cells, P = D.parent, K = D.key, N = C.n.length;
+  const STATES = [["gil", D.free_threaded ? "attached (no GIL: free-threaded)" : "running, holding the GIL"],
+                  ["cpu", "on a CPU without the GIL"],
+                  ["wait", D.gil_wait_known ? "waiting for the GIL" : "waiting for the GIL (known on 3.15+)"],
+                  ["idle", "off the CPU"]];
+  const LABEL_W = 260;
+  let state = null;
+
+  function seconds(ticks) { return ticks * D.tick_s; }
+  function fmt(ticks) {
+    const s = seconds(ticks);
+    if (D.weights === "count") return Math.round(ticks / D.interval_ticks || 0).toLocaleString();
+    if (s >= 100) return s.toFixed(1) + " s";
+    if (s >= 1) return s.toFixed(3) + " s";
+    if (s >= 1e-3) return (s * 1e3).toFixed(2) + " ms";
+    return (s * 1e6).toFixed(0) + " µs";
+  }
+  function sliceTime(a) { return Math.max(0, D.origin_s + a * D.slice_s); }
+  function timeSlice(t) { return Math.round((t - D.origin_s) / D.slice_s); }
+  function clamp(x, lo, hi) { return Math.max(lo, Math.min(hi, x)); }
+
+  // -- state in the fragment ---------------------------------------------------------------
+  function readState() {
+    const q = new URLSearchParams(location.hash.slice(1));
+    const mode = D.modes.includes(q.get("mode")) ? q.get("mode") : D.mode;
+    let a0 = 0, a1 = D.slices;
+    if (q.has("from")) a0 = clamp(timeSlice(parseFloat(q.get("from"))) || 0, 0, D.slices - 1);
+    if (q.has("to")) a1 = clamp(timeSlice(parseFloat(q.get("to"))) || D.slices, a0 + 1, D.slices);
+    const known = new Set(D.threads.map((t) => t.ref));
+    let threads = null;
+    if (q.get("threads")) {
+      threads = new Set(q.get("threads").split(",").map(Number).filter((r) => known.has(r)));
+      if (!threads.size) threads = null;
+    }
+    const zoom = q.get("zoom") ? q.get("zoom").split(".").map(Number) : [];
+    return { mode, a0, a1, threads, zoom, q: q.get("q") || "", sort: q.get("sort") || "own" };
+  }
+  function go(changes) {
+    const s = Object.assign({}, state, changes);
+    const q = new URLSearchParams();
+    if (s.mode !== D.mode) q.set("mode", s.mode);
+    if (s.a0 > 0) q.set("from", sliceTime(s.a0).toFixed(4));
+    if (s.a1 < D.slices) q.set("to", sliceTime(s.a1).toFixed(4));
+    if (s.threads) q.set("threads", [...s.threads].join(","));
+    if (s.zoom.length) q.set("zoom", s.zoom.join("."));
+    if (s.q) q.set("q", s.q);
+    if (s.sort !== "own") q.set("sort", s.sort);
+    const hash = "#" + q.toString();
+    if (hash === location.hash || (hash === "#" && !location.hash)) render();
+    else location.hash = hash;
+  }
+
+  // -- the selection's stacks -----------------------------------------------------------------
+  function aggregate() {
+    const vals = C[state.mode], nodeVal = new Float64Array(P.length);
+    const c0 = Math.floor((state.a0 + D.cell_offset) / D.cell_factor);
+    const c1 = Math.floor((state.a1 - 1 + D.cell_offset) / D.cell_factor);
+    const th = state.threads;
+    for (let i = 0; i < N; i++) {
+      const s = C.s[i];
+      if (s < c0 || s > c1 || (th && !th.has(C.t[i]))) continue;
+      nodeVal[C.n[i]] += vals[i];
+    }
+    return nodeVal;
+  }
+  // The stacks merged by report key: tree node 0 is the root (all stacks).
+  function buildTree(nodeVal) {
+    const need = new Uint8Array(P.length);
+    for (let n = P.length - 1; n >= 0; n--) {
+      if (nodeVal[n] > 0) need[n] = 1;
+      if (need[n] && P[n] >= 0) need[P[n]] = 1;
+    }
+    const T = { key: [-1], parent: [-1], self: [0], total: [0], kids: [new Map()] };
+    const tOf = new Int32Array(P.length).fill(-1);
+    for (let n = 0; n < P.length; n++) {
+      if (!need[n]) continue;
+      const up = P[n] < 0 ? 0 : tOf[P[n]];
+      let t = T.kids[up].get(K[n]);
+      if (t === undefined) {
+        t = T.key.length;
+        T.key.push(K[n]); T.parent.push(up); T.self.push(0); T.total.push(0); T.kids.push(new Map());
+        T.kids[up].set(K[n], t);
+      }
+      tOf[n] = t;
+      T.self[t] += nodeVal[n];
+    }
+    for (let t = T.key.length - 1; t >= 0; t--) {
+      T.total[t] += T.self[t];
+      if (t > 0) T.total[T.parent[t]] += T.total[t];
+    }
+    return T;
+  }
+  // Own and total per key; a key recursing is counted once per stack.
+  function functionTotals(T) {
+    const own = new Float64Array(D.keys.length), total = new Float64Array(D.keys.length);
+    const onPath = new Int32Array(D.keys.length);
+    const stack = [[0, false]];
+    while (stack.length) {
+      const [t, leaving] = stack.pop();
+      const k = T.key[t];
+      if (leaving) { if (k >= 0) onPath[k]--; continue; }
+      if (k >= 0) {
+        own[k] += T.self[t];
+        if (!onPath[k]) total[k] += T.total[t];
+        onPath[k]++;
+      }
+      stack.push([t, true]);
+      for (const c of T.kids[t].values()) stack.push([c, false]);
+    }
+    return { own, total };
+  }
+
+  // -- drawing ------------------------------------------------------------------------------
+  function hue(str) {
+    let h = 0;
+    for (let i = 0; i < str.length; i++) h = (h * 31 + str.charCodeAt(i)) >>> 0;
+    return h % 360;
+  }
+  function keyText(k) { const [name, file, line] = D.keys[k]; return `${name} (${file}:${line})`; }
+
+  function drawHeader() {
+    $("#title").textContent = D.title;
+    const secs = D.slices * D.slice_s;
+    const bits = [`${D.samples.toLocaleString()} samples`, `${secs.toFixed(2)} s`,
+                  `${D.threads.length} thread${D.threads.length === 1 ? "" : "s"}`];
+    if (D.python) bits.unshift(`Python ${D.python}${D.free_threaded ? " (free-threaded)" : ""}`);
+    if (D.pid) bits.unshift(`pid ${D.pid}: ${D.command}`);
+    $("#meta").textContent = bits.join(" · ");
+    $("#legend").innerHTML = "";
+    for (const [name, text] of STATES) {
+      const span = document.createElement("span");
+      span.innerHTML = `<i style="background: var(--${name})"></i>`;
+      span.appendChild(document.createTextNode(text));
+      $("#legend").appendChild(span);
+    }
+    if (D.free_threaded) {
+      const b = document.querySelector('#modes [data-mode="gil"]');
+      b.title = "no GIL on a free-threaded target: samples attached to the interpreter";
+    }
+  }
+
+  function drawThreads() {
+    const box = $("#threads");
+    box.innerHTML = "";
+    const css = getComputedStyle(document.documentElement);
+    const colour = Object.fromEntries(STATES.map(([n]) => [n, css.getPropertyValue("--" + n).trim()]));
+    const sliceTicks = D.slice_s / D.tick_s;
+    for (const th of D.threads) {
+      const row = document.createElement("div");
+      row.className = "thread-row";
+      row.dataset.ref = th.ref;
+      const label = document.createElement("div");
+      label.className = "thread-label";
+      label.textContent = th.label;
+      const [at, wall, gil, cpu, wait] = D.states[String(th.ref)] || [0, [], [], [], []];
+      const sum = (xs) => xs.reduce((x, y) => x + y, 0);
+      const all = sum(wall) || 1, pct = (v) => (100 * v / all).toFixed(1) + "%";
+      const [g, c, w] = [sum(gil), sum(cpu), sum(wait)];
+      label.title = `${th.label}: ${th.samples.toLocaleString()} samples; ` +
+        `${pct(g)} ${STATES[0][1]}, ${pct(c)} ${STATES[1][1]}, ${pct(w)} ${STATES[2][1]}, ` +
+        `${pct(Math.max(0, all - g - c - w))} ${STATES[3][1]} (click to pick)`;
+      label.addEventListener("click", () => {
+        let sel = state.threads ? new Set(state.threads) : new Set();
+        if (sel.has(th.ref)) sel.delete(th.ref); else sel.add(th.ref);
+        go({ threads: sel.size ? sel : null, zoom: [] });
+      });
+      const canvas = document.createElement("canvas");
+      canvas.className = "strip";
+      row.append(label, canvas);
+      box.appendChild(row);
+      requestAnimationFrame(() => {
+        const w = canvas.clientWidth, h = canvas.clientHeight, r = window.devicePixelRatio || 1;
+        canvas.width = Math.max(1, w * r); canvas.height = Math.max(1, h * r);
+        const g = canvas.getContext("2d");
+        g.scale(r, r);
+        const dx = w / D.slices;
+        for (let i = 0; i < wall.length; i++) {
+          if (!wall[i]) continue;
+          const a = at + i;
+          const parts = [["gil", gil[i]], ["cpu", cpu[i]], ["wait", wait[i]],
+                         ["idle", Math.max(0, wall[i] - gil[i] - cpu[i] - wait[i])]];
+          // whole pixels, so that neighbouring slices leave no seams between them
+          const x0 = Math.floor(a * dx), x1 = Math.max(x0 + 1, Math.floor((a + 1) * dx));
+          let y = h;
+          for (const [name, v] of parts) {
+            const ph = Math.min(y, (v / sliceTicks) * h);
+            if (ph <= 0) continue;
+            g.fillStyle = colour[name];
+            g.fillRect(x0, y - ph, x1 - x0, ph);
+            y -= ph;
+          }
+        }
+      });
+    }
+    const brush = document.createElement("div");
+    brush.id = "brush";
+    box.appendChild(brush);
+    let start = null;
+    const sliceAt = (ev) => {
+      const strip = box.querySelector(".strip").getBoundingClientRect();
+      return clamp(Math.floor(((ev.clientX - strip.left) / strip.width) * D.slices), 0, D.slices);
+    };
+    box.addEventListener("mousedown", (ev) => {
+      if (ev.target.classList.contains("strip")) { start = sliceAt(ev); ev.preventDefault(); }
+    });
+    window.addEventListener("mousemove", (ev) => {
+      if (start === null) return;
+      const b = sliceAt(ev);
+      placeBrush(Math.min(start, b), Math.max(start, b) + 1);
+    });
+    window.addEventListener("mouseup", (ev) => {
+      if (start === null) return;
+      const b = sliceAt(ev), lo = Math.min(start, b), hi = Math.max(start, b) + 1;
+      start = null;
+      if (hi - lo <= 1) go({ a0: 0, a1: D.slices, zoom: [] });
+      else go({ a0: lo, a1: Math.min(hi, D.slices), zoom: [] });
+    });
+  }
+
+  function placeBrush(a0, a1) {
+    const brush = $("#brush"), strip = document.querySelector(".strip");
+    if (!strip) return;
+    const full = a0 <= 0 && a1 >= D.slices;
+    brush.style.display = full ? "none" : "block";
+    const left = strip.offsetLeft, w = strip.clientWidth;
+    brush.style.left = left + (a0 / D.slices) * w + "px";
+    brush.style.width = ((a1 - a0) / D.slices) * w + "px";
+  }
+
+  function drawAxis() {
+    const axis = $("#axis");
+    axis.innerHTML = "";
+    const secs = D.slices * D.slice_s;
+    const step = niceStep(secs / 8);
+    const w = axis.clientWidth;
+    for (let t = Math.ceil(D.origin_s / step) * step; t <= D.origin_s + secs; t += step) {
+      const span = document.createElement("span");
+      span.style.left = ((t - D.origin_s) / secs) * w + "px";
+      span.textContent = `${+t.toFixed(6)} s`;
+      axis.appendChild(span);
+    }
+  }
+  function niceStep(x) {
+    const p = Math.pow(10, Math.floor(Math.log10(x || 1)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= x) return m * p;
+    return 10 * p;
+  }
+
+  function drawFlame(T, re) {
+    const box = $("#icicle");
+    box.innerHTML = "";
+    // The zoomed frame: the path of keys from the root, where the selection still has it.
+    let root = 0;
+    for (const k of state.zoom) {
+      const t = T.kids[root].get(k);
+      if (t === undefined) break;
+      root = t;
+    }
+    const crumbs = $("#crumbs");
+    crumbs.innerHTML = "";
+    const path = [];
+    for (let t = root; t > 0; t = T.parent[t]) path.unshift(t);
+    const all = document.createElement("a");
+    all.textContent = "all";
+    all.addEventListener("click", () => go({ zoom: [] }));
+    crumbs.appendChild(all);
+    path.forEach((t, i) => {
+      crumbs.appendChild(document.createTextNode(" › "));
+      const a = document.createElement("a");
+      a.textContent = D.keys[T.key[t]][0];
+      a.addEventListener("click", () => go({ zoom: path.slice(0, i + 1).map((x) => T.key[x]) }));
+      crumbs.appendChild(a);
+    });
+    const width = box.clientWidth || 800, rowH = 18, rootTotal = T.total[root];
+    if (!(rootTotal > 0)) {
+      box.style.height = "40px";
+      box.textContent = "nothing in this selection";
+      return 0;
+    }
+    let drawn = 0, depthMax = 0, matched = 0;
+    const todo = [[root, 0, 0]];
+    const frag = document.createDocumentFragment();
+    while (todo.length && drawn < 6000) {
+      const [t, x, depth] = todo.pop();
+      const w = (T.total[t] / rootTotal) * width;
+      if (t !== root || root !== 0) {
+        const k = T.key[t];
+        const div = document.createElement("div");
+        div.className = "frame";
+        div.style.left = x + "px";
+        div.style.top = depth * rowH + "px";
+        div.style.width = w + "px";
+        const [name, file] = D.keys[k];
+        div.style.background = `hsl(${(hue(file) + (hue(name) % 50)) % 360}, 60%, ${74 - (hue(name) % 14)}%)`;
+        div.dataset.name = name;
+        const share = (100 * T.total[t]) / (T.total[0] || 1);
+        div.title = `${keyText(k)}\ntotal ${fmt(T.total[t])} (${share.toFixed(1)}%), own ${fmt(T.self[t])}`;
+        if (w > 28) div.textContent = name;
+        if (re && re.test(keyText(k))) div.classList.add("match");
+        const zoomTo = [];
+        for (let u = t; u > 0; u = T.parent[u]) zoomTo.unshift(T.key[u]);
+        div.addEventListener("click", () => go({ zoom: zoomTo }));
+        frag.appendChild(div);
+        drawn++;
+        depthMax = Math.max(depthMax, depth);
+      }
+      const next = t === root && root === 0 ? depth : depth + 1;
+      let cx = x;
+      const kids = [...T.kids[t].values()].sort((a, b) => T.total[b] - T.total[a]);
+      const queued = [];
+      for (const c of kids) {
+        const cw = (T.total[c] / rootTotal) * width;
+        if (cw >= 0.5) queued.push([c, cx, next]);
+        cx += cw;
+      }
+      for (let i = queued.length - 1; i >= 0; i--) todo.push(queued[i]);
+    }
+    box.appendChild(frag);
+    box.style.height = (depthMax + 1) * rowH + 2 + "px";
+    if (re) {
+      // The time in matching frames, each stack counted once (its outermost match).
+      const stack = [[0, false]];
+      while (stack.length) {
+        const [t] = stack.pop();
+        if (t > 0 && re.test(keyText(T.key[t]))) { matched += T.total[t]; continue; }
+        for (const c of T.kids[t].values()) stack.push([c, false]);
+      }
+    }
+    return matched;
+  }
+
+  function drawTable(T, re) {
+    const { own, total } = functionTotals(T);
+    const all = T.total[0] || 1;
+    const rows = [];
+    for (let k = 0; k < D.keys.length; k++) if (total[k] > 0) rows.push(k);
+    const by = state.sort;
+    rows.sort((a, b) => by === "name" ? D.keys[a][0].localeCompare(D.keys[b][0])
+      : by === "total" ? total[b] - total[a] : own[b] - own[a] || total[b] - total[a]);
+    const body = document.querySelector("#functions tbody");
+    body.innerHTML = "";
+    for (const k of rows.slice(0, 300)) {
+      if (re && !re.test(keyText(k))) continue;
+      const tr = document.createElement("tr");
+      const [name, file, line] = D.keys[k];
+      tr.dataset.name = name;
+      for (const text of [fmt(own[k]), (100 * own[k] / all).toFixed(1) + "%", fmt(total[k]),
+                          (100 * total[k] / all).toFixed(1) + "%"]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      const td = document.createElement("td");
+      td.appendChild(document.createTextNode(name + " "));
+      const small = document.createElement("small");
+      small.textContent = `${file}:${line}`;
+      td.appendChild(small);
+      tr.appendChild(td);
+      tr.addEventListener("click", () => go({ q: "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + " \\(" }));
+      body.appendChild(tr);
+    }
+  }
+
+  function render() {
+    const t0 = performance.now();
+    state = readState();
+    for (const b of document.querySelectorAll("#modes button")) {
+      b.classList.toggle("on", b.dataset.mode === state.mode);
+    }
+    for (const row of document.querySelectorAll(".thread-row")) {
+      row.classList.toggle("off", !!state.threads && !state.threads.has(Number(row.dataset.ref)));
+    }
+    if ($("#search").value !== state.q) $("#search").value = state.q;
+    let re = null;
+    if (state.q) { try { re = new RegExp(state.q, "i"); } catch (e) { re = null; } }
+    placeBrush(state.a0, state.a1);
+    const T = buildTree(aggregate());
+    const matched = drawFlame(T, re);
+    drawTable(T, re);
+    const nThreads = state.threads ? state.threads.size : D.threads.length;
+    $("#selection").textContent = `${state.mode} · ${sliceTime(state.a0).toFixed(3)}–` +
+      `${sliceTime(state.a1).toFixed(3)} s · ${nThreads} of ${D.threads.length} threads · ` +
+      `${fmt(T.total[0])}`;
+    $("#matched").textContent = re ? `matched: ${fmt(matched)} (${(100 * matched / (T.total[0] || 1)).toFixed(1)}% of the selection)` : "";
+    const status = $("#status");
+    status.dataset.ready = "1";
+    status.dataset.mode = state.mode;
+    status.textContent = `psrec ${D.psrec} · drawn in ${(performance.now() - t0).toFixed(0)} ms`;
+  }
+
+  drawHeader();
+  state = readState();
+  drawThreads();
+  drawAxis();
+  for (const b of document.querySelectorAll("#modes button")) {
+    b.addEventListener("click", () => go({ mode: b.dataset.mode, zoom: state.zoom }));
+  }
+  for (const th of document.querySelectorAll("#functions th")) {
+    th.addEventListener("click", () => go({ sort: th.dataset.sort }));
+  }
+  $("#search").addEventListener("change", (ev) => go({ q: ev.target.value }));
+  $("#reset").addEventListener("click", () => go({ mode: D.mode, a0: 0, a1: D.slices, threads: null, zoom: [], q: "" }));
+  window.addEventListener("hashchange", render);
+  window.addEventListener("resize", () => { drawAxis(); render(); });
+  render();
+})();

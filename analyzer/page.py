@@ -1,0 +1,201 @@
+"""`psrec report --html`: one self-contained page (no network at view time) with each thread's
+states over the recording (holding the GIL, on a CPU without it, waiting for it, idle), a
+brush to pick a time window, and a flame graph and function table of the window and threads
+picked, in any of the four modes.
+
+The page carries aggregates, not samples: the samples summed by (time slice, thread, stack)
+under each mode and state, so its size grows with distinct stacks and slices, never with the
+number of samples. The script in assets/report.js sums the cells of the selection.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import IO, Any
+
+from psrec import __version__
+
+from .profile import NO_STACK, CellColumns, Profile
+from .registry import Reporter, register
+from .view import MODES
+
+__all__ = ["HtmlReporter", "page_data"]
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+# Slices across the selected span: the brush's resolution and the timeline's columns.
+SLICES = 400
+# The most (slice, thread, stack) cells a page carries: beyond it, slices are merged in twos
+# until it fits (a coarser brush, the same totals).
+MAX_CELLS = 300_000
+STATE_NAMES = ("state-cpu", "state-wait")
+
+
+def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
+    """A mode's value per cell, in ticks, under the view's weights."""
+    if p.view.weights == "count":
+        return [n * p.interval_ticks for n in cols.samples]
+    if mode == "cpu" and any(cols.cpu):
+        return cols.cpu
+    return cols.weight
+
+
+def page_data(p: Profile) -> dict[str, Any]:
+    """What the page draws, as JSON-ready data: threads, per-slice states, the stack trie of
+    the stacks seen, and cells (slice, thread, stack) with a value per mode."""
+    modes = list(MODES)
+    columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
+    cells: dict[tuple[int, int, int], list[int]] = {}
+    for i, m in enumerate(modes):
+        cols = columns[m]
+        for key, v in zip(zip(cols.slice, cols.thread, cols.node), _values(p, m, cols)):
+            if v:
+                row = cells.get(key)
+                if row is None:
+                    row = cells[key] = [0] * len(modes)
+                row[i] += v
+    states: dict[tuple[int, int], list[int]] = {}  # (slice, thread) -> wall, gil, cpu, wait
+    for i, cols in enumerate((columns["wall"], columns["gil"], p.also["state-cpu"],
+                              p.also["state-wait"])):
+        for sl, th, w in zip(cols.slice, cols.thread, cols.weight):
+            row = states.get((sl, th))
+            if row is None:
+                row = states[(sl, th)] = [0, 0, 0, 0]
+            row[i] += w
+    slice_ticks = max(1, p.slice_ticks)
+    factor = 1
+    while len(cells) > MAX_CELLS and len({k[0] for k in cells}) > 20:
+        factor *= 2
+        merged: dict[tuple[int, int, int], list[int]] = {}
+        for (sl, th, node), row in cells.items():
+            key = (sl // 2, th, node)
+            have = merged.get(key)
+            if have is None:
+                merged[key] = list(row)
+            else:
+                for j, v in enumerate(row):
+                    have[j] += v
+        cells = merged
+    first = min((k[0] for k in states), default=0)
+    last = max((k[0] for k in states), default=0)
+    nslices = last - first + 1
+
+    # The trie of the stacks seen, compacted: parents before children.
+    index: dict[int, int] = {}
+    parent_of: list[int] = []
+    key_of: list[int] = []
+    keys: dict[Any, int] = {}
+
+    def key_index(k: Any) -> int:
+        i = keys.get(k)
+        if i is None:
+            i = keys[k] = len(keys)
+        return i
+
+    def add(node: int) -> int:
+        chain = []
+        n = node
+        while n not in index:
+            chain.append(n)
+            if n == 0:
+                break
+            n = p.parents[n]
+        for n in reversed(chain):
+            if n == 0:
+                index[0] = len(parent_of)
+                parent_of.append(-1)
+                key_of.append(key_index(NO_STACK))
+                continue
+            up = p.parents[n]
+            index[n] = len(parent_of)
+            parent_of.append(index[up] if up else -1)
+            key_of.append(key_index(p.key(p.frames[n])))
+        return index[node]
+
+    out_cells: dict[str, list[int]] = {"s": [], "t": [], "n": [], **{m: [] for m in modes}}
+    for (sl, th, node), row in cells.items():
+        out_cells["s"].append(sl - first // factor)
+        out_cells["t"].append(th)
+        out_cells["n"].append(add(node))
+        for m, v in zip(modes, row):
+            out_cells[m].append(v)
+    # Per thread, its states over the slices it has samples in: [first slice, wall, gil,
+    # cpu, wait], each list from that slice on (a short-lived thread costs a few slices).
+    spans: dict[int, list[int]] = {}
+    for sl, th in states:
+        lo_hi = spans.get(th)
+        spans[th] = [sl, sl] if lo_hi is None else [min(lo_hi[0], sl), max(lo_hi[1], sl)]
+    out_states: dict[str, list[Any]] = {}
+    for th, (lo, hi) in spans.items():
+        out_states[str(th)] = [lo - first] + [[0] * (hi - lo + 1) for _ in range(4)]
+    for (sl, th), row in states.items():
+        per = out_states[str(th)]
+        at = sl - first - per[0]
+        for j in range(4):
+            per[j + 1][at] += row[j]
+    sums = p.thread_sums()
+    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": sums[ref][0]}
+               for ref in p.thread_refs()]
+    md = p.metadata
+    return {
+        "psrec": __version__,
+        "file": p.path,
+        "title": Path(p.path).name,
+        "python": md.get("python_version") or "",
+        "command": " ".join(md.get("command") or []),
+        "pid": md.get("pid"),
+        "free_threaded": p.free_threaded,
+        "gil_wait_known": any(v for per in out_states.values() for v in per[4]),
+        "tick_s": p.tick_ns / 1e9,
+        "origin_s": p.seconds(first * slice_ticks - p.extent[0]) if p.extent[0] >= 0 else 0.0,
+        "slice_s": p.seconds(slice_ticks),
+        "slices": nslices,
+        # A timeline slice a (from 0) is in cell slice (a + cell_offset) // cell_factor.
+        "cell_factor": factor,
+        "cell_offset": first % factor,
+        "mode": p.view.mode,
+        "weights": p.view.weights,
+        "interval_ticks": p.interval_ticks,
+        "by": p.view.by,
+        "samples": p.selected,
+        "threads": threads,
+        "states": out_states,
+        "keys": [[k.name, k.filename, k.line] for k in keys],
+        "parent": parent_of,
+        "key": key_of,
+        "cells": out_cells,
+        "modes": modes,
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    """The page: the template with its style, script and data inline."""
+    template = (ASSETS / "report.html").read_text(encoding="utf-8")
+    # Inside <script>, "</" would end the element: JSON allows writing it as "<\/".
+    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
+    # The data goes in last, so that nothing in it is taken for a placeholder.
+    return (template.replace("<!--TITLE-->", title)
+            .replace("/*STYLE*/", (ASSETS / "report.css").read_text(encoding="utf-8"))
+            .replace("/*SCRIPT*/", (ASSETS / "report.js").read_text(encoding="utf-8"))
+            .replace("/*DATA*/", blob))
+
+
+@register
+class HtmlReporter(Reporter):
+    name = "html"
+    description = ("an HTML page with everything inline: each thread's GIL and CPU states "
+                   "over time, and a flame graph and function table of any window")
+    suffix = ".html"
+    slice_count = SLICES
+
+    def also(self, profile_mode: str) -> tuple[str, ...]:
+        return tuple(m for m in MODES if m != profile_mode) + STATE_NAMES
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        data = page_data(profile)
+        page = render(data)
+        out.write(page)
+        return (f"{len(data['threads'])} threads, {len(data['parent']):,} stack nodes, "
+                f"{len(data['cells']['n']):,} cells, {math.ceil(len(page) / 1024):,} KiB")

@@ -1,0 +1,220 @@
+"""`psrec export --pprof`: gzipped pprof profiles (profile.proto) for go tool pprof, Pyroscope,
+Parca and Grafana.
+
+One pprof sample per (thread, stack, GIL state, CPU state) with three values: samples/count,
+wall/nanoseconds (each sample's time weight) and cpu/nanoseconds (the CPU time the thread used
+since its previous sample, on the stack that sample saw); labels name the thread (`thread`,
+`thread_id`, and `pid` where the recording has several processes), `gil` (held, released;
+attached, detached on a free-threaded target; unknown) and `cpu` (on, off, unknown). Locations
+are lines, functions are Python functions (name, file, first line). The view's threads and
+window select the samples; its mode picks the sample type a viewer shows first (wall or cpu):
+the GIL and idle views are label filters (`-tagfocus gil=held`, `-tagfocus cpu=off`).
+
+With --window, one profile per window of that length (what a continuous-profiling backend
+ingests), each with its own time_nanos and duration_nanos.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from typing import IO, Any
+
+from psrec.format import PsrecError
+from psrec.format import constants as C
+from psrec.format.writer import Output
+
+from .profile import CellColumns, Profile
+from .registry import Reporter, default_output, register
+from .view import ViewUsageError
+
+__all__ = ["PprofExporter", "build", "write_windows"]
+
+# (GIL held, on CPU) -> the status filter of analyzer.view.STATES that selects it.
+COMBOS = {(True, True): "gil+cpu", (True, False): "gil+off", (False, True): "nogil+cpu",
+          (False, False): "nogil+off"}
+SUFFIX = ".pb.gz"
+
+
+def _pb() -> Any:
+    try:
+        from .proto import profile_pb2
+    except ImportError as exc:  # protobuf missing, or older than the generated code needs
+        raise PsrecError(f"pprof export needs the protobuf package ({exc})",
+                         help="pip install 'protobuf>=7.35' (Python 3.10 or later)") from None
+    return profile_pb2
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.table = [""]
+        self.index = {"": 0}
+
+    def __call__(self, s: str) -> int:
+        i = self.index.get(s)
+        if i is None:
+            i = self.index[s] = len(self.table)
+            self.table.append(s)
+        return i
+
+
+def _cells(p: Profile, sl: int | None) -> dict[tuple[int, int, str, str], list[int]]:
+    """(thread, node, gil label, cpu label) -> [samples, weight ticks, cpu ticks], over one
+    slice (or all): each state's cells, and what no state took (its GIL or CPU state unknown)."""
+    ft = p.free_threaded
+    out: dict[tuple[int, int, str, str], list[int]] = {}
+    rest: dict[tuple[int, int], list[int]] = {}
+    wall = p.columns if p.view.mode == "wall" else p.also["wall"]
+    for th, node, s, n, w, c in zip(wall.thread, wall.node, wall.slice, wall.samples,
+                                    wall.weight, wall.cpu):
+        if sl is None or s == sl:
+            r = rest.setdefault((th, node), [0, 0, 0])
+            r[0] += n
+            r[1] += w
+            r[2] += c
+    for (gil, cpu), name in COMBOS.items():
+        cols: CellColumns = p.also[name]
+        label = (("attached" if gil else "detached") if ft else ("held" if gil else "released"),
+                 "on" if cpu else "off")
+        for th, node, s, n, w, c in zip(cols.thread, cols.node, cols.slice, cols.samples,
+                                        cols.weight, cols.cpu):
+            if sl is not None and s != sl:
+                continue
+            row = out.setdefault((th, node, *label), [0, 0, 0])
+            row[0] += n
+            row[1] += w
+            row[2] += c
+            r = rest[(th, node)]
+            r[0] -= n
+            r[1] -= w
+            r[2] -= c
+    for (th, node), r in rest.items():
+        if r[0] or r[1] or r[2]:
+            out[(th, node, "unknown", "unknown")] = r
+    return out
+
+
+def build(p: Profile, sl: int | None = None) -> Any:
+    """The pprof Profile message of a profile (or of one of its slices)."""
+    pb = _pb()
+    prof = pb.Profile()
+    strings = _Strings()
+    for kind, unit in (("samples", "count"), ("wall", "nanoseconds"), ("cpu", "nanoseconds")):
+        prof.sample_type.add(type=strings(kind), unit=strings(unit))
+    prof.default_sample_type = strings("cpu" if p.view.mode == "cpu" else "wall")
+    prof.period_type.type = strings("wall")
+    prof.period_type.unit = strings("nanoseconds")
+    prof.period = p.interval_ticks * p.tick_ns
+    functions: dict[Any, int] = {}
+    locations: dict[int, int] = {}  # frame id -> location id
+
+    def location(frame_id: int) -> int:
+        loc = locations.get(frame_id)
+        if loc is not None:
+            return loc
+        if frame_id == C.TRUNCATED_FRAME:
+            key: Any = ("[truncated stack]", "<psrec>", 0)
+            line = 0
+        else:
+            f = p.defs.frame(frame_id)
+            key = (f.function.name, f.function.filename, f.function.first_line)
+            line = f.line
+        fid = functions.get(key)
+        if fid is None:
+            fid = functions[key] = len(functions) + 1
+            prof.function.add(id=fid, name=strings(key[0]), system_name=strings(key[0]),
+                              filename=strings(key[1]), start_line=key[2])
+        loc = locations[frame_id] = len(locations) + 1
+        prof.location.add(id=loc).line.add(function_id=fid, line=line)
+        return loc
+
+    empty_loc = 0
+    many_pids = len({t.pid for t in p.threads.values()}) > 1
+    ns = p.tick_ns
+    keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu")}
+    for (th, node, gil, cpu), (n, w, c) in _cells(p, sl).items():
+        sample = prof.sample.add()
+        if node:
+            sample.location_id.extend(location(f) for f in reversed(p.stack(node)))
+        else:
+            if not empty_loc:
+                fid = len(functions) + 1
+                functions[("[no Python stack]", "<psrec>", 0)] = fid
+                prof.function.add(id=fid, name=strings("[no Python stack]"),
+                                  filename=strings("<psrec>"))
+                empty_loc = len(locations) + 1
+                locations[-1] = empty_loc
+                prof.location.add(id=empty_loc).line.add(function_id=fid)
+            sample.location_id.append(empty_loc)
+        sample.value.extend((n, w * ns, c * ns))
+        t = p.threads.get(th)
+        sample.label.add(key=keys["thread"], str=strings(t.name if t and t.name else "thread"))
+        if t is not None:
+            sample.label.add(key=keys["thread_id"], num=t.os_tid or t.python_tid)
+            if many_pids:
+                sample.label.add(key=keys["pid"], num=t.pid)
+        sample.label.add(key=keys["gil"], str=strings(gil))
+        sample.label.add(key=keys["cpu"], str=strings(cpu))
+    if sl is None:
+        lo, hi = p.first_ts, p.last_ts + p.interval_ticks
+    else:
+        lo, hi = sl * p.slice_ticks, (sl + 1) * p.slice_ticks
+    prof.time_nanos = p.created_wall_ns + lo * ns
+    prof.duration_nanos = max(0, hi - lo) * ns
+    prof.comment.append(strings(f"psrec {p.path}: {p.describe()}"))
+    prof.string_table.extend(strings.table)
+    return prof
+
+
+def _check_mode(p: Profile) -> None:
+    if p.view.mode not in ("wall", "cpu"):
+        raise ViewUsageError(
+            f"--mode {p.view.mode}: a pprof profile holds every sample, labelled by its GIL "
+            "and CPU state", help="export with --mode wall or cpu, and filter in pprof, e.g. "
+            "go tool pprof -tagfocus gil=held")
+
+
+@register
+class PprofExporter(Reporter):
+    name = "pprof"
+    description = ("gzipped pprof profile (go tool pprof, Pyroscope, Parca, Grafana): "
+                   "samples, wall and CPU time, with thread, GIL and CPU labels")
+    command = "export"
+    suffix = SUFFIX
+    binary = True
+
+    def also(self, profile_mode: str) -> tuple[str, ...]:
+        return ("wall",) * (profile_mode != "wall") + tuple(COMBOS.values())
+
+    def slice_seconds(self) -> float:
+        return float(self.options.get("window") or 0.0)
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        _check_mode(profile)
+        data = build(profile).SerializeToString()
+        out.write(gzip.compress(data, mtime=0))
+        return f"{len(data):,} bytes before gzip"
+
+
+def write_windows(p: Profile, output: str | None, force: bool) -> list[str]:
+    """One profile per slice of the profile (every window with samples): BASE.N.pb.gz, BASE
+    from -o (its .pb.gz left off) or the recording's name. Returns the files written."""
+    _check_mode(p)
+    base = output if output is not None else default_output(p.path, SUFFIX)
+    base = base[: -len(SUFFIX)] if base.endswith(SUFFIX) else base
+    slices = sorted(set((p.columns if p.view.mode == "wall" else p.also["wall"]).slice))
+    first = slices[0] if slices else 0
+    written = []
+    for sl in slices:
+        name = f"{base}.{sl - first}{SUFFIX}"
+        if os.path.abspath(name) == os.path.abspath(p.path):
+            raise PsrecError(f"{name} is the recording itself", help="choose another -o")
+        out = Output(name, force)
+        try:
+            out.file.write(gzip.compress(build(p, sl).SerializeToString(), mtime=0))
+            out.commit()
+        except BaseException:
+            out.discard()
+            raise
+        written.append(name)
+    return written

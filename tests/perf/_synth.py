@@ -134,6 +134,8 @@ ANALYZER_COMMANDS = (
                                              "-o", o]),
     ("export --speedscope", lambda py, f, o: [py, "-m", "psrec", "export", "--speedscope", f,
                                               "-o", o]),
+    ("report --html", lambda py, f, o: [py, "-m", "psrec", "report", "--html", f, "-o", o]),
+    ("export --pprof", lambda py, f, o: [py, "-m", "psrec", "export", "--pprof", f, "-o", o]),
 )
 
 
@@ -142,7 +144,8 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
     reps = 1 if ctx.quick else 3
     have = ctx.tc.psrec_analyzer
     avail = {"report": have.get("report"), "report --collapsed": have.get("collapsed"),
-             "export --speedscope": have.get("export")}
+             "export --speedscope": have.get("export"), "report --html": have.get("html"),
+             "export --pprof": have.get("pprof")}
     ctx.log(f"[6] analyzer on synthetic recordings of {', '.join(f'{s:,}' for s in sizes)} "
             f"samples ({reps} runs each)")
     raw: dict[str, Any] = {}
@@ -185,7 +188,8 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                             "samples/s", "none", {"psrec": summarize([n / t for t in times])},
                             "≥ 5M/s" if n >= 10_000_000 else "",
                             (lambda p, b: p.median >= 5e6) if n >= 10_000_000 else None))
-        if len(sizes) > 1 and name != "export --speedscope":
+        if len(sizes) > 1 and name in ("report", "report --collapsed", "report --html",
+                                       "export --pprof"):
             r1 = raw.get(f"{name} {sizes[0]}", {}).get("maxrss_mib") or []
             r2 = raw.get(f"{name} {sizes[1]}", {}).get("maxrss_mib") or []
             if r1 and r2:
@@ -193,6 +197,8 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                 ctx.add(Row("6", f"psrec {name}: peak RSS 10M ÷ 1M samples", "×", "none",
                             {"psrec": ratio}, "grows with stacks, not samples (≤ 1.5×)",
                             lambda p, b: p.median <= 1.5))
+    if avail["report --html"]:
+        _browser_rows(ctx, files, reps, raw)
     # The same work in-process: native decode plus aggregation, no CLI start-up or output.
     for n, path in files.items():
         rates = []
@@ -203,6 +209,50 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                     lambda p, b: p.median >= 5e6))
         raw[f"in-process decode+accumulate {n}"] = rates
     ctx.raw["analyzer"] = raw
+
+
+def _browser_rows(ctx: Ctx, files: dict[int, str], reps: int, raw: dict[str, Any]) -> None:
+    """The HTML page of each recording, drawn by headless Chromium: the page's own drawing
+    time (its script reports it) and the whole load (starting Chromium included)."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    browser = shutil.which("chromium") or shutil.which("google-chrome")
+    if browser is None:
+        ctx.add(Row("6", "HTML page drawn in Chromium", "s", "none", {}, "≤ 3 s at 10M", None,
+                    note="no Chromium on this machine"))
+        return
+    for n, path in files.items():
+        page = os.path.join(ctx.workdir, f"page-{n}.html")
+        subprocess.run([sys.executable, "-m", "psrec", "report", "--html", path, "-o", page,
+                        "--force"], check=True, capture_output=True)
+        draws, loads = [], []
+        for _ in range(reps):
+            with tempfile.TemporaryDirectory(prefix="psrec-bench-chromium-") as profile:
+                t0 = time.perf_counter()
+                r = subprocess.run(
+                    [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", f"--user-data-dir={profile}", "--dump-dom",
+                     "file://" + os.path.abspath(page)], capture_output=True, text=True,
+                    timeout=300, check=False)
+                loads.append(time.perf_counter() - t0)
+            m = re.search(r"drawn in (\d+) ms", r.stdout)
+            if m:
+                draws.append(int(m.group(1)) / 1e3)
+        label = f"{n / 1e6:g}M"
+        size = os.path.getsize(page) / 1e6
+        raw[f"html page {n}"] = {"draw_s": draws, "load_s": loads, "page_mb": size}
+        ctx.add(Row("6", f"HTML page of {label} samples ({size:.1f} MB): drawn by its script",
+                    "s", "none", {"psrec": summarize(draws)} if draws else {},
+                    "≤ 3 s" if n >= 10_000_000 else "",
+                    (lambda p, b: p.median <= 3.0) if n >= 10_000_000 and draws else None))
+        ctx.add(Row("6", f"HTML page of {label} samples: Chromium start, load and draw", "s",
+                    "none", {"psrec": summarize(loads)}, "≤ 3 s" if n >= 10_000_000 else "",
+                    (lambda p, b: p.median <= 3.0) if n >= 10_000_000 else None))
 
 
 def _payloads(path: str) -> tuple[list[bytes], int, int]:

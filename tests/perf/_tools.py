@@ -195,11 +195,13 @@ def ensure_tools(venv_dir: str, log: Any) -> Toolchain:
     if "report" in commands:
         rh = _run([sys.executable, "-m", "psrec", "report", "--help"], timeout=60).stdout
         analyzer["collapsed"] = "--collapsed" in rh
+        analyzer["html"] = "--html" in rh
     else:
-        analyzer["collapsed"] = False
+        analyzer["collapsed"] = analyzer["html"] = False
     if "export" in commands:
         eh = _run([sys.executable, "-m", "psrec", "export", "--help"], timeout=60).stdout
         analyzer["export"] = "--speedscope" in eh
+        analyzer["pprof"] = "--pprof" in eh
     return Toolchain(
         python=sys.executable,
         target_python=target,

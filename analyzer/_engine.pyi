@@ -95,6 +95,11 @@ def slice_sums(
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]: ...
 
+def group_sums(
+    sources: Sequence[tuple[Buffer, Buffer, Buffer, Buffer]],
+    factor: int = 1,
+    by_node: bool = True,
+) -> tuple[bytes, bytes, bytes, bytes]: ...
 class SpeedscopeText:
     def __init__(self, arg: StackKeys, /) -> None: ...
     def set_thread(

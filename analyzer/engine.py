@@ -47,6 +47,40 @@ def timeline(use_native: bool, query: dict[str, Any]) -> Any:
     return PyTimeline(query)
 
 
+def group_sums(use_native: bool, sources: list[tuple[Any, Any, Any, Any]], factor: int = 1,
+               by_node: bool = True) -> tuple[array[int], array[int], array[int], array[int]]:
+    """Cells of several sources, each (slice, thread, node, value) columns, summed again by
+    (slice // factor, thread, node), or (slice // factor, thread) without by_node (node 0).
+    Returns the groups' slice, thread and node columns in order of first appearance, and
+    their sums, a row of one per source after another."""
+    if use_native and _engine is not None:
+        parts = _engine.group_sums([tuple(_u(c, t) for c, t in zip(src, "QIIQ"))
+                                    for src in sources], max(1, factor), by_node)
+        out = []
+        for typecode, raw in zip("QIIQ", parts):
+            a = array(typecode)
+            a.frombytes(raw)
+            out.append(a)
+        return out[0], out[1], out[2], out[3]
+    factor = max(1, factor)
+    rows: dict[tuple[int, int, int], list[int]] = {}
+    for i, (sl, th, node, value) in enumerate(sources):
+        for key in zip(sl, th, node if by_node else [0] * len(sl), value):
+            k = (key[0] // factor, key[1], key[2])
+            row = rows.get(k)
+            if row is None:
+                row = rows[k] = [0] * len(sources)
+            row[i] += key[3]
+    return (array("Q", (k[0] for k in rows)), array("I", (k[1] for k in rows)),
+            array("I", (k[2] for k in rows)), array("Q", (v for r in rows.values() for v in r)))
+
+
+def _u(column: Any, typecode: str) -> Any:
+    """A column the native engine reads in place (an array or a view of the engine's own
+    memory), or a copy of one given as a list."""
+    return column if isinstance(column, (array, memoryview)) else array(typecode, column)
+
+
 @dataclass
 class Runs:
     """One thread's selected samples in time order, consecutive equal stacks merged.

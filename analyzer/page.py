@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from pathlib import Path
 from typing import IO, Any
 
 from psrec import __version__
 
+from . import engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Reporter, register
 from .view import MODES
@@ -33,9 +35,10 @@ STATE_NAMES = ("state-cpu", "state-wait")
 
 
 def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
-    """A mode's value per cell, in ticks, under the view's weights."""
+    """The column holding a mode's value per cell (samples under count weights, which are
+    multiplied by the interval once summed)."""
     if p.view.weights == "count":
-        return [n * p.interval_ticks for n in cols.samples]
+        return cols.samples
     if mode == "cpu" and any(cols.cpu):
         return cols.cpu
     return cols.weight
@@ -46,40 +49,32 @@ def page_data(p: Profile) -> dict[str, Any]:
     the stacks seen, and cells (slice, thread, stack) with a value per mode."""
     modes = list(MODES)
     columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
-    cells: dict[tuple[int, int, int], list[int]] = {}
-    for i, m in enumerate(modes):
-        cols = columns[m]
-        for key, v in zip(zip(cols.slice, cols.thread, cols.node), _values(p, m, cols)):
-            if v:
-                row = cells.get(key)
-                if row is None:
-                    row = cells[key] = [0] * len(modes)
-                row[i] += v
-    states: dict[tuple[int, int], list[int]] = {}  # (slice, thread) -> wall, gil, cpu, wait
-    for i, cols in enumerate((columns["wall"], columns["gil"], p.also["state-cpu"],
-                              p.also["state-wait"])):
-        for sl, th, w in zip(cols.slice, cols.thread, cols.weight):
-            row = states.get((sl, th))
-            if row is None:
-                row = states[(sl, th)] = [0, 0, 0, 0]
-            row[i] += w
-    slice_ticks = max(1, p.slice_ticks)
+    # Per (slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time weights).
+    # Per (slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time
+    # weights), and the samples.
+    wall = columns["wall"]
+    state_sources = [(c.slice, c.thread, c.node, c.weight) for c in (
+        wall, columns["gil"], p.also["state-cpu"], p.also["state-wait"])]
+    state_sources.append((wall.slice, wall.thread, wall.node, wall.samples))
+    st_slice, st_thread, _, st_values = engine.group_sums(p.native, state_sources, 1, False)
+    sources = [(c.slice, c.thread, c.node, _values(p, m, c)) for m, c in columns.items()]
+    # Every cell of a mode is a cell of the wall mode: merging slices in twos at least halves
+    # the cells while they are distinct, so start from the first factor that may fit.
+    nslices = len(set(st_slice))
     factor = 1
-    while len(cells) > MAX_CELLS and len({k[0] for k in cells}) > 20:
+    while len(wall.node) > MAX_CELLS * factor and nslices > 20 * factor:
         factor *= 2
-        merged: dict[tuple[int, int, int], list[int]] = {}
-        for (sl, th, node), row in cells.items():
-            key = (sl // 2, th, node)
-            have = merged.get(key)
-            if have is None:
-                merged[key] = list(row)
-            else:
-                for j, v in enumerate(row):
-                    have[j] += v
-        cells = merged
-    first = min((k[0] for k in states), default=0)
-    last = max((k[0] for k in states), default=0)
-    nslices = last - first + 1
+    while True:
+        c_slice, c_thread, c_node, c_values = engine.group_sums(p.native, sources, factor)
+        if len(c_node) <= MAX_CELLS or nslices <= 20 * factor:
+            break
+        factor *= 2
+    if p.view.weights == "count":
+        c_values = array("Q", (v * p.interval_ticks for v in c_values))
+    slice_ticks = max(1, p.slice_ticks)
+    first = min(st_slice, default=0)
+    last = max(st_slice, default=0)
+    nslices = last - first + 1  # the timeline's, with any slice that has no samples
 
     # The trie of the stacks seen, compacted: parents before children.
     index: dict[int, int] = {}
@@ -113,29 +108,31 @@ def page_data(p: Profile) -> dict[str, Any]:
             key_of.append(key_index(p.key(p.frames[n])))
         return index[node]
 
-    out_cells: dict[str, list[int]] = {"s": [], "t": [], "n": [], **{m: [] for m in modes}}
-    for (sl, th, node), row in cells.items():
-        out_cells["s"].append(sl - first // factor)
-        out_cells["t"].append(th)
-        out_cells["n"].append(add(node))
-        for m, v in zip(modes, row):
-            out_cells[m].append(v)
+    width = len(modes)
+    base = first // factor
+    out_cells: dict[str, list[int]] = {
+        "s": [sl - base for sl in c_slice],
+        "t": c_thread.tolist(),
+        "n": [add(node) for node in c_node],
+        **{m: c_values[i::width].tolist() for i, m in enumerate(modes)},
+    }
     # Per thread, its states over the slices it has samples in: [first slice, wall, gil,
     # cpu, wait], each list from that slice on (a short-lived thread costs a few slices).
     spans: dict[int, list[int]] = {}
-    for sl, th in states:
+    for sl, th in zip(st_slice, st_thread):
         lo_hi = spans.get(th)
         spans[th] = [sl, sl] if lo_hi is None else [min(lo_hi[0], sl), max(lo_hi[1], sl)]
     out_states: dict[str, list[Any]] = {}
     for th, (lo, hi) in spans.items():
         out_states[str(th)] = [lo - first] + [[0] * (hi - lo + 1) for _ in range(4)]
-    for (sl, th), row in states.items():
+    samples: dict[int, int] = {}
+    for i, (sl, th) in enumerate(zip(st_slice, st_thread)):
         per = out_states[str(th)]
         at = sl - first - per[0]
         for j in range(4):
-            per[j + 1][at] += row[j]
-    sums = p.thread_sums()
-    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": sums[ref][0]}
+            per[j + 1][at] += st_values[i * 5 + j]
+        samples[th] = samples.get(th, 0) + st_values[i * 5 + 4]
+    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": samples.get(ref, 0)}
                for ref in p.thread_refs()]
     md = p.metadata
     return {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analyzer/native/accumulator.hpp"
+#include "analyzer/native/group_sums.hpp"
 #include "analyzer/native/stack_keys.hpp"
 #include "analyzer/native/timeline.hpp"
 #include "format/bindings/columns.hpp"
@@ -199,6 +200,26 @@ NB_MODULE(_engine, m) {
                                 asBytes(s.gil), asBytes(s.on_cpu), asBytes(s.key_slice),
                                 asBytes(s.key), asBytes(s.value));
         });
+
+  m.def("group_sums",
+        [](const std::vector<std::tuple<Column<uint64_t>, Column<uint32_t>, Column<uint32_t>,
+                                        Column<uint64_t>>>& sources,
+           uint64_t factor, bool by_node) {
+          std::vector<GroupSource> views;
+          for (const auto& [slice, thread, node, value] : sources) {
+            const size_t n = slice.shape(0);
+            sameLength("group_sums", n, {thread.shape(0), node.shape(0), value.shape(0)});
+            views.push_back(GroupSource{slice.data(), thread.data(), node.data(), value.data(), n});
+          }
+          Groups g;
+          {
+            nb::gil_scoped_release release;
+            g = groupSums(views, factor, by_node);
+          }
+          return nb::make_tuple(asBytes(g.slice), asBytes(g.thread), asBytes(g.node),
+                                asBytes(g.values));
+        },
+        nb::arg("sources"), nb::arg("factor") = 1, nb::arg("by_node") = true);
 
   nb::class_<SpeedscopeText>(m, "SpeedscopeText")
       .def(nb::init<const StackKeys&>(), nb::keep_alive<1, 2>())

@@ -188,8 +188,13 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                             "samples/s", "none", {"psrec": summarize([n / t for t in times])},
                             "≥ 5M/s" if n >= 10_000_000 else "",
                             (lambda p, b: p.median >= 5e6) if n >= 10_000_000 else None))
-        if len(sizes) > 1 and name in ("report", "report --collapsed", "report --html",
-                                       "export --pprof"):
+        if len(sizes) > 1 and name == "report --html":
+            rss = raw.get(f"{name} {sizes[1]}", {}).get("maxrss_mib") or []
+            if rss:
+                ctx.add(Row("6", f"psrec {name}: peak RSS at {sizes[1] / 1e6:g}M samples", "MiB",
+                            "none", {"psrec": summarize(rss)}, "", None,
+                            note="seven sums of every (slice, thread, stack) before merging"))
+        if len(sizes) > 1 and name in ("report", "report --collapsed", "export --pprof"):
             r1 = raw.get(f"{name} {sizes[0]}", {}).get("maxrss_mib") or []
             r2 = raw.get(f"{name} {sizes[1]}", {}).get("maxrss_mib") or []
             if r1 and r2:
@@ -246,6 +251,12 @@ def _browser_rows(ctx: Ctx, files: dict[int, str], reps: int, raw: dict[str, Any
         label = f"{n / 1e6:g}M"
         size = os.path.getsize(page) / 1e6
         raw[f"html page {n}"] = {"draw_s": draws, "load_s": loads, "page_mb": size}
+        sizes = [raw[f"html page {m}"]["page_mb"] for m in files if f"html page {m}" in raw]
+        if len(sizes) == 2:
+            ctx.add(Row("6", "HTML page size, 10M ÷ 1M samples", "×", "none",
+                        {"psrec": summarize([sizes[1] / sizes[0]])},
+                        "grows with stacks and slices, not samples (≤ 1.5×)",
+                        lambda p, b: p.median <= 1.5))
         ctx.add(Row("6", f"HTML page of {label} samples ({size:.1f} MB): drawn by its script",
                     "s", "none", {"psrec": summarize(draws)} if draws else {},
                     "≤ 3 s" if n >= 10_000_000 else "",

@@ -91,3 +91,19 @@ def test_names_from_the_target_cannot_end_the_script(tmp_path: Path) -> None:
     data = _embedded(page)
     assert ["<!--f</script>", "</script><b>x.py", 10] in data["keys"]
     assert data["threads"][0]["label"].startswith("</script><script>alert(1)</script>")
+
+
+def test_group_sums_native_and_python_agree(tmp_path: Path) -> None:
+    from psrec.analyzer import engine
+
+    s = two_thread_recording(str(tmp_path / "two.psr"))
+    p = Profile.load(s.path, View(), slice_seconds=0.1, also=("gil",))
+    sources = [(c.slice, c.thread, c.node, c.weight) for c in (p.columns, p.also["gil"])]
+    for factor in (1, 3):
+        for by_node in (True, False):
+            rows = []
+            for use_native in (True, False):
+                sl, th, node, values = engine.group_sums(use_native, sources, factor, by_node)
+                rows.append(sorted(zip(sl, th, node, values[0::2], values[1::2])))
+            assert rows[0] == rows[1] and rows[0], (factor, by_node)
+            assert sum(r[3] for r in rows[0]) == sum(p.columns.weight)

@@ -21,6 +21,8 @@ from psrec.analyzer import cli as analyzer
 from psrec.format import PsrecError
 from psrec.recorder import cli as recorder
 
+from .top import top
+
 __all__ = ["main", "handle_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -110,7 +112,7 @@ def dump(target: str, as_json: bool) -> None:
         analyzer.dump_file(target, as_json=as_json)
 
 
-for _command in (*recorder.COMMANDS, dump, *analyzer.COMMANDS):
+for _command in (*recorder.COMMANDS, dump, *analyzer.COMMANDS, top):
     if _command.callback is not None:
         _command.callback = handle_errors(_command.callback)
     main.add_command(_command)

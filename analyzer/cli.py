@@ -355,9 +355,15 @@ def export(recording: str, fmt: str | None, speedscope: bool, pprof: bool, windo
               help="Order: largest change of own share, of total share, or largest |z|.")
 @click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
               help="Rows to show (0: all).")
+@click.option("--html", is_flag=True,
+              help="Write a differential flame graph with the table as one HTML page "
+                   "(default NEW.diff.html): frames coloured by how their share changed.")
+@click.option("--speedscope", is_flag=True,
+              help="Write both recordings as two profiles of one speedscope file (default "
+                   "NEW.diff.speedscope.json), to switch between in speedscope.")
 @_view_options
-def diff(base: str, new: str, sort: str, limit: int, output: str | None, force: bool,
-         **view_args: Any) -> None:
+def diff(base: str, new: str, sort: str, limit: int, html: bool, speedscope: bool,
+         output: str | None, force: bool, **view_args: Any) -> None:
     """Functions whose share of the time changed most from BASE to NEW, under one view.
 
     The view options (mode, threads, processes, window, weights, by) apply to both
@@ -365,7 +371,10 @@ def diff(base: str, new: str, sort: str, limit: int, output: str | None, force: 
     """
     from psrec.analyzer.registry import get, write_output
 
-    reporter = get("diff")(sort=sort, limit=limit)
+    given = [(flag, name) for flag, name, on in (("--html", "diff-html", html),
+                                                 ("--speedscope", "diff-speedscope", speedscope))
+             if on]
+    reporter = get(_chosen_format(given, "diff"))(sort=sort, limit=limit)
     view = _view("diff", view_args)
     reporter.options["base"] = _load(base, view, reporter)
     profile = _load(new, view, reporter)
@@ -373,7 +382,9 @@ def diff(base: str, new: str, sort: str, limit: int, output: str | None, force: 
             os.path.samefile(output, base):
         raise PsrecError(f"{output} is the base recording itself",
                          help="choose another name with -o")
-    write_output(reporter, profile, output, force)
+    where, summary = write_output(reporter, profile, output, force)
+    if where != "<stdout>":
+        click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
 
 
 # The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_file serves).

@@ -19,7 +19,8 @@ from .registry import Reporter, register
 from .reporters import location, printable
 from .walks import Totals
 
-__all__ = ["DiffReporter", "DiffRow", "diff_rows"]
+__all__ = ["DiffHtmlReporter", "DiffReporter", "DiffRow", "DiffSpeedscopeReporter", "diff_rows",
+           "diff_tree"]
 
 SORTS = ("own", "total", "z")
 
@@ -117,3 +118,119 @@ class DiffReporter(Reporter):
         if len(rows) > len(shown):
             w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
         return f"{len(rows):,} functions compared"
+
+
+def diff_tree(base: Profile, new: Profile) -> dict[str, Any]:
+    """Both recordings' stacks merged by report key into one tree: each node's own value in
+    either (in ticks, under the view), its parent and its key; parents come before children."""
+    keys: dict[FrameKey, int] = {}
+    index: dict[tuple[int, int], int] = {}
+    parent: list[int] = []
+    key: list[int] = []
+    own: list[list[int]] = [[], []]
+    for side, p in enumerate((base, new)):
+        col, mult = p.value_column()
+        per_node: dict[int, int] = {}
+        for node, v in zip(p.columns.node, col):
+            per_node[node] = per_node.get(node, 0) + v * mult
+        for node, v in per_node.items():
+            at = -1
+            for k in p.keys(node):
+                ki = keys.setdefault(k, len(keys))
+                nxt = index.get((at, ki))
+                if nxt is None:
+                    nxt = index[(at, ki)] = len(parent)
+                    parent.append(at)
+                    key.append(ki)
+                    own[0].append(0)
+                    own[1].append(0)
+                at = nxt
+            own[side][at] += v
+    return {"keys": [[k.name, k.filename, k.line] for k in keys], "parent": parent,
+            "key": key, "own_base": own[0], "own_new": own[1]}
+
+
+@register
+class DiffHtmlReporter(Reporter):
+    """A differential flame graph: the merged stacks of both recordings, each frame coloured by
+    how its share of the time changed (red: grew, blue: shrank), and the diff table."""
+
+    name = "diff-html"
+    description = "a differential flame graph and the diff table, as one HTML page"
+    command = "diff"
+    suffix = ".diff.html"
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        import json
+        from pathlib import Path
+
+        from psrec import __version__
+
+        from .page import ASSETS
+
+        base: Profile = self.options["base"]
+        rows = diff_rows(base, profile, self.options.get("sort", "own"))
+        limit = int(self.options.get("limit", 25)) or len(rows)
+        data = {
+            "psrec": __version__,
+            "title": f"{Path(base.path).name} → {Path(profile.path).name}",
+            "base": base.describe(), "new": profile.describe(), "mode": profile.view.mode,
+            "tick_s": profile.tick_ns / 1e9,
+            **diff_tree(base, profile),
+            "rows": [[r.key.name, r.key.filename, r.key.line, r.base_own, r.new_own,
+                      r.base_total, r.new_total, r.z] for r in rows[:limit]],
+        }
+        blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+        title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
+        page = ((ASSETS / "diff.html").read_text(encoding="utf-8")
+                .replace("<!--TITLE-->", title)
+                .replace("/*STYLE*/", (ASSETS / "report.css").read_text(encoding="utf-8"))
+                .replace("/*SCRIPT*/", (ASSETS / "diff.js").read_text(encoding="utf-8"))
+                .replace("/*DATA*/", blob))
+        out.write(page)
+        return f"{len(data['parent']):,} merged stack nodes, {len(rows):,} functions compared"
+
+
+@register
+class DiffSpeedscopeReporter(Reporter):
+    """Both recordings as two profiles of one speedscope file (base, then new), over one frame
+    table: speedscope shows one at a time, and switching between them keeps the view, so a
+    change reads as the difference between two pictures. Each profile holds every stack of
+    its recording (all threads) once, weighted by its value under the view."""
+
+    name = "diff-speedscope"
+    description = "both recordings as two profiles of one speedscope file"
+    command = "diff"
+    suffix = ".diff.speedscope.json"
+
+    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        import json
+
+        from psrec import __version__
+
+        from .speedscope import _UNITS, SCHEMA_URL, _frame
+
+        base: Profile = self.options["base"]
+        frames: dict[FrameKey, int] = {}
+        profiles = []
+        for label, p in (("base", base), ("new", profile)):
+            unit = _UNITS.get(p.tick_ns, "nanoseconds")
+            scale = 1 if p.tick_ns in _UNITS else p.tick_ns
+            col, mult = p.value_column()
+            per_node: dict[int, int] = {}
+            for node, v in zip(p.columns.node, col):
+                per_node[node] = per_node.get(node, 0) + v * mult
+            samples, weights = [], []
+            for node, v in sorted(per_node.items()):
+                if v:
+                    samples.append([frames.setdefault(k, len(frames)) for k in p.keys(node)])
+                    weights.append(v * scale)
+            profiles.append({"type": "sampled", "name": f"{label}: {p.path}", "unit": unit,
+                             "startValue": 0, "endValue": sum(weights), "samples": samples,
+                             "weights": weights})
+        doc = {"$schema": SCHEMA_URL, "name": f"psrec diff {base.path} {profile.path}",
+               "activeProfileIndex": 1, "exporter": f"psrec {__version__}",
+               "profiles": profiles, "shared": {"frames": [_frame(k) for k in frames]}}
+        json.dump(doc, out)
+        out.write("\n")
+        return f"2 profiles, {len(frames):,} frames"

@@ -152,3 +152,45 @@ def test_page_of_a_live_recording(python: str, tmp_path: Path) -> None:
                                 r"</script>", page.read_text(), re.DOTALL).group(1))
     assert data["samples"] > 1000 and len(data["threads"]) == len(names)
     screenshot(page.resolve().as_uri(), "html-report-live.png")
+
+
+def test_differential_flame_graph(tmp_path: Path) -> None:
+    """Base: compute 25% of the time, parse 75%; new: the other way round. The page colours
+    compute as grown by 50 points and parse as shrunk, sized by either recording."""
+    paths = []
+    for name, compute_share in (("base", 1), ("new", 3)):
+        s = Synth(str(tmp_path / f"{name}.psr"))
+        s.thread("MainThread", 7)
+        for i in range(2000):
+            leaf = COMPUTE if i % 4 < compute_share else ("app.py", "parse", 52)
+            s.sample_pass(i * 1000, {"MainThread": ((MAIN, leaf), BUSY, 1000)})
+        s.close()
+        paths.append(s.path)
+    out = tmp_path / "diff.html"
+    r = CliRunner().invoke(main, ["diff", *paths, "--html", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    url = out.resolve().as_uri()
+    dom = render(url)
+    assert 'data-ready="1" data-size="new"' in dom, dom[-2000:]
+    frames = _diff_frames(dom)
+    assert frames["compute"][:2] == ("grew", "+50.00"), frames
+    assert frames["parse"][:2] == ("shrank", "-50.00"), frames
+    assert frames["main"][:2] == ("same", "+0.00"), frames
+    assert frames["compute"][2] == pytest.approx(3 * frames["parse"][2], rel=0.01)
+    rows = _rows(dom)
+    assert {r[5].split()[0] for r in rows[:2]} == {"compute", "parse"}, rows
+    assert {r[2] for r in rows[:2]} == {"+50.00", "-50.00"}, rows
+    # sized by the base recording, parse is the wider
+    frames = _diff_frames(render(url + "#size=base"))
+    assert frames["parse"][2] == pytest.approx(3 * frames["compute"][2], rel=0.01)
+    screenshot(url, "html-diff.png")
+
+
+def _diff_frames(dom: str) -> dict[str, tuple[str, str, float]]:
+    """Frame name -> (grew, shrank or same; change in points; width in px)."""
+    out = {}
+    for kind, name, delta, width in re.findall(
+            r'<div class="frame (\w+)" data-name="(\w+)" data-delta="([^"]+)"[^>]*?'
+            r'width: ([\d.]+)px', dom):
+        out[name] = (kind, delta, float(width))
+    return out

@@ -105,3 +105,34 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert code == 1 and "is the base recording itself" in err
     code, _, err = run("diff", base)
     assert code == 2 and "Missing argument" in err
+
+
+def test_speedscope_holds_both_recordings_as_two_profiles(tmp_path: Path) -> None:
+    """Checked against speedscope's own schema: base then new, each stack once with its
+    time, over one frame table; the new one opens first."""
+    import json
+
+    import jsonschema
+    from psrec.analyzer.speedscope import check_consistency
+    from test_analyzer_speedscope import load_schema
+
+    base = recording(tmp_path / "base.psr", 6)
+    new = recording(tmp_path / "new.psr", 3)
+    out = tmp_path / "d.json"
+    code, _, err = run("diff", base, new, "--speedscope", "--thread", "MainThread", "-o",
+                       str(out))
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, load_schema())
+    assert check_consistency(doc) == []
+    assert doc["activeProfileIndex"] == 1
+    assert [p["name"].split(":")[0] for p in doc["profiles"]] == ["base", "new"]
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    for p, compute_share in zip(doc["profiles"], (0.6, 0.3)):
+        total = sum(p["weights"])
+        compute = sum(w for s, w in zip(p["samples"], p["weights"])
+                      if names[s[-1]] == "compute")
+        assert compute / total == compute_share
+        assert p["unit"] == "microseconds" and total == 2000 * 1000  # 2 s at 1 kHz
+    code, _, err = run("diff", base, new, "--speedscope", "--html")
+    assert code == 2 and "cannot be given together" in err

@@ -46,6 +46,7 @@ class Timeline:
         status_mask: int = 0,
         status_value: int = 0,
         cpu_view: bool = False,
+        split_at_gaps: bool = False,
     ) -> None: ...
     def add(self, arg: SampleBatch, /) -> None: ...
     @property

@@ -309,6 +309,10 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
 @click.option("--speedscope", is_flag=True,
               help="speedscope JSON (default RECORDING.speedscope.json): one sampled profile "
                    "per thread, samples in time order. The default format.")
+@click.option("--firefox", is_flag=True,
+              help="Firefox Profiler file (default RECORDING.firefox.json): a track per "
+                   "thread with its samples, CPU use and GIL markers; open it at "
+                   "profiler.firefox.com (Load a profile from file).")
 @click.option("--pprof", is_flag=True,
               help="Gzipped pprof profile (default RECORDING.pb.gz) for go tool pprof, "
                    "Pyroscope, Parca, Grafana: samples, wall and CPU time, labelled by thread, "
@@ -317,11 +321,12 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
               help="pprof: one profile per window of this length (e.g. 10s), written as "
                    "BASE.0.pb.gz, BASE.1.pb.gz, ...")
 @_view_options
-def export(recording: str, fmt: str | None, speedscope: bool, pprof: bool, window: str | None,
-           output: str | None, force: bool, **view_args: Any) -> None:
-    """Export a recording for another tool (speedscope, pprof)."""
+def export(recording: str, fmt: str | None, speedscope: bool, firefox: bool, pprof: bool,
+           window: str | None, output: str | None, force: bool, **view_args: Any) -> None:
+    """Export a recording for another tool (speedscope, Firefox Profiler, pprof)."""
     given = [(f"--format {fmt}", fmt)] if fmt is not None else []
     given += [(flag, name) for flag, name, on in (("--speedscope", "speedscope", speedscope),
+                                                  ("--firefox", "firefox", firefox),
                                                   ("--pprof", "pprof", pprof)) if on]
     name = _chosen_format(given, "speedscope")
     if window is None:

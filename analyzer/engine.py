@@ -175,6 +175,8 @@ class PyTimeline:
         self.threads = None if t is None else set(t)
         self.mask, self.value = query["status_mask"], query["status_value"]
         self.cpu_view = query.get("cpu_view", False)
+        self.split_at_gaps = query.get("split_at_gaps", False)
+        self.gap: set[int] = set()  # threads with a sample left out since their last run began
         self.on_cpu: set[int] = set()  # threads whose previous sample was kept on a CPU
         # ref -> node, count, weight, cpu, first_ts columns
         self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
@@ -196,9 +198,13 @@ class PyTimeline:
             if not counted:
                 # The CPU view: as PyAccumulator does (spec/psr-format.md, section 5).
                 if not self.cpu_view or not cpu[i] or status[i] & C.STATUS_CPU_UNKNOWN:
+                    if self.split_at_gaps:
+                        self.gap.add(ref)
                     continue
                 if previous_on_cpu:
                     self.runs[ref][3][-1] += cpu[i]
+                    if self.split_at_gaps:
+                        self.gap.add(ref)
                     continue
             elif status[i] & C.STATUS_ON_CPU:
                 self.on_cpu.add(ref)
@@ -209,7 +215,7 @@ class PyTimeline:
                                       array("q"))
             r_node, r_count, r_weight, r_cpu, r_first = r
             node = nodes[i]
-            if r_node and r_node[-1] == node:
+            if r_node and r_node[-1] == node and ref not in self.gap:
                 r_count[-1] += n
                 r_weight[-1] += w
                 r_cpu[-1] += cpu[i]
@@ -219,6 +225,7 @@ class PyTimeline:
                 r_weight.append(w)
                 r_cpu.append(cpu[i])
                 r_first.append(t)
+                self.gap.discard(ref)
 
     def result(self) -> dict[int, Runs]:
         return {ref: Runs(*cols) for ref, cols in sorted(self.runs.items())}

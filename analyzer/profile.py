@@ -169,7 +169,7 @@ class Profile:
         *,
         slice_ticks: int = 0,
         slice_seconds: float = 0.0,
-        timelines: bool = False,
+        timelines: bool | str = False,
         native: bool | None = None,
         warn: Any = None,
         also: tuple[str, ...] = (),
@@ -179,9 +179,10 @@ class Profile:
 
         slice_seconds (or slice_ticks) > 0 keeps the cells per time slice, and slice_count > 0
         cuts the selected span into about that many slices; timelines=True also keeps every
-        selected thread's samples in time order (for speedscope); `also` sums the same
-        samples under other status filters too (names of STATES, into ``Profile.also``). No
-        view: every sample, weighted by time.
+        selected thread's samples in time order (for speedscope), and timelines="split" ends
+        a thread's run wherever the view left a sample of it out (for intervals); `also` sums
+        the same samples under other status filters too (names of STATES, into
+        ``Profile.also``). No view: every sample, weighted by time.
         """
         view = view or View()
         if view.mode not in MODES:
@@ -199,7 +200,7 @@ class Profile:
         view: View,
         slice_ticks: int,
         slice_seconds: float,
-        want_timelines: bool,
+        want_timelines: bool | str,
         native: bool | None,
         warn: Any,
         also: tuple[str, ...] = (),
@@ -233,7 +234,10 @@ class Profile:
             query["to_ts"] = to_ts
         acc = engine.accumulator(stream.native, slice_origin=0, slice_ticks=slice_ticks,
                                  **query)
-        timeline = engine.timeline(stream.native, query) if want_timelines else None
+        timeline = None
+        if want_timelines:
+            timeline = engine.timeline(stream.native, {**query, "split_at_gaps": (
+                want_timelines == "split")})
         others = {}
         for name in also:
             mask, value, cpu_view = STATES[name]

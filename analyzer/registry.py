@@ -71,7 +71,7 @@ def names() -> list[str]:
 
 
 def _load_builtins() -> None:
-    from . import diff, page, pprof, reporters, speedscope  # noqa: F401  (registering is a side effect)
+    from . import diff, firefox, page, pprof, reporters, speedscope  # noqa: F401  (registering is a side effect)
 
 
 def default_output(recording: str, suffix: str) -> str:

@@ -106,13 +106,16 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](Timeline* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
-             uint8_t status_value, bool cpu_view) {
-            new (self) Timeline(
-                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view));
+             uint8_t status_value, bool cpu_view, bool split_at_gaps) {
+            AccumulatorQuery q =
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
+            q.split_at_gaps = split_at_gaps;
+            new (self) Timeline(std::move(q));
           },
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
-          nb::arg("status_value") = 0, nb::arg("cpu_view") = false)
+          nb::arg("status_value") = 0, nb::arg("cpu_view") = false,
+          nb::arg("split_at_gaps") = false)
       .def("add",
            [](Timeline& t, const SampleColumns& b) {
              nb::gil_scoped_release release;

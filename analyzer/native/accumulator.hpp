@@ -33,6 +33,10 @@ struct AccumulatorQuery {
   // still brings that time in, so that every nanosecond the recorder saw a thread use lands
   // on a sample of it (spec/psr-format.md, section 5).
   bool cpu_view = false;
+  // Timelines only: a sample of a thread that the filter leaves out ends the thread's run, so
+  // that runs of the samples kept never span time the thread spent otherwise (for intervals
+  // such as "holding the GIL"); without it, runs join across what was left out.
+  bool split_at_gaps = false;
 
   // Keeps only these thread refs (an empty list keeps none). Refs beyond kMaxThreadRef have
   // no samples, and are left out rather than allocated for.

@@ -16,11 +16,14 @@ void Timeline::add(const SampleColumns& c) {
     const auto fate = q_.fate(ts, th, c.status[i], c.cpu[i], tr.on_cpu && r.size() != 0);
     tr.on_cpu = fate == AccumulatorQuery::Fate::kKeep && (c.status[i] & kStatusOnCpu);
     if (fate == AccumulatorQuery::Fate::kCpuToPrevious) r.cpu.back() += c.cpu[i];
-    if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious)
+    if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious) {
+      tr.gap = q_.split_at_gaps;
       continue;
+    }
     const bool counted = fate == AccumulatorQuery::Fate::kKeep;  // else its CPU time only
     const uint32_t node = c.node[i];
-    if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX) {
+    if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX || tr.gap) {
+      tr.gap = false;
       r.node.push_back(node);
       r.count.push_back(counted ? 1 : 0);
       r.weight.push_back(counted ? c.weight[i] : 0);

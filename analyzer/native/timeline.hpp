@@ -123,6 +123,7 @@ class Timeline {
   struct ThreadRuns {
     TimelineRuns runs;
     bool on_cpu = false;  // the thread's previous sample was kept, on a CPU
+    bool gap = false;     // a sample was left out since the last run began (split_at_gaps)
   };
   AccumulatorQuery q_;
   RefTable<ThreadRuns> threads_;

@@ -50,3 +50,24 @@ def screenshot(url: str, name: str, size: str = "1400,1000") -> Path:
     _run(url, f"--screenshot={out}", f"--window-size={size}")
     assert out.is_file() and out.stat().st_size > 1000, f"no screenshot written to {out}"
     return out
+
+
+CACHE = Path(os.environ.get("PSREC_E2E_CACHE", "/tmp/psrec-e2e-cache"))
+
+
+def npm_package(spec: str, wanted: str) -> Path:
+    """CACHE/node_modules/<wanted>, installing the npm package `spec` (name@version) into
+    CACHE first if it is not there; skips, saying why, where npm is missing or fails."""
+    path = CACHE / "node_modules" / wanted
+    if path.exists():
+        return path
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(f"{spec} is not installed in {CACHE} and npm is not available")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), spec],
+                       capture_output=True, text=True, timeout=300, check=False)
+    if r.returncode != 0 or not path.exists():
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"npm install {spec} failed: {last}")
+    return path

@@ -136,6 +136,8 @@ ANALYZER_COMMANDS = (
                                               "-o", o]),
     ("report --html", lambda py, f, o: [py, "-m", "psrec", "report", "--html", f, "-o", o]),
     ("export --pprof", lambda py, f, o: [py, "-m", "psrec", "export", "--pprof", f, "-o", o]),
+    ("export --firefox", lambda py, f, o: [py, "-m", "psrec", "export", "--firefox", f,
+                                           "-o", o]),
 )
 
 
@@ -145,7 +147,7 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
     have = ctx.tc.psrec_analyzer
     avail = {"report": have.get("report"), "report --collapsed": have.get("collapsed"),
              "export --speedscope": have.get("export"), "report --html": have.get("html"),
-             "export --pprof": have.get("pprof")}
+             "export --pprof": have.get("pprof"), "export --firefox": have.get("firefox")}
     ctx.log(f"[6] analyzer on synthetic recordings of {', '.join(f'{s:,}' for s in sizes)} "
             f"samples ({reps} runs each)")
     raw: dict[str, Any] = {}

@@ -202,6 +202,7 @@ def ensure_tools(venv_dir: str, log: Any) -> Toolchain:
         eh = _run([sys.executable, "-m", "psrec", "export", "--help"], timeout=60).stdout
         analyzer["export"] = "--speedscope" in eh
         analyzer["pprof"] = "--pprof" in eh
+        analyzer["firefox"] = "--firefox" in eh
     return Toolchain(
         python=sys.executable,
         target_python=target,

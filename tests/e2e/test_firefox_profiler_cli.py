@@ -1,0 +1,83 @@
+"""`psrec export --firefox` read by the Firefox Profiler's own code: profiler-cli (npm
+@firefox-devtools/profiler-cli, which bundles the app's profile loading, upgrading and call
+tree logic) loads a real recording's export and shows its threads, their CPU time as psrec
+measured it, their hot functions and the GIL markers.
+
+(The profiler's web app is not published as a package; its loader is, in this tool.) Needs
+Node.js and npm; skips, saying so, without them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from browser import npm_package
+from psrec.analyzer.profile import Profile, View
+from psrec.cli import main
+from rec_live import one_python, record, target
+
+pytestmark = pytest.mark.timeout(600)
+PROFILER_CLI = "@firefox-devtools/profiler-cli@0.10.0"
+
+
+def profiler_cli(tmp_path: Path):  # type: ignore[no-untyped-def]
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed (Debian: apt-get install nodejs npm)")
+    script = npm_package(PROFILER_CLI, "@firefox-devtools/profiler-cli") / "dist" / \
+        "profiler-cli.js"
+    env = {**os.environ, "PROFILER_CLI_SESSION_DIR": str(tmp_path / "pq-sessions"),
+           "PROFILER_CLI_NO_SYMBOLICATE": "1", "NO_COLOR": "1"}
+
+    def run(*args: str) -> str:
+        r = subprocess.run([node, str(script), *args], capture_output=True, text=True,
+                           timeout=120, env=env, check=False)
+        assert r.returncode == 0, (args, r.stdout[-2000:], r.stderr[-2000:])
+        return r.stdout
+
+    return run
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_profiler_loads_threads_cpu_functions_and_gil(python: str, tmp_path: Path) -> None:
+    pq = profiler_cli(tmp_path)
+    rec = tmp_path / "live.psr"
+    with target(python, "rec_threads.py") as t:
+        record(rec, t.pid, "-r", "1000", duration=1.5)
+    out = tmp_path / "live.firefox.json"
+    r = CliRunner().invoke(main, ["export", "--firefox", str(rec), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    pq("load", str(out))
+    try:
+        info = pq("profile", "info")
+        handles = dict((name, h) for h, name in re.findall(r"(t-\d+): (\S+) \[tid", info))
+        assert {"MainThread", "busy-worker", "sleepy-worker"} <= set(handles), info
+        # the CPU time the profiler shows per thread is psrec's (threadCPUDelta)
+        cpu = Profile.load(str(rec), View(mode="cpu"))
+        for name, ref_ms in re.findall(r"t-\d+: (\S+) \[tid \d+\] - ([\d.]+)ms", info):
+            want = sum(cpu.seconds(v) for ref, (_, v) in cpu.thread_sums().items()
+                       if cpu.threads[ref].name == name) * 1e3
+            assert float(ref_ms) == pytest.approx(want, rel=0.01, abs=2.0), (name, info)
+        pq("thread", "select", handles["busy-worker"])
+        samples = pq("thread", "samples")
+        top = re.search(r"f-\d+\. (\S+) - total: \d+", samples.split("Top Functions")[1])
+        hot = re.findall(r"f-\d+\. (\S+) - self: \d+", samples)
+        assert top and "busy_inner" in samples, samples
+        assert not hot or hot[0] == "busy_inner", samples
+        markers = pq("thread", "markers")
+        assert re.search(r"GIL held\s+\d+ markers", markers), markers
+        pq("thread", "select", handles["sleepy-worker"])
+        idle = pq("thread", "samples", "--include-idle")
+        assert "sleepy_inner" in idle, idle
+    finally:
+        pq("stop")

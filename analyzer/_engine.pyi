@@ -21,6 +21,7 @@ class Accumulator:
         slice_origin: int = 0,
         slice_ticks: int = 0,
         cpu_view: bool = False,
+        by_node: bool = True,
     ) -> None: ...
     def add(self, arg: SampleBatch, /) -> None: ...
     @property

@@ -112,7 +112,9 @@ class PyAccumulator:
         slice_origin: int = 0,
         slice_ticks: int = 0,
         cpu_view: bool = False,
+        by_node: bool = True,
     ) -> None:
+        self.by_node = by_node
         self.from_ts, self.to_ts = from_ts, to_ts
         self.threads = None if threads is None else set(threads)
         self.mask, self.value = status_mask, status_value
@@ -146,7 +148,8 @@ class PyAccumulator:
                     continue
             # As the native one: 64-bit slices, and a time before the origin in slice 0.
             sl = max(0, ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
-            cell = self._cells.setdefault((sl, th, b.node[i]), [0, 0, 0, 0, 0])
+            cell = self._cells.setdefault((sl, th, b.node[i] if self.by_node else 0),
+                                          [0, 0, 0, 0, 0])
             cell[2] += b.cpu[i]
             if not counted:
                 continue

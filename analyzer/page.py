@@ -21,17 +21,18 @@ from psrec import __version__
 from . import engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Reporter, register
-from .view import MODES
+from .view import MODES, STATE_SLICES
 
 __all__ = ["HtmlReporter", "page_data"]
 
 ASSETS = Path(__file__).resolve().parent / "assets"
-# Slices across the selected span: the brush's resolution and the timeline's columns.
+# Slices across the selected span: the brush's resolution and the timeline's columns (the
+# flame graph's cells are STATE_SLICES times coarser, or more where there are many).
 SLICES = 400
 # The most (slice, thread, stack) cells a page carries: beyond it, slices are merged in twos
 # until it fits (a coarser brush, the same totals).
 MAX_CELLS = 300_000
-STATE_NAMES = ("state-cpu", "state-wait")
+STATE_NAMES = ("state-wall", "state-gil", "state-cpu", "state-wait")
 
 
 def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
@@ -50,19 +51,23 @@ def page_data(p: Profile) -> dict[str, Any]:
     modes = list(MODES)
     columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
     # Per (slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time weights).
-    # Per (slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time
-    # weights), and the samples.
-    wall = columns["wall"]
+    # Per (fine slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time
+    # weights), and the samples: the states are summed by thread alone, in slices finer than
+    # the modes' (STATE_SLICES to one).
+    wall = p.also["state-wall"]
     state_sources = [(c.slice, c.thread, c.node, c.weight) for c in (
-        wall, columns["gil"], p.also["state-cpu"], p.also["state-wait"])]
+        wall, p.also["state-gil"], p.also["state-cpu"], p.also["state-wait"])]
     state_sources.append((wall.slice, wall.thread, wall.node, wall.samples))
     st_slice, st_thread, _, st_values = engine.group_sums(p.native, state_sources, 1, False)
+    slice_ticks = max(1, p.also_slices["state-wall"])
+    ratio = max(1, p.slice_ticks // slice_ticks)  # fine slices in a mode's slice
     sources = [(c.slice, c.thread, c.node, _values(p, m, c)) for m, c in columns.items()]
     # Every cell of a mode is a cell of the wall mode: merging slices in twos at least halves
     # the cells while they are distinct, so start from the first factor that may fit.
-    nslices = len(set(st_slice))
+    mode_cells = len(columns["wall"].node)
+    nslices = len(set(columns["wall"].slice))
     factor = 1
-    while len(wall.node) > MAX_CELLS * factor and nslices > 20 * factor:
+    while mode_cells > MAX_CELLS * factor and nslices > 20 * factor:
         factor *= 2
     while True:
         c_slice, c_thread, c_node, c_values = engine.group_sums(p.native, sources, factor)
@@ -71,7 +76,6 @@ def page_data(p: Profile) -> dict[str, Any]:
         factor *= 2
     if p.view.weights == "count":
         c_values = array("Q", (v * p.interval_ticks for v in c_values))
-    slice_ticks = max(1, p.slice_ticks)
     first = min(st_slice, default=0)
     last = max(st_slice, default=0)
     nslices = last - first + 1  # the timeline's, with any slice that has no samples
@@ -109,6 +113,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         return index[node]
 
     width = len(modes)
+    factor *= ratio  # now fine slices to a cell's slice
     base = first // factor
     out_cells: dict[str, list[int]] = {
         "s": [sl - base for sl in c_slice],
@@ -185,7 +190,7 @@ class HtmlReporter(Reporter):
     description = ("an HTML page with everything inline: each thread's GIL and CPU states "
                    "over time, and a flame graph and function table of any window")
     suffix = ".html"
-    slice_count = SLICES
+    slice_count = SLICES // STATE_SLICES
 
     def also(self, profile_mode: str) -> tuple[str, ...]:
         return tuple(m for m in MODES if m != profile_mode) + STATE_NAMES

@@ -28,6 +28,7 @@ from .view import (
     MAX_SLICES,
     MODE_HELP,
     MODES,
+    STATE_SLICES,
     STATES,
     WEIGHTS,
     SelectionError,
@@ -158,6 +159,7 @@ class Profile:
     # The same samples summed under other status filters (STATES, by name): what a page that
     # switches between views, or draws each thread's states, needs from one decode.
     also: dict[str, CellColumns] = field(default_factory=dict)
+    also_slices: dict[str, int] = field(default_factory=dict)  # their slice ticks
     _walks: Walks | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
@@ -239,10 +241,15 @@ class Profile:
             timeline = engine.timeline(stream.native, {**query, "split_at_gaps": (
                 want_timelines == "split")})
         others = {}
+        also_slices = {}
         for name in also:
-            mask, value, cpu_view = STATES[name]
+            mask, value, cpu_view, by_node = STATES[name]
+            ticks = slice_ticks
+            if not by_node and slice_ticks % STATE_SLICES == 0:
+                ticks = slice_ticks // STATE_SLICES  # finer, as it costs a cell per thread
+            also_slices[name] = ticks
             others[name] = engine.accumulator(
-                stream.native, slice_origin=0, slice_ticks=slice_ticks,
+                stream.native, slice_origin=0, slice_ticks=ticks, by_node=by_node,
                 **{**query, "status_mask": mask, "status_value": value, "cpu_view": cpu_view})
         total = 0
         for batch in stream:
@@ -282,6 +289,7 @@ class Profile:
             warnings=list(rec.warnings),
             native=bool(stream.native),
             also={name: _columns(other) for name, other in others.items()},
+            also_slices=also_slices,
         )
         prof.defs.apply_renames(prof.events)
         if warn is not None:

@@ -19,6 +19,7 @@ __all__ = [
     "MODE_HELP",
     "WEIGHTS",
     "STATES",
+    "STATE_SLICES",
     "SelectionError",
     "View",
     "ViewUsageError",
@@ -46,28 +47,29 @@ MODE_HELP = {
     "idle": "samples off CPU",
 }
 # Status filters a Profile can sum the same samples under at once (Profile.load's `also`):
-# name -> (mask, value, CPU view). The modes; and, for pictures of what each thread was doing,
-# states that do not overlap the gil mode (holding the GIL) or each other: on a CPU without the
-# GIL (in code that released it), and off the CPU waiting for it (known where the target says
-# so: 3.15+ with a GIL). The rest of a thread's time is off the CPU (idle, or waiting
-# unbeknown) or unknown.
-STATES: dict[str, tuple[int, int, bool]] = {
-    **{name: (mask, value, name == "cpu") for name, (mask, value) in MODES.items()},
-    "state-cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN | C.STATUS_GIL_HELD
-                  | C.STATUS_GIL_UNKNOWN, C.STATUS_ON_CPU, False),
-    "state-wait": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN | C.STATUS_GIL_HELD
-                   | C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN,
-                   C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN, False),
+# name -> (mask, value, CPU view, by stack). The modes, summed by stack; each (GIL held, on a
+# CPU) pair alone, for labels (pprof; samples whose GIL or CPU state is unknown are in none);
+# and, for pictures of what each thread was doing over time, summed by thread only, in
+# slices STATE_SLICES times finer than the profile's: all samples, holding the GIL, on a CPU
+# without it (in code that released it), and off the CPU waiting for it (known where the
+# target says so: 3.15+ with a GIL). The rest of a thread's time is off the CPU (idle, or
+# waiting unbeknown) or unknown.
+_GIL = C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN
+_CPU = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
+STATES: dict[str, tuple[int, int, bool, bool]] = {
+    **{name: (mask, value, name == "cpu", True) for name, (mask, value) in MODES.items()},
+    "gil+cpu": (_GIL | _CPU, C.STATUS_GIL_HELD | C.STATUS_ON_CPU, False, True),
+    "gil+off": (_GIL | _CPU, C.STATUS_GIL_HELD, False, True),
+    "nogil+cpu": (_GIL | _CPU, C.STATUS_ON_CPU, False, True),
+    "nogil+off": (_GIL | _CPU, 0, False, True),
+    "state-wall": (0, 0, False, False),
+    "state-gil": (_GIL, C.STATUS_GIL_HELD, False, False),
+    "state-cpu": (_CPU | _GIL, C.STATUS_ON_CPU, False, False),
+    "state-wait": (_CPU | C.STATUS_GIL_HELD | C.STATUS_GIL_REQUESTED
+                   | C.STATUS_GIL_REQUESTED_KNOWN,
+                   C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN, False, False),
 }
-# Each (GIL held, on a CPU) pair alone, for labels (pprof): samples whose GIL or CPU state is
-# unknown are in none.
-_BOTH = C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN | C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
-STATES.update({
-    "gil+cpu": (_BOTH, C.STATUS_GIL_HELD | C.STATUS_ON_CPU, False),
-    "gil+off": (_BOTH, C.STATUS_GIL_HELD, False),
-    "nogil+cpu": (_BOTH, C.STATUS_ON_CPU, False),
-    "nogil+off": (_BOTH, 0, False),
-})
+STATE_SLICES = 5
 WEIGHTS = ("time", "count")
 # The most time slices a sliced view makes (a row each).
 MAX_SLICES = 100_000

@@ -39,6 +39,11 @@
       threads = new Set(q.get("threads").split(",").map(Number).filter((r) => known.has(r)));
       if (!threads.size) threads = null;
     }
+    // The flame graph sums cells of cell_factor slices: the window is widened to whole cells,
+    // so that the brush, the words and the sums agree.
+    const F = D.cell_factor, off = D.cell_offset;
+    a0 = clamp(Math.floor((a0 + off) / F) * F - off, 0, D.slices - 1);
+    a1 = clamp(Math.ceil((a1 + off) / F) * F - off, a0 + 1, D.slices);
     const zoom = q.get("zoom") ? q.get("zoom").split(".").map(Number) : [];
     return { mode, a0, a1, threads, zoom, q: q.get("q") || "", sort: q.get("sort") || "own" };
   }

@@ -64,17 +64,19 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](Accumulator* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
-             uint8_t status_value, int64_t slice_origin, int64_t slice_ticks, bool cpu_view) {
+             uint8_t status_value, int64_t slice_origin, int64_t slice_ticks, bool cpu_view,
+             bool by_node) {
             AccumulatorQuery q =
                 makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
             q.slice_origin = slice_origin;
             q.slice_ticks = slice_ticks;
+            q.by_node = by_node;
             new (self) Accumulator(std::move(q));
           },
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
           nb::arg("status_value") = 0, nb::arg("slice_origin") = 0, nb::arg("slice_ticks") = 0,
-          nb::arg("cpu_view") = false)
+          nb::arg("cpu_view") = false, nb::arg("by_node") = true)
       .def("add",
            [](Accumulator& a, const SampleColumns& b) {
              nb::gil_scoped_release release;

@@ -160,7 +160,7 @@ void Accumulator::add(const SampleColumns& c) {
     }
     // A thread's next sample often has the stack of its previous one: remember each thread's
     // last cell.
-    const Key key{slice, th, c.node[i]};
+    const Key key{slice, th, q_.by_node ? c.node[i] : 0u};
     lc.on_cpu = (st & kStatusOnCpu) != 0;
     if (lc.cell == UINT32_MAX || !(lc.key == key)) {
       lc.key = key;

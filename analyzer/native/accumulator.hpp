@@ -37,6 +37,9 @@ struct AccumulatorQuery {
   // that runs of the samples kept never span time the thread spent otherwise (for intervals
   // such as "holding the GIL"); without it, runs join across what was left out.
   bool split_at_gaps = false;
+  // Accumulators only: false sums by (slice, thread), every stack together (node 0), for
+  // per-thread states over time at a cost that does not grow with stacks.
+  bool by_node = true;
 
   // Keeps only these thread refs (an empty list keeps none). Refs beyond kMaxThreadRef have
   // no samples, and are left out rather than allocated for.

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from psrec.format import PsrecError, open_recording
 
-__all__ = ["COMMANDS", "CliUsageError", "diff", "dump_file", "export", "info", "report",
-           "warn_all"]
+__all__ = ["COMMANDS", "CliUsageError", "diff", "dump_file", "export", "info", "length",
+           "report", "warn_all"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +29,21 @@ class CliUsageError(PsrecError):
     """Options that cannot go together: one line on stderr and exit status 2."""
 
     exit_code = 2
+
+
+def length(option: str, text: str, example: str, least: float = 0.0) -> float:
+    """An option's duration in seconds (`1s`, `250ms`, `2`), more than `least`; wrong usage
+    otherwise."""
+    from psrec.analyzer.view import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise CliUsageError(f"{option}: {exc}", help=f"give a length, e.g. {example}") from None
+    if seconds <= least:
+        raise CliUsageError(f"{option}: {text!r} is not more than {least:g} s",
+                            help=f"give a length, e.g. {example}")
+    return float(seconds)
 
 
 def warn_all(warnings: list[str]) -> None:
@@ -280,7 +295,6 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
 
     Sample columns count stacks seen, not calls; times are estimated from the samples.
     """
-    from psrec.analyzer.profile import parse_duration
 
     given = [(f"--format {fmt}", fmt)] if fmt is not None else []
     given += [(flag, name) for flag, name, on in (
@@ -292,14 +306,7 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
         if slices is None:
             raise CliUsageError("--format slices needs the length of a slice",
                                 help="give it with --slices DURATION, e.g. --slices 1s")
-        try:
-            seconds = parse_duration(slices)
-        except ValueError as exc:
-            raise CliUsageError(f"--slices: {exc}", help="see psrec report --help") from None
-        if seconds <= 0:
-            raise CliUsageError(f"--slices: {slices!r} is not more than 0",
-                                help="give the length of a slice, e.g. 1s or 250ms")
-        options["slice_seconds"] = seconds
+        options["slice_seconds"] = length("--slices", slices, "1s or 250ms")
     _run_reporter(name, recording, options, view_args, output, force)
 
 
@@ -335,17 +342,9 @@ def export(recording: str, fmt: str | None, speedscope: bool, firefox: bool, ppr
     if name != "pprof":
         raise CliUsageError("--window is for pprof profiles", help="add --pprof")
     from psrec.analyzer.pprof import write_windows
-    from psrec.analyzer.profile import parse_duration
     from psrec.analyzer.registry import get
 
-    try:
-        seconds = parse_duration(window)
-    except ValueError as exc:
-        raise CliUsageError(f"--window: {exc}", help="give a length, e.g. 10s") from None
-    if seconds <= 0:
-        raise CliUsageError(f"--window: {window!r} is not more than 0",
-                            help="give a length, e.g. 10s")
-    reporter = get(name)(window=seconds)
+    reporter = get(name)(window=length("--window", window, "10s"))
     profile = _load(recording, _view(name, view_args), reporter)
     written = write_windows(profile, output, force)
     click.echo(f"psrec: wrote {len(written)} profiles: {written[0]} ... {written[-1]}"

@@ -120,6 +120,15 @@ class DiffReporter(Reporter):
         return f"{len(rows):,} functions compared"
 
 
+def node_values(p: Profile) -> dict[int, int]:
+    """Each stack's value under the view (in ticks), every thread and slice together."""
+    col, mult = p.value_column()
+    out: dict[int, int] = {}
+    for node, v in zip(p.columns.node, col):
+        out[node] = out.get(node, 0) + v * mult
+    return out
+
+
 def diff_tree(base: Profile, new: Profile) -> dict[str, Any]:
     """Both recordings' stacks merged by report key into one tree: each node's own value in
     either (in ticks, under the view), its parent and its key; parents come before children."""
@@ -129,11 +138,7 @@ def diff_tree(base: Profile, new: Profile) -> dict[str, Any]:
     key: list[int] = []
     own: list[list[int]] = [[], []]
     for side, p in enumerate((base, new)):
-        col, mult = p.value_column()
-        per_node: dict[int, int] = {}
-        for node, v in zip(p.columns.node, col):
-            per_node[node] = per_node.get(node, 0) + v * mult
-        for node, v in per_node.items():
+        for node, v in node_values(p).items():
             at = -1
             for k in p.keys(node):
                 ki = keys.setdefault(k, len(keys))
@@ -161,12 +166,11 @@ class DiffHtmlReporter(Reporter):
     suffix = ".diff.html"
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        import json
         from pathlib import Path
 
         from psrec import __version__
 
-        from .page import ASSETS
+        from .page import render
 
         base: Profile = self.options["base"]
         rows = diff_rows(base, profile, self.options.get("sort", "own"))
@@ -180,13 +184,7 @@ class DiffHtmlReporter(Reporter):
             "rows": [[r.key.name, r.key.filename, r.key.line, r.base_own, r.new_own,
                       r.base_total, r.new_total, r.z] for r in rows[:limit]],
         }
-        blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-        title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
-        page = ((ASSETS / "diff.html").read_text(encoding="utf-8")
-                .replace("<!--TITLE-->", title)
-                .replace("/*STYLE*/", (ASSETS / "report.css").read_text(encoding="utf-8"))
-                .replace("/*SCRIPT*/", (ASSETS / "diff.js").read_text(encoding="utf-8"))
-                .replace("/*DATA*/", blob))
+        page = render(data, "diff.html", "diff.js")
         out.write(page)
         return f"{len(data['parent']):,} merged stack nodes, {len(rows):,} functions compared"
 
@@ -216,12 +214,8 @@ class DiffSpeedscopeReporter(Reporter):
         for label, p in (("base", base), ("new", profile)):
             unit = _UNITS.get(p.tick_ns, "nanoseconds")
             scale = 1 if p.tick_ns in _UNITS else p.tick_ns
-            col, mult = p.value_column()
-            per_node: dict[int, int] = {}
-            for node, v in zip(p.columns.node, col):
-                per_node[node] = per_node.get(node, 0) + v * mult
             samples, weights = [], []
-            for node, v in sorted(per_node.items()):
+            for node, v in sorted(node_values(p).items()):
                 if v:
                     samples.append([frames.setdefault(k, len(frames)) for k in p.keys(node)])
                     weights.append(v * scale)

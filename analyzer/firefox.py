@@ -20,6 +20,7 @@ from psrec import __version__
 from .profile import NO_STACK, TRUNCATED_KEY, Profile, SelectionError, View
 from .registry import Reporter, register
 from .view import short_command
+from .walks import TrieOrder
 
 __all__ = ["FirefoxExporter", "PROCESSED_VERSION", "build"]
 
@@ -136,33 +137,7 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
         return i
 
     # the stack table: psrec's trie nodes that the samples use, parents first
-    stacks: dict[int, int] = {}
-    stack_frame: list[int] = []
-    stack_prefix_offset: list[int] = []
-
-    def stack(node: int) -> int:
-        s = stacks.get(node)
-        if s is not None:
-            return s
-        chain = []
-        n = node
-        while n not in stacks:
-            chain.append(n)
-            if n == 0:
-                break
-            n = p.parents[n]
-        for n in reversed(chain):
-            i = len(stack_frame)
-            if n == 0:
-                stack_frame.append(frame(-1))
-                stack_prefix_offset.append(0)
-            else:
-                up = p.parents[n]
-                stack_frame.append(frame(p.frames[n]))
-                stack_prefix_offset.append(i - stacks[up] if up else 0)
-            stacks[n] = i
-        return stacks[node]
-
+    order = TrieOrder(p.parents)
     gil_name = strings("attached" if p.free_threaded else "GIL held")
     threads: list[dict[str, Any]] = []
     nsamples = nmarkers = 0
@@ -179,7 +154,7 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
         last_count, last_weight = runs.count[len(runs) - 1], runs.weight[len(runs) - 1]
         end = runs.first_ts[len(runs) - 1] + (last_weight * (last_count - 1) // last_count
                                                if last_count else 0)
-        stack_ids = [stack(n) for n in runs.node]
+        stack_ids = [order.add(n) for n in runs.node]
         samples = {
             "stack": stack_ids + stack_ids[-1:],
             "time": [(ts - origin) * ms for ts in runs.first_ts] + [(end - origin) * ms],
@@ -219,6 +194,8 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
         })
         nsamples += sum(runs.count)
         nmarkers += len(spans)
+    stack_frame = [frame(p.frames[n] if n else -1) for n in order.nodes]
+    stack_prefix_offset = [i - up if up >= 0 else 0 for i, up in enumerate(order.parent)]
     md = p.metadata
     command = " ".join(md.get("command") or [])
     profile = {

@@ -22,6 +22,7 @@ from . import engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Reporter, register
 from .view import MODES, STATE_SLICES
+from .walks import TrieOrder
 
 __all__ = ["HtmlReporter", "page_data"]
 
@@ -80,37 +81,9 @@ def page_data(p: Profile) -> dict[str, Any]:
     last = max(st_slice, default=0)
     nslices = last - first + 1  # the timeline's, with any slice that has no samples
 
-    # The trie of the stacks seen, compacted: parents before children.
-    index: dict[int, int] = {}
-    parent_of: list[int] = []
-    key_of: list[int] = []
+    # The trie of the stacks seen, numbered again with parents before children.
+    order = TrieOrder(p.parents)
     keys: dict[Any, int] = {}
-
-    def key_index(k: Any) -> int:
-        i = keys.get(k)
-        if i is None:
-            i = keys[k] = len(keys)
-        return i
-
-    def add(node: int) -> int:
-        chain = []
-        n = node
-        while n not in index:
-            chain.append(n)
-            if n == 0:
-                break
-            n = p.parents[n]
-        for n in reversed(chain):
-            if n == 0:
-                index[0] = len(parent_of)
-                parent_of.append(-1)
-                key_of.append(key_index(NO_STACK))
-                continue
-            up = p.parents[n]
-            index[n] = len(parent_of)
-            parent_of.append(index[up] if up else -1)
-            key_of.append(key_index(p.key(p.frames[n])))
-        return index[node]
 
     width = len(modes)
     factor *= ratio  # now fine slices to a cell's slice
@@ -118,7 +91,7 @@ def page_data(p: Profile) -> dict[str, Any]:
     out_cells: dict[str, list[int]] = {
         "s": [sl - base for sl in c_slice],
         "t": c_thread.tolist(),
-        "n": [add(node) for node in c_node],
+        "n": [order.add(node) for node in c_node],
         **{m: c_values[i::width].tolist() for i, m in enumerate(modes)},
     }
     # Per thread, its states over the slices it has samples in: [first slice, wall, gil,
@@ -139,6 +112,8 @@ def page_data(p: Profile) -> dict[str, Any]:
         samples[th] = samples.get(th, 0) + st_values[i * 5 + 4]
     threads = [{"ref": ref, "label": p.thread_label(ref), "samples": samples.get(ref, 0)}
                for ref in p.thread_refs()]
+    key_of = [keys.setdefault(p.key(p.frames[n]) if n else NO_STACK, len(keys))
+              for n in order.nodes]
     md = p.metadata
     return {
         "psrec": __version__,
@@ -164,23 +139,26 @@ def page_data(p: Profile) -> dict[str, Any]:
         "threads": threads,
         "states": out_states,
         "keys": [[k.name, k.filename, k.line] for k in keys],
-        "parent": parent_of,
+        "parent": order.parent,
         "key": key_of,
         "cells": out_cells,
         "modes": modes,
     }
 
 
-def render(data: dict[str, Any]) -> str:
-    """The page: the template with its style, script and data inline."""
-    template = (ASSETS / "report.html").read_text(encoding="utf-8")
+def render(data: dict[str, Any], template: str = "report.html",
+           script: str = "report.js") -> str:
+    """A page: an HTML template with the shared style and scripts, its own script and its data
+    inline (no network at view time)."""
+    page = (ASSETS / template).read_text(encoding="utf-8")
     # Inside <script>, "</" would end the element: JSON allows writing it as "<\/".
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
+    code = "\n".join((ASSETS / name).read_text(encoding="utf-8") for name in ("common.js", script))
     # The data goes in last, so that nothing in it is taken for a placeholder.
-    return (template.replace("<!--TITLE-->", title)
+    return (page.replace("<!--TITLE-->", title)
             .replace("/*STYLE*/", (ASSETS / "report.css").read_text(encoding="utf-8"))
-            .replace("/*SCRIPT*/", (ASSETS / "report.js").read_text(encoding="utf-8"))
+            .replace("/*SCRIPT*/", code)
             .replace("/*DATA*/", blob))
 
 

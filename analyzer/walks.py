@@ -23,6 +23,37 @@ if TYPE_CHECKING:
 _engine: Any = native()
 
 
+class TrieOrder:
+    """The trie nodes an output uses, numbered again from 0 with every node after its parent
+    (what tables of stacks by parent want): ``add(node)`` gives a node's number, taking its
+    ancestors first; ``nodes[i]`` is number i's trie node, ``parent[i]`` its parent's number
+    (-1 for a stack's outermost frame, and for the empty stack, node 0)."""
+
+    def __init__(self, parents: Any) -> None:
+        self._parents = parents
+        self.index: dict[int, int] = {}
+        self.nodes: list[int] = []
+        self.parent: list[int] = []
+
+    def add(self, node: int) -> int:
+        i = self.index.get(node)
+        if i is not None:
+            return i
+        chain = []
+        n = node
+        while n not in self.index:
+            chain.append(n)
+            if n == 0:
+                break
+            n = self._parents[n]
+        for n in reversed(chain):
+            up = self._parents[n] if n else 0
+            self.index[n] = len(self.nodes)
+            self.nodes.append(n)
+            self.parent.append(self.index[up] if up else -1)
+        return self.index[node]
+
+
 class Totals:
     """Per report key: own and total (cumulative) sample counts and estimated ticks."""
 

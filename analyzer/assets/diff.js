@@ -52,19 +52,8 @@
       if (next === undefined) break;
       node = next; path.push(next); level = kids[next];
     }
-    const crumbs = $("#crumbs");
-    crumbs.innerHTML = "";
-    const top = document.createElement("a");
-    top.textContent = "all";
-    top.addEventListener("click", () => go({ zoom: [] }));
-    crumbs.appendChild(top);
-    path.forEach((i, j) => {
-      crumbs.appendChild(document.createTextNode(" › "));
-      const a = document.createElement("a");
-      a.textContent = D.keys[K[i]][0];
-      a.addEventListener("click", () => go({ zoom: path.slice(0, j + 1).map((x) => K[x]) }));
-      crumbs.appendChild(a);
-    });
+    psrecPage.crumbs($("#crumbs"), path.map((i) => D.keys[K[i]][0]),
+                     (j) => go({ zoom: path.slice(0, j).map((x) => K[x]) }));
     const box = $("#icicle");
     box.innerHTML = "";
     const width = box.clientWidth || 900, rowH = 18;
@@ -121,20 +110,8 @@
     body.innerHTML = "";
     for (const [name, file, line, bOwn, nOwn, bTot, nTot, z] of D.rows) {
       if (re && !re.test(`${name} (${file}:${line})`)) continue;
-      const tr = document.createElement("tr");
-      tr.dataset.name = name;
-      for (const text of [pct(bOwn), pct(nOwn), pp(nOwn - bOwn), pp(nTot - bTot), z.toFixed(1)]) {
-        const td = document.createElement("td");
-        td.textContent = text;
-        tr.appendChild(td);
-      }
-      const td = document.createElement("td");
-      td.appendChild(document.createTextNode(name + " "));
-      const small = document.createElement("small");
-      small.textContent = `${file}:${line}`;
-      td.appendChild(small);
-      tr.appendChild(td);
-      body.appendChild(tr);
+      body.appendChild(psrecPage.functionRow(
+        [pct(bOwn), pct(nOwn), pp(nOwn - bOwn), pp(nTot - bTot), z.toFixed(1)], name, file, line));
     }
     const status = $("#status");
     status.dataset.ready = "1";

@@ -268,21 +268,10 @@
       if (t === undefined) break;
       root = t;
     }
-    const crumbs = $("#crumbs");
-    crumbs.innerHTML = "";
     const path = [];
     for (let t = root; t > 0; t = T.parent[t]) path.unshift(t);
-    const all = document.createElement("a");
-    all.textContent = "all";
-    all.addEventListener("click", () => go({ zoom: [] }));
-    crumbs.appendChild(all);
-    path.forEach((t, i) => {
-      crumbs.appendChild(document.createTextNode(" › "));
-      const a = document.createElement("a");
-      a.textContent = D.keys[T.key[t]][0];
-      a.addEventListener("click", () => go({ zoom: path.slice(0, i + 1).map((x) => T.key[x]) }));
-      crumbs.appendChild(a);
-    });
+    psrecPage.crumbs($("#crumbs"), path.map((t) => D.keys[T.key[t]][0]),
+                     (i) => go({ zoom: path.slice(0, i).map((x) => T.key[x]) }));
     const width = box.clientWidth || 800, rowH = 18, rootTotal = T.total[root];
     if (!(rootTotal > 0)) {
       box.style.height = "40px";
@@ -353,21 +342,10 @@
     body.innerHTML = "";
     for (const k of rows.slice(0, 300)) {
       if (re && !re.test(keyText(k))) continue;
-      const tr = document.createElement("tr");
       const [name, file, line] = D.keys[k];
-      tr.dataset.name = name;
-      for (const text of [fmt(own[k]), (100 * own[k] / all).toFixed(1) + "%", fmt(total[k]),
-                          (100 * total[k] / all).toFixed(1) + "%"]) {
-        const td = document.createElement("td");
-        td.textContent = text;
-        tr.appendChild(td);
-      }
-      const td = document.createElement("td");
-      td.appendChild(document.createTextNode(name + " "));
-      const small = document.createElement("small");
-      small.textContent = `${file}:${line}`;
-      td.appendChild(small);
-      tr.appendChild(td);
+      const tr = psrecPage.functionRow([fmt(own[k]), (100 * own[k] / all).toFixed(1) + "%",
+                                        fmt(total[k]), (100 * total[k] / all).toFixed(1) + "%"],
+                                       name, file, line);
       tr.addEventListener("click", () => go({ q: "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + " \\(" }));
       body.appendChild(tr);
     }

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from psrec.analyzer.cli import CliUsageError
-from psrec.analyzer.view import MODES, View, parse_duration
+from psrec.analyzer.cli import CliUsageError, length
+from psrec.analyzer.view import MODES, View
 from psrec.format import PsrecError
 
 if TYPE_CHECKING:
@@ -206,13 +206,7 @@ def top(target: str, rate: str, output: str | None, force: bool, window: str, mo
       psrec top -o run.psr 1234     # and keep the recording
       psrec top run.psr             # replay
     """
-    try:
-        window_s = parse_duration(window)
-    except ValueError as exc:
-        raise CliUsageError(f"--window: {exc}", help="give a length, e.g. 2s") from None
-    if window_s < SLICE_S:
-        raise CliUsageError(f"--window: {window!r} is less than {SLICE_S:g} s",
-                            help="give a length of at least 0.5s, e.g. 2s")
+    window_s = length("--window", window, "2s", least=SLICE_S / 2)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CliUsageError("psrec top draws on a terminal, and this is not one",
                             help="record with psrec record, then read it with psrec report")

@@ -1,0 +1,33 @@
+// What psrec's pages share (inlined before each page's own script): the breadcrumbs of a
+// zoomed flame graph and a row of a function table.
+"use strict";
+const psrecPage = {
+  // "all › a › b": labels of the zoomed path; pick(i) zooms to its first i frames (0: all).
+  crumbs(box, labels, pick) {
+    box.innerHTML = "";
+    ["all", ...labels].forEach((label, i) => {
+      if (i) box.appendChild(document.createTextNode(" › "));
+      const a = document.createElement("a");
+      a.textContent = label;
+      a.addEventListener("click", () => pick(i));
+      box.appendChild(a);
+    });
+  },
+  // A table row: the numbers, then the function's name and, small, its file and line.
+  functionRow(texts, name, file, line) {
+    const tr = document.createElement("tr");
+    tr.dataset.name = name;
+    for (const text of texts) {
+      const td = document.createElement("td");
+      td.textContent = text;
+      tr.appendChild(td);
+    }
+    const td = document.createElement("td");
+    td.appendChild(document.createTextNode(name + " "));
+    const small = document.createElement("small");
+    small.textContent = `${file}:${line}`;
+    td.appendChild(small);
+    tr.appendChild(td);
+    return tr;
+  },
+};

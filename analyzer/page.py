@@ -51,7 +51,6 @@ def page_data(p: Profile) -> dict[str, Any]:
     the stacks seen, and cells (slice, thread, stack) with a value per mode."""
     modes = list(MODES)
     columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
-    # Per (slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time weights).
     # Per (fine slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time
     # weights), and the samples: the states are summed by thread alone, in slices finer than
     # the modes' (STATE_SLICES to one).
@@ -66,13 +65,13 @@ def page_data(p: Profile) -> dict[str, Any]:
     # Every cell of a mode is a cell of the wall mode: merging slices in twos at least halves
     # the cells while they are distinct, so start from the first factor that may fit.
     mode_cells = len(columns["wall"].node)
-    nslices = len(set(columns["wall"].slice))
+    mode_slices = len(set(columns["wall"].slice))
     factor = 1
-    while mode_cells > MAX_CELLS * factor and nslices > 20 * factor:
+    while mode_cells > MAX_CELLS * factor and mode_slices > 20 * factor:
         factor *= 2
     while True:
         c_slice, c_thread, c_node, c_values = engine.group_sums(p.native, sources, factor)
-        if len(c_node) <= MAX_CELLS or nslices <= 20 * factor:
+        if len(c_node) <= MAX_CELLS or mode_slices <= 20 * factor:
             break
         factor *= 2
     if p.view.weights == "count":
@@ -83,8 +82,6 @@ def page_data(p: Profile) -> dict[str, Any]:
 
     # The trie of the stacks seen, numbered again with parents before children.
     order = TrieOrder(p.parents)
-    keys: dict[Any, int] = {}
-
     width = len(modes)
     factor *= ratio  # now fine slices to a cell's slice
     base = first // factor
@@ -112,6 +109,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         samples[th] = samples.get(th, 0) + st_values[i * 5 + 4]
     threads = [{"ref": ref, "label": p.thread_label(ref), "samples": samples.get(ref, 0)}
                for ref in p.thread_refs()]
+    keys: dict[Any, int] = {}
     key_of = [keys.setdefault(p.key(p.frames[n]) if n else NO_STACK, len(keys))
               for n in order.nodes]
     md = p.metadata

@@ -142,20 +142,34 @@ class SwitchRing {
   uint64_t cpuNs(uint64_t now_ns) const {
     return cpu_ns_ + (on_cpu_ && now_ns > since_ns_ ? now_ns - since_ns_ : 0);
   }
-  // Whether the thread is off a CPU now, having been switched out since the last call.
-  bool outSinceLastAsked() {
-    const bool out = switched_out_ && !on_cpu_;
-    if (out) switched_out_ = false;
-    return out;
+  // Whether the thread is off a CPU now, having been switched out since its count was last
+  // taken from schedstat. Asked at each sample until a read matches (a switch in between the
+  // ring's update and the read makes one miss), at most kResyncTries times per switch out:
+  // a thread that stays asleep after a missed read would keep the ring's count for good.
+  bool wantsResync() {
+    if (!switched_out_ || on_cpu_) return false;
+    if (++tries_ > kResyncTries) {
+      switched_out_ = false;
+      return false;
+    }
+    return true;
   }
   // The kernel's own count of the thread's CPU time and of the times it was switched in
   // (schedstat), read while it is off a CPU. Taken only when that count of switches matches
   // the switches in applied from the ring since the previous such read: a switch the ring
   // has not shown yet would otherwise be in the time and then be added again from the ring.
+  // Taken whether it is above or below the ring's: the ring's intervals leave out the
+  // kernel's work around each switch, and on a virtual machine they take in the time the
+  // host ran something else (steal), which the kernel's count leaves out (a thread bursting
+  // at 50 % read 3-7 % high where steal was a few %). The sampler reports only increases, so
+  // a count set lower is made up by the samples that follow.
   void resync(uint64_t cpu_ns, uint64_t switched_in) {
     if (on_cpu_) return;
     const bool matches = have_base_ && switched_in - base_in_ == ins_ - base_ins_;
-    if (matches && cpu_ns > cpu_ns_) cpu_ns_ = cpu_ns;
+    if (matches) {
+      cpu_ns_ = cpu_ns;
+      switched_out_ = false;
+    }
     if (matches || !have_base_) {
       have_base_ = true;
       base_in_ = switched_in;
@@ -181,6 +195,7 @@ class SwitchRing {
       on_cpu_ = false;
       runnable_ = preempted;
       switched_out_ = true;
+      tries_ = 0;
     } else {
       on_cpu_ = true;
       runnable_ = true;
@@ -195,6 +210,8 @@ class SwitchRing {
   uint64_t tail_ = 0;
   bool on_cpu_ = false, runnable_ = false, switched_out_ = false;
   uint64_t since_ns_ = 0, start_ns_ = 0, cpu_ns_ = 0;
+  static constexpr int kResyncTries = 8;
+  int tries_ = 0;     // schedstat reads since the last switch out
   uint64_t ins_ = 0;  // switches in applied
   bool have_base_ = false;
   uint64_t base_in_ = 0, base_ins_ = 0;  // schedstat's and the ring's counts at the last match
@@ -285,7 +302,7 @@ ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
       // (about 10 us a burst here: a thread running 0.1 ms at a time showed 89 % of its CPU
       // time). A thread off the CPU that switched since the last sample has its exact count
       // in schedstat, which one read brings in; one that never switches costs nothing.
-      if (ring_->outSinceLastAsked() && schedstat_fd_.get() >= 0) {
+      if (ring_->wantsResync() && schedstat_fd_.get() >= 0) {
         char buf[128];
         const ssize_t m = pread(schedstat_fd_.get(), buf, sizeof buf - 1, 0);
         uint64_t v[3];

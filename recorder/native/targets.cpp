@@ -24,6 +24,12 @@ constexpr uint64_t kAttachWindowNs = 3000000000ull;
 // A recorded target that exec'd a program that is not Python, without --subprocesses: the
 // recording ends once that has held this long (a shell that execs Python again is followed).
 constexpr uint64_t kNotPythonSettleNs = 1000000000;
+// A child found running its parent's executable is first tried this long after it was found.
+// Most such children are about to exec another program (subprocess, multiprocessing's spawn
+// and its resource tracker fork and then exec at once): until then the child is a frozen copy
+// of its parent, whose stack would be recorded as a process of its own. A child that stays a
+// fork (multiprocessing's fork, os.fork workers) loses this much of its start.
+constexpr uint64_t kForkGraceNs = 30000000;
 
 namespace {
 
@@ -225,6 +231,13 @@ void Sampler::scanChildren(uint64_t now) {
     t->ppid = parent;
     t->image = processImage(child);
     t->watch_ns = t->next_try_ns = now;
+    if (t->image && t->image == processImage(parent)) {
+      t->next_try_ns = now + kForkGraceNs;  // tried by watch(), on the new image if it exec'd
+      t->why = "it has not exec'd since its parent forked it";
+      t->why_code = ErrorCode::kReadFailed;
+      targets_.push_back(std::move(t));
+      continue;
+    }
     Target& added = *t;
     targets_.push_back(std::move(t));
     tryAttach(added, now);

@@ -124,6 +124,27 @@ def test_subprocesses_are_followed_through_a_launcher(python: str, tmp_path: Pat
     assert _error_rate(out) < 0.01
 
 
+@pytest.mark.parametrize("python", python_params())
+def test_a_fork_about_to_exec_is_not_recorded_as_its_parent(python: str,
+                                                            tmp_path: Path) -> None:
+    """--subprocesses and children that fork, wait 10 ms and exec another program (as
+    subprocess and multiprocessing's spawn do, with a shorter wait): each child is recorded
+    as the program it exec'd, never as a copy of its parent (whose stack and command line it
+    has until the exec). 10 such children give a scan every 100 ms several chances to find
+    one before its exec."""
+    out = tmp_path / "forks.psr"
+    r = psrec("record", "-q", "--subprocesses", "-o", str(out), "--", python,
+              "rec_forkexec.py", "10")
+    assert r.returncode == 0, r.stderr
+    with open_recording(out) as rec:
+        root = rec.metadata["pid"]
+    procs = _processes(out)
+    children = [p for p in procs if p[1] == root]
+    copies = [p for p in children if "rec_forkexec.py" in p[2]]
+    assert not copies, procs
+    assert len([p for p in children if "-c" in p[2]]) >= 3, procs  # the exec'd programs
+
+
 def _stderr_lines_with_times(args: list[str],
                              timeout: float) -> tuple[int, list[tuple[float, str]]]:
     start = time.monotonic()

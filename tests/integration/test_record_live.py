@@ -244,8 +244,13 @@ def test_same_frame_address_new_function(python: str, tmp_path: Path) -> None:
     ones = [s for s in samples if "func_one" in s.functions]
     twos = [s for s in samples if "func_two" in s.functions]
     assert len(ones) > 50 and len(twos) > 50, collapsed(samples)
-    assert all(caller(s, "func_one") == ("same_address_caller", one) for s in ones), collapsed(ones)
-    assert all(caller(s, "func_two") == ("same_address_caller", two) for s in twos), collapsed(twos)
+    # Without the checks about half the samples here would show one function under the other's
+    # line. A copy torn in a way no check recognises is possible and rare (spec/cpython-
+    # layouts.md): 1 in 765 was seen once on 3.13 on a busy VM; at most 1 in 200 passes.
+    wrong_one = [s for s in ones if caller(s, "func_one") != ("same_address_caller", one)]
+    wrong_two = [s for s in twos if caller(s, "func_two") != ("same_address_caller", two)]
+    assert len(wrong_one) <= len(ones) / 200, collapsed(ones)
+    assert len(wrong_two) <= len(twos) / 200, collapsed(twos)
     assert not any("func_one" in s.functions and "func_two" in s.functions for s in samples)
 
 
@@ -581,8 +586,9 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
     misses the start of a burst, or all of a short one: 0.1-1 ms bursts read 10-65 % low, and
     now and then 5 ms ones 4-7 % low (test_a_late_schedule_is_reported_with_its_remedy shows
     the summary saying so). Even then a virtual machine's host can stop the sampler's CPU
-    for milliseconds (steal, shown in the message); a run outside the range is recorded once
-    more and the second judged, so a recorder wrong in most runs still fails."""
+    for milliseconds (steal): the lower end is lowered by the share of CPU time the host
+    stole during the run, and a run outside the range is recorded once more and the second
+    judged, so a recorder wrong in most runs still fails."""
     import resource
 
     if not (os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0):
@@ -609,6 +615,9 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
             got = by_name.setdefault(p.threads[c.thread].name, [0.0, 0])
             got[0] += p.seconds(p.value(c.samples, c.weight, c.cpu))
             got[1] += c.samples
+        # Time the host took the sampler's CPU away for more than the weight cap (4 intervals)
+        # is not sampled: the GIL view may read low by up to the share the host stole.
+        steal = (steal1 - steal0) / max(total1 - total0, 1)
         lines, wrong = [], []
         for name, (cpu, inside) in truth.items():
             gil, n = by_name.get(name, [0.0, 0])
@@ -616,10 +625,10 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
             lo, hi = min(inside, cpu), max(inside, cpu)
             lines.append(f"{name}: inside bursts {inside:.4f} s, CPU {cpu:.4f} s, GIL view "
                          f"{gil:.4f} s in {n} samples")
-            if not lo * (1 - tol) <= gil <= hi * (1 + tol):
+            if not lo * (1 - tol - steal) <= gil <= hi * (1 + tol):
                 wrong.append(name)
-        steal = 100 * (steal1 - steal0) / max(total1 - total0, 1)
-        return "\n".join(lines) + f"\n(host steal during the run: {steal:.1f} % of CPU time)", wrong
+        return "\n".join(lines) + f"\n(host steal during the run: {100 * steal:.1f} % of CPU " \
+            "time)", wrong
 
     report, wrong = run()
     if wrong:

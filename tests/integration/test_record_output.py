@@ -52,7 +52,9 @@ def test_a_full_disk_is_said_in_one_line_and_keeps_complete_chunks(python: str, 
     with small_disk(tmp_path / "disk", "112k") as disk:
         out = disk / "run.psr"
         if mode == "launch":
-            r = psrec("record", "-r", "10k", "-o", str(out), "--", python, "rec_churn.py", "10",
+            # 20 s: the disk fills within a few seconds, long before the program ends, even
+            # where a busy machine makes the churn (and the data) slower.
+            r = psrec("record", "-r", "10k", "-o", str(out), "--", python, "rec_churn.py", "20",
                       timeout=60)
         else:
             target = subprocess.Popen([python, "rec_churn.py", "30"], cwd=str(TARGETS),

@@ -546,23 +546,27 @@ def test_container_target_named_by_its_own_paths(python: str, tmp_path: Path) ->
     assert dumped.returncode == 0 and f"/usr/lib/python{minor}/threading.py" in dumped.stdout
 
 
-def _cpu_and_gil_seconds(path: Path) -> tuple[dict[str, float], dict[str, float]]:
-    """Per thread name: CPU seconds in the CPU view, and GIL seconds in the GIL view (both
-    time-weighted), as `psrec report --mode cpu|gil` computes them."""
+def _view_by_thread(path: Path, mode: str) -> dict[str, tuple[float, int]]:
+    """Per thread name: its seconds in the view (time-weighted), as `psrec report --mode MODE`
+    computes them, and its samples there."""
     from psrec.analyzer.profile import Profile, View
 
-    out = []
-    for mode in ("cpu", "gil"):
-        p = Profile.load(str(path), View(mode=mode))
-        by_name: dict[str, float] = {}
-        for c in p.cells:
-            name = p.threads[c.thread].name
-            by_name[name] = by_name.get(name, 0.0) + p.seconds(p.value(c.samples, c.weight, c.cpu))
-        out.append(by_name)
-    return out[0], out[1]
+    p = Profile.load(str(path), View(mode=mode))
+    by_name: dict[str, tuple[float, int]] = {}
+    for c in p.cells:
+        seconds, samples = by_name.get(p.threads[c.thread].name, (0.0, 0))
+        by_name[p.threads[c.thread].name] = (
+            seconds + p.seconds(p.value(c.samples, c.weight, c.cpu)), samples + c.samples)
+    return by_name
 
 
-def _steal_share() -> tuple[int, int]:
+def _cpu_and_gil_seconds(path: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Per thread name: CPU seconds in the CPU view, and GIL seconds in the GIL view."""
+    cpu, gil = (_view_by_thread(path, mode) for mode in ("cpu", "gil"))
+    return {n: v[0] for n, v in cpu.items()}, {n: v[0] for n, v in gil.items()}
+
+
+def _cpu_ticks() -> tuple[int, int]:
     """The machine's CPU time so far, and the part of it a hypervisor gave to others (steal),
     in ticks of /proc/stat."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -594,33 +598,27 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
     if not (os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0):
         pytest.skip("real-time priority is not permitted here (needs CAP_SYS_NICE or an "
                     "RLIMIT_RTPRIO): at normal priority short bursts read low")
-    from psrec.analyzer.profile import Profile, View
     from psrec.format import open_recording
 
     def run() -> tuple[str, list[str]]:
         out = tmp_path / "alone.psr"
-        total0, steal0 = _steal_share()
+        total0, steal0 = _cpu_ticks()
         r = psrec("record", "-q", "--force", "--realtime", "-r", rate, "-o", str(out), "--",
                   python, str(Path(__file__).resolve().parent.parent / "targets" /
                               "rec_bursty.py"), "1",
                   "alone", "0.01:0.0001", "0.2:0.0002", "0.2:0.001", "0.5:0.01", "0.9:0.001")
-        total1, steal1 = _steal_share()
+        total1, steal1 = _cpu_ticks()
         assert r.returncode == 0, r.stderr
         truth = json.loads(r.stdout.strip().splitlines()[-1])
         with open_recording(out) as rec:
             assert rec.stats["realtime"], dict(rec.stats)
-        p = Profile.load(str(out), View(mode="gil"))
-        by_name: dict[str, list[float]] = {}
-        for c in p.cells:
-            got = by_name.setdefault(p.threads[c.thread].name, [0.0, 0])
-            got[0] += p.seconds(p.value(c.samples, c.weight, c.cpu))
-            got[1] += c.samples
+        by_name = _view_by_thread(out, "gil")
         # Time the host took the sampler's CPU away for more than the weight cap (4 intervals)
         # is not sampled: the GIL view may read low by up to the share the host stole.
         steal = (steal1 - steal0) / max(total1 - total0, 1)
         lines, wrong = [], []
         for name, (cpu, inside) in truth.items():
-            gil, n = by_name.get(name, [0.0, 0])
+            gil, n = by_name.get(name, (0.0, 0))
             tol = max(0.05, 3 / max(n, 1) ** 0.5)
             lo, hi = min(inside, cpu), max(inside, cpu)
             lines.append(f"{name}: inside bursts {inside:.4f} s, CPU {cpu:.4f} s, GIL view "

@@ -16,6 +16,7 @@
 #include "recorder/native/errors.hpp"
 #include "recorder/native/offsets.hpp"
 #include "recorder/native/process_maps.hpp"
+#include "recorder/native/thread_stats.hpp"
 #include "recorder/native/version_detect.hpp"
 
 namespace psrec::recorder {
@@ -97,11 +98,19 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
   char buf[4096];
   ssize_t n = readlink((proc + "/exe").c_str(), buf, sizeof buf - 1);
   if (n > 0) info.executable.assign(buf, static_cast<size_t>(n));
-  std::vector<MapEntry> maps = readMaps(pid);
+  // A map opened just before the process execs reads empty (it was its old program's): read
+  // again. A map that stays empty belongs to a process that exited, or one psrec may not read.
+  std::vector<MapEntry> maps;
+  for (int attempt = 0; attempt < 4 && maps.empty(); ++attempt) maps = readMaps(pid);
   if (maps.empty()) {
-    if (stat(proc.c_str(), &st) != 0)
-      throw RecorderError(ErrorCode::kNoSuchProcess, "no process with pid " + std::to_string(pid));
-    throwPermission(pid);
+    if (gone(processState(pid)))
+      throw RecorderError(ErrorCode::kNoSuchProcess, "process " + std::to_string(pid) + " exited");
+    int fd = open((proc + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EACCES || errno == EPERM)) throwPermission(pid);
+    if (fd >= 0) close(fd);
+    throw RecorderError(ErrorCode::kReadFailed,
+                        "cannot read the memory map of process " + std::to_string(pid) +
+                            " (it is starting another program): try again");
   }
 
   // Candidates: a mapped libpython first (runtime in the shared library), then the executable

@@ -171,6 +171,35 @@ def test_a_command_that_is_not_python_is_named_within_a_second(tmp_path: Path) -
     assert not out.exists()
 
 
+def test_a_process_caught_in_exec_is_not_called_unreadable(tmp_path: Path) -> None:
+    """A map of a process opened just before it execs reads empty: the process runs on and is
+    readable, so it is no "permission denied" (a launched `chroot DIR python` was refused that
+    way when the chroot exec'd Python as psrec attached). A shell that execs itself again and
+    again, attached to as fast as psrec can: it is never called unreadable."""
+    from psrec.recorder._api import native
+
+    rec = native()
+    loop = tmp_path / "execloop.sh"
+    loop.write_text('#!/bin/sh\nexec "$0"\n')
+    loop.chmod(0o755)
+    proc = subprocess.Popen([str(loop)])
+    seen: dict[str, int] = {}
+    try:
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            try:
+                rec.inspect(proc.pid)
+                why = "a Python process"
+            except Exception as exc:  # noqa: BLE001 - every kind is counted below
+                why = str(exc).replace(str(proc.pid), "N")
+            seen[why] = seen.get(why, 0) + 1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sum(seen.values()) > 1000, seen  # the loop really raced the execs
+    assert not [why for why in seen if "permission denied" in why], seen
+
+
 @pytest.mark.parametrize("python", python_params())
 def test_a_launcher_that_execs_python_later_is_recorded(python: str, tmp_path: Path) -> None:
     """A shell script that prepares for a while, then execs Python (a common wrapper): psrec

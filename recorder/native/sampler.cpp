@@ -328,6 +328,23 @@ bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head
   return false;
 }
 
+// A walk can end early without a sign: the list changed under it in a way the checks of its
+// links did not catch. A thread ends by unlinking its state (then clears its ids, or frees the
+// memory), so a state still linked that still carries the thread's ids is the thread's: it was
+// missed (an error), not ended. Read afresh, only for the threads a pass did not meet. The
+// ids are read again once the link is confirmed: a freed state is often given at once to the
+// next new thread, which links it with ids of its own (none yet), so a thread that ended just
+// before shows its old ids, then a link that is already the new thread's.
+bool Sampler::stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp) {
+  auto carries_ids = [&] {
+    ThreadHead now;
+    return t.unwinder->readThread(tstate, now, nullptr) == ReadStatus::kOk &&
+           now.interp == interp && now.thread_id == th.thread_id &&
+           now.native_tid == th.native_tid;
+  };
+  return carries_ids() && t.unwinder->linked(tstate) && carries_ids();
+}
+
 void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   std::optional<ProcessPause> pause;
   if (config_.blocking) {
@@ -490,7 +507,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   for (auto it = t.threads.begin(); it != t.threads.end();) {
     if (it->second.seen_pass == pass_) {
       ++it;
-    } else if (list_ok) {
+    } else if (list_ok && !stillListed(t, it->first, it->second, interp)) {
       encoder_.threadExit(it->second.ref, ts);
       it = t.threads.erase(it);
     } else {

@@ -192,6 +192,8 @@ class Sampler {
   // The thread at head.tstate; known: its entry found by the caller (or null).
   Thread& track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known);
   bool unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const;
+  // Whether a thread the walk did not meet still has its state in the list, under its ids.
+  bool stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp);
   void readNames(Target& t, uint64_t ts);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);

@@ -82,8 +82,8 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
   struct stat st;
   if (pid <= 0 || stat(proc.c_str(), &st) != 0)
     throw RecorderError(ErrorCode::kNoSuchProcess, "no process with pid " + std::to_string(pid));
-  {
-    // /proc/PID/maps needs the same ptrace access as reading memory: classify early.
+  // /proc/PID/maps needs the same ptrace access as reading memory: classify early.
+  auto require_maps = [&] {
     int fd = open((proc + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENOENT || errno == ESRCH)
@@ -91,7 +91,8 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
       throwPermission(pid);
     }
     close(fd);
-  }
+  };
+  require_maps();
   std::unique_ptr<PythonProcess> p(new PythonProcess(pid));
   TargetInfo& info = p->info_;
   info.pid = pid;
@@ -105,9 +106,7 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
   if (maps.empty()) {
     if (gone(processState(pid)))
       throw RecorderError(ErrorCode::kNoSuchProcess, "process " + std::to_string(pid) + " exited");
-    int fd = open((proc + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && (errno == EACCES || errno == EPERM)) throwPermission(pid);
-    if (fd >= 0) close(fd);
+    require_maps();
     throw RecorderError(ErrorCode::kReadFailed,
                         "cannot read the memory map of process " + std::to_string(pid) +
                             " (it is starting another program): try again");

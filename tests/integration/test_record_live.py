@@ -272,34 +272,50 @@ def test_every_call_kind_attributed_without_errors(python: str, traced: bool,
                                                    tmp_path: Path) -> None:
     """Each way of calling Python code, from its own line: the callee shows under that line
     and nothing else does, and consistent stacks are not rejected as torn (the error rate
-    stays near zero), with and without a tracer (instrumented instructions on 3.12+)."""
+    stays near zero), with and without a tracer (instrumented instructions on 3.12+).
+
+    A copy torn in a way no check recognises is possible, and rare (spec/cpython-layouts.md):
+    at most one in a hundred of a line's samples. Its odds grow with the time the host stops
+    the sampler mid-copy (steal): 2 in 186 were seen once on 3.11 (a returned callee's frame
+    copied before the next call reused its slot, under a caller already at that call) while
+    the host stole 11-13 %. A run past a bound is recorded once more and the second judged, so
+    a recorder wrong in most runs still fails."""
     out = tmp_path / "kinds.psr"
-    with target(python, "rec_traps.py", "call_kinds", *(["traced"] if traced else [])) as t:
-        record(out, t.pid, duration=2.0)
     from psrec.format import open_recording
 
-    with open_recording(out) as rec:
-        st = rec.stats
-    # Under a line tracer a callback frame is pushed and popped on every line, so many more
-    # copies catch the stack moving; those are errors, not wrong stacks.
-    limit = 0.05 if traced else 0.005
-    assert st["sample_errors"] <= limit * (st["samples"] + st["sample_errors"]), st
-    samples = [s for s in load(out) if "call_kinds_loop" in s.functions]
-    by_line: dict[int, Counter[str]] = {}
-    for s in samples:
-        i = s.functions.index("call_kinds_loop")
-        if i + 1 < len(s.stack):
-            callee = s.stack[i + 1][1].rsplit(".", 1)[-1]
-            by_line.setdefault(s.stack[i][2], Counter())[callee] += 1
-    report = "\n".join(f"{ln}: {dict(c)}" for ln, c in sorted(by_line.items()))
-    for marker, fn in CALL_KINDS.items():
-        seen = by_line.get(line_of("rec_traps.py", marker), Counter())
-        assert seen[fn] >= 5, f"{marker}: {dict(seen)}\n{report}"
-        # A copy torn in a way no check recognises is possible, and rare (see
-        # spec/cpython-layouts.md): at most one in a hundred here. The tracer itself is a
-        # true callee of every line (called for the line's event before the line runs).
-        wrong = sum(seen.values()) - seen[fn] - seen["line_tracer"]
-        assert wrong <= 0.01 * sum(seen.values()), f"{marker}: {dict(seen)}\n{report}"
+    def run() -> list[str]:
+        with target(python, "rec_traps.py", "call_kinds", *(["traced"] if traced else [])) as t:
+            record(out, t.pid, duration=2.0)
+        with open_recording(out) as rec:
+            st = rec.stats
+        failures = []
+        # Under a line tracer a callback frame is pushed and popped on every line, so many more
+        # copies catch the stack moving; those are errors, not wrong stacks.
+        limit = 0.05 if traced else 0.005
+        if st["sample_errors"] > limit * (st["samples"] + st["sample_errors"]):
+            failures.append(f"errors: {st}")
+        samples = [s for s in load(out) if "call_kinds_loop" in s.functions]
+        by_line: dict[int, Counter[str]] = {}
+        for s in samples:
+            i = s.functions.index("call_kinds_loop")
+            if i + 1 < len(s.stack):
+                callee = s.stack[i + 1][1].rsplit(".", 1)[-1]
+                by_line.setdefault(s.stack[i][2], Counter())[callee] += 1
+        report = "\n".join(f"{ln}: {dict(c)}" for ln, c in sorted(by_line.items()))
+        for marker, fn in CALL_KINDS.items():
+            seen = by_line.get(line_of("rec_traps.py", marker), Counter())
+            # The tracer itself is a true callee of every line (called for the line's event
+            # before the line runs).
+            wrong = sum(seen.values()) - seen[fn] - seen["line_tracer"]
+            if seen[fn] < 5 or wrong > 0.01 * sum(seen.values()):
+                failures.append(f"{marker}: {dict(seen)}\n{report}")
+        return failures
+
+    failures = run()
+    if failures:
+        first = failures
+        failures = run()
+        assert not failures, "\n".join(["recorded again:", *failures, "first run:", *first])
 
 
 @pytest.mark.parametrize("python", PYTHONS)

@@ -137,11 +137,12 @@ def dump_file(recording: str, as_json: bool = False) -> None:
 def _view_options(fn: F) -> F:
     """The view options every analysis command shares."""
     options = [
-        click.option("--mode", type=click.Choice(["wall", "cpu", "gil", "idle"]), default="wall",
-                     show_default=True,
+        click.option("--mode", type=click.Choice(["wall", "cpu", "gil", "idle", "gil-wait"]),
+                     default="wall", show_default=True,
                      help="wall: every sample; cpu: samples on a CPU, weighted by the CPU time "
                           "they consumed where it was recorded; gil: samples holding the GIL; "
-                          "idle: samples off CPU."),
+                          "idle: samples off CPU; gil-wait: samples of threads waiting to take "
+                          "the GIL (recorded on CPython 3.15 and later)."),
         click.option("--thread", "threads", multiple=True, metavar="ID|NAME",
                      help="Only this thread (OS or Python thread id, or name); repeatable."),
         click.option("--pid", "pids", multiple=True, type=int, metavar="PID",

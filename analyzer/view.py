@@ -17,6 +17,7 @@ __all__ = [
     "MAX_SLICES",
     "MODES",
     "MODE_HELP",
+    "gil_wait_unknown",
     "WEIGHTS",
     "STATES",
     "STATE_SLICES",
@@ -39,13 +40,21 @@ MODES: dict[str, tuple[int, int]] = {
     "cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, C.STATUS_ON_CPU),
     "gil": (C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN, C.STATUS_GIL_HELD),
     "idle": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, 0),
+    # Waiting to take the GIL: known where the target says so (3.15+ with a GIL; spec 4.1,
+    # GIL_REQUESTED_KNOWN), whether or not the waiting thread was on a CPU at that moment.
+    "gil-wait": (C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN | C.STATUS_GIL_HELD
+                 | C.STATUS_GIL_UNKNOWN,
+                 C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN),
 }
 MODE_HELP = {
     "wall": "every sample",
     "cpu": "samples on a CPU and the CPU time used between samples, weighted by CPU time",
     "gil": "samples holding the GIL",
     "idle": "samples off CPU",
+    "gil-wait": "samples of threads waiting to take the GIL",
 }
+# Why a recording cannot answer --mode gil-wait (None: it can): see gil_wait_unknown().
+GIL_WAIT_SINCE = (3, 15)
 # Status filters a Profile can sum the same samples under at once (Profile.load's `also`):
 # name -> (mask, value, CPU view, by stack). The modes, summed by stack; each (GIL held, on a
 # CPU) pair alone, for labels (pprof; samples whose GIL or CPU state is unknown are in none);
@@ -165,6 +174,23 @@ def to_ticks(text: str, rec: Recording, option: str) -> int:
         raise ViewUsageError(f"{option}: {text!r} is out of range (timestamps in this "
                              f"recording reach {limit:.3g} s)")
     return round(ticks)
+
+
+def gil_wait_unknown(metadata: dict[str, Any]) -> str | None:
+    """Why this recording cannot say which threads waited for the GIL, or None when it can:
+    the target must keep each thread's GIL request where psrec reads it (CPython 3.15 and
+    later, with a GIL). One sentence, for the outputs to say once instead of showing zeros."""
+    if (metadata.get("python_build") or {}).get("free_threaded"):
+        return "the target is free-threaded: there is no GIL to wait for"
+    version = metadata.get("python_version")
+    parts = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    if parts is None:
+        return "the recording does not say which Python it ran, so GIL waits are not known"
+    if (int(parts.group(1)), int(parts.group(2))) < GIL_WAIT_SINCE:
+        return (f"Python {version} does not say which threads wait for the GIL (CPython "
+                f"{GIL_WAIT_SINCE[0]}.{GIL_WAIT_SINCE[1]} and later do): the gil-wait view "
+                "is empty, not zero")
+    return None
 
 
 def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:

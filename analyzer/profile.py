@@ -291,7 +291,7 @@ class Profile:
             also={name: _columns(other) for name, other in others.items()},
             also_slices=also_slices,
         )
-        prof.defs.apply_renames(prof.events)
+        prof.defs.apply_renames(prof.events + stream.outside_renames)
         if warn is not None:
             for w in prof.warnings:
                 warn(w)

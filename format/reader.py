@@ -619,6 +619,11 @@ class SampleStream:
             self.decoder = RefDecoder(cap, rec.interval_ticks)
             self.batch = RefBatch()
         self.events: list[tuple[int, int, int, int, int]] = []
+        # THREAD_RENAME events of the data chunks a window skips: a thread's name can arrive
+        # in a chunk before the window (threading names a thread after it starts), and every
+        # window must show the names the whole recording gives. Found without decoding the
+        # skipped chunks' samples.
+        self.outside_renames: list[tuple[int, int, int, int, int]] = []
         self.summaries: list[dict[str, int]] = []
         self.errors = 0
         self.duplicates = 0  # data chunks skipped: their sequence number came before
@@ -626,7 +631,12 @@ class SampleStream:
 
     def __iter__(self) -> Iterator[Any]:
         first_duplicate: tuple[int, int, int] | None = None
-        for info in self.rec.data_chunks(self.from_ts, self.to_ts):
+        inside = {c.offset for c in self.rec.data_chunks(self.from_ts, self.to_ts)}
+        outside_seqs: set[int] = set()
+        for info in self.rec.data_chunks():
+            if info.offset not in inside:
+                self._renames_outside(info, outside_seqs)
+                continue
             payload = self.rec.payload(info)
             if payload is None:
                 continue
@@ -662,6 +672,27 @@ class SampleStream:
                    "number was counted once")
             if f"{self.rec.path}: {msg}" not in self.rec.warnings:
                 self.rec._warn(msg)
+
+
+    def _renames_outside(self, info: ChunkInfo, seqs: set[int]) -> None:
+        """The renames of a data chunk the window skips, into outside_renames. A chunk that
+        cannot be read is left out without a word, as Recording.thread_renames does: it holds
+        no sample of the window."""
+        try:
+            payload = self.rec._payload(info)
+        except CorruptRecordingError:
+            return
+        seq = _chunk_seq(payload)
+        if seq is not None:
+            if seq in seqs:
+                return
+            seqs.add(seq)
+        scan = _native.thread_renames if self.native else ref_thread_renames
+        budget = max(0, self.rec.max_records - len(self.events) - len(self.outside_renames))
+        try:
+            self.outside_renames.extend(scan(payload, budget))
+        except (_DecodeError, RefDecodeError):
+            return
 
 
 def _chunk_seq(payload: bytes) -> int | None:

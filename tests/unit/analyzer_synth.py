@@ -38,6 +38,7 @@ class Synth:
     path: str
     interval_ticks: int = 1000  # 1 ms at 1 µs ticks
     chunk_passes: int = 5000
+    metadata: dict[str, Any] = field(default_factory=dict)  # over the defaults below
     samples: list[Sample] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -47,7 +48,8 @@ class Synth:
             self.path,
             metadata={"interval_ns": self.interval_ticks * 1000,
                       "rate_hz": 1e6 / self.interval_ticks, "pid": 4242,
-                      "command": ["python", "synth.py"], "python_version": "3.11.7"},
+                      "command": ["python", "synth.py"], "python_version": "3.11.7",
+                      **self.metadata},
             created_wall_ns=WALL_NS, created_mono_ns=MONO_NS, tick_ns=1000,
         )
         self.e = F.Encoder()
@@ -92,6 +94,10 @@ class Synth:
         self._passes += 1
         if self._passes % self.chunk_passes == 0:
             self.w.write_sealed(*self.e.seal())
+
+    def rename(self, name: str, ts: int, new_name: str) -> None:
+        """A THREAD_RENAME of the thread first added as `name` (tests keep using that key)."""
+        self.e.thread_rename(self.refs[name], ts, new_name)
 
     def thread_exit(self, name: str, ts: int) -> None:
         self.e.thread_exit(self.refs[name], ts)

@@ -46,6 +46,33 @@ def length(option: str, text: str, example: str, least: float = 0.0) -> float:
     return float(seconds)
 
 
+# Every tick count in a recording is a signed 64-bit integer, and ticks are at least 1 ns: a
+# length up to this many seconds fits in any recording.
+_SAFE_SECONDS = (2**63 - 1) * 1e-9
+
+
+def slice_length(option: str, text: str, example: str, recording: str, one: str,
+                 in_ns: bool = False) -> float:
+    """A slice or window length (``length``) that the recording's 64-bit tick counts can hold
+    (in_ns: that an output's 64-bit nanosecond counts can hold, as pprof's): a longer one is
+    wrong usage that names the longest that works."""
+    seconds = length(option, text, example)
+    if seconds <= _SAFE_SECONDS:
+        return seconds
+    tick_ns = 1
+    if not in_ns:
+        with open_recording(recording) as rec:
+            tick_ns = rec.tick_ns
+    # A float rounds 2^63 - 1 up to 2^63: keep below it.
+    if seconds * 1e9 / tick_ns < 2.0**63 * (1 - 1e-15):
+        return seconds
+    longest = (2**63 - 1) * tick_ns / 1e9
+    counts = "pprof's nanosecond counts" if in_ns else "this recording's timestamps"
+    raise CliUsageError(f"{option}: {text!r} is longer than {counts} reach ({longest:.3g} s)",
+                        help=f"give a length of at most {longest * (1 - 1e-3):.3g} s; one "
+                             f"longer than the recording makes {one}")
+
+
 def warn_all(warnings: list[str]) -> None:
     for w in warnings:
         click.echo(f"psrec: warning: {w}", err=True)
@@ -264,6 +291,55 @@ def _chosen_format(given: list[tuple[str, str]], default: str) -> str:
     return formats[0] if formats else default
 
 
+# The options of report and export that only some formats read: option -> (parameter name,
+# the formats that read it). pprof and the Firefox Profiler keep every sample's line and both
+# its count and its time, for their own viewers to group and weigh, so --by and --weights do
+# nothing there.
+_READ_BY: dict[str, tuple[str, tuple[str, ...]]] = {
+    "--sort": ("sort", ("table",)),
+    "--limit": ("limit", ("table",)),
+    "--per-thread": ("per_thread", ("table", "collapsed", "pstats")),
+    "--by": ("by", ("table", "pstats", "collapsed", "slices", "html", "speedscope")),
+    "--weights": ("weights", ("table", "pstats", "collapsed", "slices", "html", "speedscope")),
+}
+
+
+def _refuse_unread(ctx: click.Context, name: str, spelled: str, output: str | None) -> None:
+    """Wrong usage: an option given on the command line that the chosen format would leave
+    unread (options left at their defaults are not looked at)."""
+    from click.core import ParameterSource
+
+    def given(param: str) -> bool:
+        return ctx.get_parameter_source(param) not in (None, ParameterSource.DEFAULT,
+                                                       ParameterSource.DEFAULT_MAP)
+
+    for option, (param, formats) in _READ_BY.items():
+        if param in ctx.params and given(param) and name not in formats:
+            offered = _formats(str(ctx.command.name))
+            mine = [f for f in formats if f in offered]
+            listed = ", ".join(mine[:-1]) + " and " + mine[-1] if len(mine) > 1 else mine[0]
+            raise CliUsageError(
+                f"{option} does nothing with {spelled}: only the {listed} "
+                f"output{'s read' if len(mine) > 1 else ' reads'} it",
+                help=f"leave out {option}, or choose {'one of those' if len(mine) > 1 else 'it'}"
+                     " with --format")
+    if given("force") and (output == "-" or (output is None and _stdout_format(name))):
+        raise CliUsageError(f"--force does nothing here: {spelled} goes to stdout, where "
+                            "there is no file to overwrite",
+                            help="leave out --force, or name a file with -o")
+
+
+def _stdout_format(name: str) -> bool:
+    from psrec.analyzer.registry import get
+
+    return get(name).suffix is None
+
+
+def _spelled(given: list[tuple[str, str]], name: str) -> str:
+    """How the command line named the format: its flag or --format, or the default."""
+    return given[0][0] if given else f"the default format ({name})"
+
+
 @click.command()
 @click.argument("recording", type=click.Path(dir_okay=True))
 @_format_option("report", "table")
@@ -302,12 +378,14 @@ def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
         ("--pstats", "pstats", pstats), ("--collapsed", "collapsed", collapsed),
         ("--slices", "slices", slices is not None), ("--html", "html", html)) if on]
     name = _chosen_format(given, "table")
+    _refuse_unread(click.get_current_context(), name, _spelled(given, name), output)
     options: dict[str, Any] = {"sort": sort, "limit": limit, "per_thread": per_thread}
     if name == "slices":
         if slices is None:
             raise CliUsageError("--format slices needs the length of a slice",
                                 help="give it with --slices DURATION, e.g. --slices 1s")
-        options["slice_seconds"] = length("--slices", slices, "1s or 250ms")
+        options["slice_seconds"] = slice_length("--slices", slices, "1s or 250ms", recording,
+                                                "a single slice")
     _run_reporter(name, recording, options, view_args, output, force)
 
 
@@ -337,6 +415,7 @@ def export(recording: str, fmt: str | None, speedscope: bool, firefox: bool, ppr
                                                   ("--firefox", "firefox", firefox),
                                                   ("--pprof", "pprof", pprof)) if on]
     name = _chosen_format(given, "speedscope")
+    _refuse_unread(click.get_current_context(), name, _spelled(given, name), output)
     if window is None:
         _run_reporter(name, recording, {}, view_args, output, force)
         return
@@ -345,7 +424,8 @@ def export(recording: str, fmt: str | None, speedscope: bool, firefox: bool, ppr
     from psrec.analyzer.pprof import write_windows
     from psrec.analyzer.registry import get
 
-    reporter = get(name)(window=length("--window", window, "10s"))
+    reporter = get(name)(window=slice_length("--window", window, "10s", recording,
+                                                  "a single profile", in_ns=True))
     profile = _load(recording, _view(name, view_args), reporter)
     written = write_windows(profile, output, force)
     click.echo(f"psrec: wrote {len(written)} profiles: {written[0]} ... {written[-1]}"

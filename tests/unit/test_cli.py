@@ -94,3 +94,70 @@ def test_errors_are_one_line_and_a_traceback_only_with_v(tmp_path: Path) -> None
     r = CliRunner().invoke(main, ["-v", "info", missing])
     assert r.exit_code == 1 and r.exception is not None and not isinstance(r.exception,
                                                                            SystemExit)
+
+
+# -- options the chosen output would leave unread -----------------------------------------------
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["report", "--pstats", "--sort", "name"], "--sort does nothing with --pstats"),
+    (["report", "--collapsed", "--limit", "3"], "--limit does nothing with --collapsed"),
+    (["report", "--slices", "1s", "-l", "0"], "--limit does nothing with --slices"),
+    (["report", "--format", "html", "--sort", "total"], "--sort does nothing with --format html"),
+    (["report", "--slices", "1s", "--per-thread"], "--per-thread does nothing with --slices"),
+    (["report", "--html", "--per-thread"], "--per-thread does nothing with --html"),
+    (["export", "--pprof", "--by", "line"], "--by does nothing with --pprof"),
+    (["export", "--firefox", "--by", "line"], "--by does nothing with --firefox"),
+    (["export", "--pprof", "--weights", "count"], "--weights does nothing with --pprof"),
+    (["export", "--firefox", "--weights", "time"], "--weights does nothing with --firefox"),
+    (["report", "--force"], "--force does nothing here: the default format (table) goes to "
+                            "stdout"),
+    (["report", "--collapsed", "-o", "-", "--force"], "--force does nothing here"),
+])
+def test_an_option_the_output_does_not_read_is_wrong_usage(tmp_path: Path, args: list[str],
+                                                           said: str) -> None:
+    out = tmp_path / "out"
+    where = [] if "-o" in args or args[1:] == ["--force"] else ["-o", str(out)]
+    code, stdout, err = run(args[0], GOLDEN, *args[1:], *where)
+    assert code == 2 and stdout == "", (code, err)
+    lines = err.splitlines()
+    assert lines[0].startswith(f"psrec: error: {said}"), err
+    assert len(lines) == 2 and lines[1].startswith("psrec: leave out "), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "--sort", "name", "-l", "3"],  # the table reads both
+    ["report", "--collapsed", "--per-thread", "-o", "-"],
+    ["report", "--pstats", "--per-thread"],  # pstats keeps threads apart with it
+    ["report", "--collapsed", "--by", "line", "--weights", "time", "-o", "-"],
+    ["report", "--slices", "1s", "--by", "line", "--weights", "count"],
+    ["export", "--speedscope", "--by", "line", "--weights", "count"],
+    ["export", "--pprof", "--window", "1s", "--mode", "cpu"],
+    ["report", "--pstats", "--force"],
+])
+def test_options_the_output_reads_are_taken(tmp_path: Path, args: list[str]) -> None:
+    where = [] if "-o" in args else ["-o", str(tmp_path / "out")]
+    code, _, err = run(args[0], GOLDEN, *args[1:], *where)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(("args", "longest"), [
+    (["report", "--slices", "1e300"], "9.21e+12 s"),
+    (["report", "--slices", "1e19"], "9.21e+12 s"),
+    (["report", "--slices", "9.3e12"], "9.21e+12 s"),
+    (["export", "--pprof", "--window", "1e300"], "9.21e+09 s"),
+    (["export", "--pprof", "--window", "1e10"], "9.21e+09 s"),
+])
+def test_a_length_past_the_64_bit_counts_is_wrong_usage_that_names_the_longest(
+        tmp_path: Path, args: list[str], longest: str) -> None:
+    code, _, err = run(args[0], GOLDEN, *args[1:], "-o", str(tmp_path / "out"))
+    assert code == 2 and "internal error" not in err, err
+    assert f"give a length of at most {longest}" in err, err
+
+
+@pytest.mark.parametrize("args", [["report", "--slices", "9.21e12", "-o", "-"],
+                                  ["export", "--pprof", "--window", "9.21e9"]])
+def test_the_longest_length_named_works(tmp_path: Path, args: list[str]) -> None:
+    where = [] if "-o" in args else ["-o", str(tmp_path / "out.pb.gz")]
+    code, _, err = run(args[0], GOLDEN, *args[1:], *where)
+    assert code == 0, err

@@ -362,7 +362,8 @@ def _spelled(given: list[tuple[str, str]], name: str) -> str:
                    "thread's GIL and CPU states over time, a brush for a window, and a flame "
                    "graph and function table of it, in every mode.")
 @click.option("--per-thread", is_flag=True,
-              help="Table: one table per thread. Collapsed: a thread root frame on every stack.")
+              help="Table: one table per thread. Collapsed: a thread root frame on every stack. "
+                   "pstats: a root function per thread, under one <all threads> root.")
 @_view_options
 def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
            collapsed: bool, slices: str | None, html: bool, per_thread: bool, output: str | None,

@@ -121,23 +121,69 @@ class PstatsReporter(Reporter):
     binary = True
 
     @staticmethod
-    def build(profile: Profile) -> dict[tuple[str, int, str], tuple[Any, ...]]:
+    def build(profile: Profile, per_thread: bool = False
+              ) -> dict[tuple[str, int, str], tuple[Any, ...]]:
         """pstats' dict: per function, (calls, calls, own s, cumulative s, callers), where a
         caller's entry sums the samples with the function innermost under that caller (calls,
-        own) and those with the call anywhere on the stack (cumulative)."""
+        own) and those with the call anywhere on the stack (cumulative). "calls" are samples
+        with the function innermost, so they add up to the samples of the view.
+
+        per_thread: a root function per thread (see _thread_roots) calls each of its stacks'
+        outermost frames, and one `<all threads>` root calls those, so that a viewer that
+        starts from the largest root (snakeviz, gprof2dot) shows every thread."""
         sec = profile.tick_ns / 1e9
         walks = profile.walks
         callers: dict[FrameKey, dict[tuple[str, int, str], tuple[Any, ...]]] = defaultdict(dict)
         for caller, callee, n, own, cum in walks.edges():
             callers[callee][_pstats_key(caller)] = (n, n, own * sec, cum * sec)
-        return {_pstats_key(k): (t.own_count, t.own_count, t.own * sec, t.total * sec,
-                                 callers.get(k, {}))
-                for k, t in walks.totals().items()}
+        stats: dict[tuple[str, int, str], tuple[Any, ...]] = {
+            _pstats_key(k): (t.own_count, t.own_count, t.own * sec, t.total * sec,
+                             callers.get(k, {}))
+            for k, t in walks.totals().items()}
+        if per_thread:
+            stats = _thread_roots(profile, stats)
+        return stats
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        stats = self.build(profile)
+        per_thread = bool(self.options.get("per_thread", False))
+        stats = self.build(profile, per_thread)
         marshal.dump(stats, out)
-        return f"{len(stats):,} functions, {profile.selected:,} samples"
+        functions = len(stats) - (len(profile.thread_refs()) + 1 if per_thread else 0)
+        roots = f", a root per thread under {ALL_THREADS[2]}" if per_thread else ""
+        return f"{functions:,} functions, {profile.selected:,} samples{roots}"
+
+
+ALL_THREADS = ("<thread>", 0, "<all threads>")
+
+
+def _thread_roots(profile: Profile, stats: dict[tuple[str, int, str], tuple[Any, ...]]
+                  ) -> dict[tuple[str, int, str], tuple[Any, ...]]:
+    """pstats' dict with a function per thread, ("<thread>", 0, "thread LABEL"), as the
+    caller of its stacks' outermost frames, and ALL_THREADS as the caller of those. They are
+    never innermost, so their calls and own time are 0 and the file's totals (calls, own
+    time) stay the report's; their cumulative time is their thread's (all threads'). They come
+    first, so that a viewer that sorts by cumulative time and takes the first of equals (an
+    outermost `<module>` of every thread ties with ALL_THREADS) starts from ALL_THREADS."""
+    sec = profile.tick_ns / 1e9
+    # thread -> outermost key -> [samples with it alone on the stack, their value, value]
+    roots: dict[int, dict[FrameKey, list[int]]] = defaultdict(dict)
+    for c in profile.cells:
+        keys = profile.keys(c.node)
+        value = profile.cell_value(c)
+        sums = roots[c.thread].setdefault(keys[0], [0, 0, 0])
+        sums[2] += value
+        if len(keys) == 1:
+            sums[0] += c.samples
+            sums[1] += value
+    threads: dict[tuple[str, int, str], tuple[Any, ...]] = {}
+    for ref in profile.thread_refs():
+        key = ("<thread>", 0, f"thread {profile.thread_label(ref)}")
+        total = sum(s[2] for s in roots[ref].values()) * sec
+        for outer, (n, own, cum) in roots[ref].items():
+            stats[_pstats_key(outer)][4][key] = (n, n, own * sec, cum * sec)
+        threads[key] = (0, 0, 0.0, total, {ALL_THREADS: (0, 0, 0.0, total)})
+    everything = sum(t[3] for t in threads.values())
+    return {ALL_THREADS: (0, 0, 0.0, everything, {}), **threads, **stats}
 
 
 def _pstats_key(k: FrameKey) -> tuple[str, int, str]:

@@ -494,3 +494,42 @@ def test_cpu_view_keeps_cpu_used_between_samples(tmp_path: Path) -> None:
     # Other views are untouched: the GIL view selects no sample of an off-GIL thread.
     with pytest.raises(SelectionError):
         Profile.load(s.path, View(mode="gil"))
+
+
+def test_pstats_per_thread_gives_each_thread_a_root_under_all_threads(rec: Synth,
+                                                                      tmp_path: Path) -> None:
+    """--pstats --per-thread: a root function per thread, calling its stacks' outermost
+    frames, under one `<all threads>` root that a viewer starting from the largest
+    cumulative time (snakeviz, gprof2dot) takes; the file's totals stay the report's."""
+    out = tmp_path / "threads.pstats"
+    code, _, err = run("report", rec.path, "--pstats", "--per-thread", "-o", str(out))
+    assert code == 0, err
+    st = pstats.Stats(str(out))
+    assert st.total_calls == len(rec.samples)  # type: ignore[attr-defined]
+    assert st.total_tt == pytest.approx(  # type: ignore[attr-defined]
+        sum(x.weight for x in rec.samples) / 1e6)
+    raw = marshal.loads(out.read_bytes())
+    roots = {k[2]: v for k, v in raw.items() if k[0] == "<thread>"}
+    assert set(roots) == {"<all threads>", "thread MainThread (tid 100)",
+                          "thread worker (tid 101)"}
+    for name in ("MainThread", "worker"):
+        cc, nc, tt, ct, callers = roots[f"thread {name} (tid {rec.tids[name]})"]
+        assert (cc, nc, tt) == (0, 0, 0.0)
+        assert ct == pytest.approx(sum(x.weight for x in rec.samples if x.thread == name) / 1e6)
+        assert set(callers) == {("<thread>", 0, "<all threads>")}
+    assert roots["<all threads>"][3] == pytest.approx(st.total_tt)  # type: ignore[attr-defined]
+    # each thread's outermost frame is called by that thread's root, its time split by thread
+    main_callers = raw[("app.py", 0, "main")][4]
+    assert {k[2] for k in main_callers} == {"thread MainThread (tid 100)",
+                                            "thread worker (tid 101)"}
+    for (_, _, name), (_, _, _, ct) in main_callers.items():
+        assert ct == pytest.approx(roots[name][3])
+    st.sort_stats("cumulative")
+    assert st.fcn_list[0] == ("<thread>", 0, "<all threads>")  # type: ignore[attr-defined]
+    if shutil.which("gprof2dot") is not None or subprocess.run(
+            [sys.executable, "-c", "import gprof2dot"], check=False,
+            capture_output=True).returncode == 0:
+        r = subprocess.run([sys.executable, "-m", "gprof2dot", "-f", "pstats", str(out)],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 0, r.stderr
+        assert "thread MainThread" in r.stdout and "thread worker" in r.stdout, r.stdout

@@ -98,6 +98,29 @@ class Runs:
         return len(self.node)
 
 
+NONE, OWN, PREVIOUS = 0, 1, 2  # where a sample's CPU time goes (native: AccumulatorQuery::Cpu)
+
+
+def fate(q: Any, ts: int, th: int, status: int, cpu: int,
+         previous_on_cpu: bool) -> tuple[bool, bool, int]:
+    """(selected, counted, where its CPU time goes) of a sample under a query with from_ts,
+    to_ts, threads, mask, value and cpu_view: the native AccumulatorQuery::fate's rule (spec
+    section 5). CPU time used between two samples goes to the earlier when this one is off a
+    CPU and that one was on a CPU, else to this one; a view keeps it where it keeps that
+    sample, and the CPU view also keeps that of a sample it does not count on its stack."""
+    if ts < q.from_ts or ts >= q.to_ts or (q.threads is not None and th not in q.threads):
+        return False, False, NONE
+    counted = status & q.mask == q.value
+    off_cpu = not status & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN)
+    if cpu and off_cpu and previous_on_cpu:
+        return True, counted, PREVIOUS
+    if counted:
+        return True, True, OWN
+    if q.cpu_view and cpu:
+        return True, False, OWN
+    return True, False, NONE
+
+
 class PyAccumulator:
     """Sums samples by (slice, thread, node) after a window, thread and status filter: the
     native Accumulator's rules in Python."""
@@ -121,7 +144,8 @@ class PyAccumulator:
         self.origin, self.slice_ticks = slice_origin, slice_ticks
         self.cpu_view = cpu_view
         self._cells: dict[tuple[int, int, int], list[int]] = {}
-        self._on_cpu: dict[int, list[int]] = {}  # thread -> the cell of its previous sample
+        # thread -> (its previous selected sample was on a CPU, that sample's cell if counted)
+        self._last: dict[int, tuple[bool, list[int] | None]] = {}
         self.selected = 0
         self.first_ts = -1
         self.last_ts = -1
@@ -130,31 +154,27 @@ class PyAccumulator:
         for i in range(len(b.ts)):
             ts = b.ts[i]
             th = b.thread[i]
-            previous = self._on_cpu.pop(th, None)
-            if ts < self.from_ts or ts >= self.to_ts:
-                continue
-            if self.threads is not None and th not in self.threads:
-                continue
             st = b.status[i]
-            counted = st & self.mask == self.value
-            if not counted:
-                # The CPU view (spec section 5): CPU time of a sample off the CPU goes to the
-                # thread's previous sample if that one was kept on a CPU, else to its own
-                # stack, not counted as a sample.
-                if (not self.cpu_view or not b.cpu[i] or st & C.STATUS_CPU_UNKNOWN):
-                    continue
-                if previous is not None:
-                    previous[2] += b.cpu[i]
-                    continue
+            cpu = b.cpu[i]
+            on_cpu, previous = self._last.pop(th, (False, None))
+            selected, counted, goes = fate(self, ts, th, st, cpu, on_cpu)
+            if not selected:
+                continue
+            if goes == PREVIOUS and previous is not None:
+                previous[2] += cpu
+            now_on = st & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN) == C.STATUS_ON_CPU
+            if not counted and goes != OWN:
+                self._last[th] = (now_on, None)
+                continue
             # As the native one: 64-bit slices, and a time before the origin in slice 0.
             sl = max(0, ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
             cell = self._cells.setdefault((sl, th, b.node[i] if self.by_node else 0),
                                           [0, 0, 0, 0, 0])
-            cell[2] += b.cpu[i]
+            self._last[th] = (now_on, cell if counted else None)
+            if goes == OWN:
+                cell[2] += cpu
             if not counted:
                 continue
-            if st & C.STATUS_ON_CPU:
-                self._on_cpu[th] = cell
             cell[0] += 1
             cell[1] += b.weight[i]
             cell[3] += 1 if st & C.STATUS_GIL_HELD else 0
@@ -180,37 +200,33 @@ class PyTimeline:
         self.cpu_view = query.get("cpu_view", False)
         self.split_at_gaps = query.get("split_at_gaps", False)
         self.gap: set[int] = set()  # threads with a sample left out since their last run began
-        self.on_cpu: set[int] = set()  # threads whose previous sample was kept on a CPU
+        self.on_cpu: set[int] = set()  # threads whose previous selected sample was on a CPU
+        self.kept: set[int] = set()  # threads whose previous selected sample is in their last run
         # ref -> node, count, weight, cpu, first_ts columns
         self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
                                    array[int]]] = {}
 
     def add(self, b: Any) -> None:
         ts, th, nodes = b.ts, b.thread, b.node
-        status, weight, cpu = b.status, b.weight, b.cpu
+        status, weight, cpus = b.status, b.weight, b.cpu
         for i in range(len(b)):
             t = ts[i]
             ref = th[i]
+            st = status[i]
             previous_on_cpu = ref in self.on_cpu
+            previous_kept = ref in self.kept
             self.on_cpu.discard(ref)
-            if t < self.from_ts or t >= self.to_ts:
-                continue
-            if self.threads is not None and ref not in self.threads:
-                continue
-            counted = status[i] & self.mask == self.value
-            if not counted:
-                # The CPU view: as PyAccumulator does (spec/psr-format.md, section 5).
-                if not self.cpu_view or not cpu[i] or status[i] & C.STATUS_CPU_UNKNOWN:
-                    if self.split_at_gaps:
-                        self.gap.add(ref)
-                    continue
-                if previous_on_cpu:
-                    self.runs[ref][3][-1] += cpu[i]
-                    if self.split_at_gaps:
-                        self.gap.add(ref)
-                    continue
-            elif status[i] & C.STATUS_ON_CPU:
+            self.kept.discard(ref)
+            selected, counted, goes = fate(self, t, ref, st, cpus[i], previous_on_cpu)
+            if selected and st & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN) == C.STATUS_ON_CPU:
                 self.on_cpu.add(ref)
+            if goes == PREVIOUS and previous_kept:
+                self.runs[ref][3][-1] += cpus[i]
+            if not counted and goes != OWN:
+                if self.split_at_gaps:
+                    self.gap.add(ref)
+                continue
+            cpu = cpus[i] if goes == OWN else 0
             n, w = (1, weight[i]) if counted else (0, 0)
             r = self.runs.get(ref)
             if r is None:
@@ -221,14 +237,16 @@ class PyTimeline:
             if r_node and r_node[-1] == node and ref not in self.gap:
                 r_count[-1] += n
                 r_weight[-1] += w
-                r_cpu[-1] += cpu[i]
+                r_cpu[-1] += cpu
             else:
                 r_node.append(node)
                 r_count.append(n)
                 r_weight.append(w)
-                r_cpu.append(cpu[i])
+                r_cpu.append(cpu)
                 r_first.append(t)
                 self.gap.discard(ref)
+            if counted:
+                self.kept.add(ref)
 
     def result(self) -> dict[int, Runs]:
         return {ref: Runs(*cols) for ref, cols in sorted(self.runs.items())}

@@ -30,9 +30,12 @@ from .view import ViewUsageError
 
 __all__ = ["PprofExporter", "build", "write_windows"]
 
-# (GIL held, on CPU) -> the status filter of analyzer.view.STATES that selects it.
+# The status filters of analyzer.view.STATES whose sums make the labels: (GIL held, on a CPU)
+# pairs, and of the samples without the GIL, those waiting to take it. Samples whose GIL or CPU
+# state is unknown are in none: they are what the wall view holds beyond them.
 COMBOS = {(True, True): "gil+cpu", (True, False): "gil+off", (False, True): "nogil+cpu",
           (False, False): "nogil+off"}
+WAITING = {True: "wait+cpu", False: "wait+off"}  # by on a CPU
 SUFFIX = ".pb.gz"
 
 
@@ -58,36 +61,51 @@ class _Strings:
         return i
 
 
-def _cells(p: Profile, sl: int | None) -> dict[tuple[int, int, str, str], list[int]]:
-    """(thread, node, gil label, cpu label) -> [samples, weight ticks, cpu ticks], over one
-    slice (or all): each state's cells, and what no state took (its GIL or CPU state unknown)."""
-    ft = p.free_threaded
-    out: dict[tuple[int, int, str, str], list[int]] = {}
-    rest: dict[tuple[int, int], list[int]] = {}
-    wall = p.columns if p.view.mode == "wall" else p.also["wall"]
-    for th, node, s, n, w, c in zip(wall.thread, wall.node, wall.slice, wall.samples,
-                                    wall.weight, wall.cpu):
+Row = list[int]  # samples, weight ticks, cpu ticks
+
+
+def _sums(cols: CellColumns, sl: int | None) -> dict[tuple[int, int], Row]:
+    """(thread, node) -> [samples, weight ticks, cpu ticks] of a filter's cells, over one
+    slice (or all)."""
+    out: dict[tuple[int, int], Row] = {}
+    for th, node, s, n, w, c in zip(cols.thread, cols.node, cols.slice, cols.samples,
+                                    cols.weight, cols.cpu):
         if sl is None or s == sl:
-            r = rest.setdefault((th, node), [0, 0, 0])
+            r = out.setdefault((th, node), [0, 0, 0])
             r[0] += n
             r[1] += w
             r[2] += c
+    return out
+
+
+def _take(whole: dict[tuple[int, int], Row], part: dict[tuple[int, int], Row]) -> None:
+    """Takes a part's sums out of the whole's: each filter keeps CPU time where it keeps the
+    sample the time goes to (spec section 5), so a subset's sums are within the whole's."""
+    for key, r in part.items():
+        w = whole[key]
+        for i in range(3):
+            w[i] -= r[i]
+
+
+def _cells(p: Profile, sl: int | None) -> dict[tuple[int, int, str, str], Row]:
+    """(thread, node, gil label, cpu label) -> [samples, weight ticks, cpu ticks], over one
+    slice (or all): each state's cells, and what no state took (its GIL or CPU state unknown)."""
+    ft = p.free_threaded
+    out: dict[tuple[int, int, str, str], Row] = {}
+    rest = _sums(p.columns if p.view.mode == "wall" else p.also["wall"], sl)
     for (gil, cpu), name in COMBOS.items():
-        cols: CellColumns = p.also[name]
-        label = (("attached" if gil else "detached") if ft else ("held" if gil else "released"),
-                 "on" if cpu else "off")
-        for th, node, s, n, w, c in zip(cols.thread, cols.node, cols.slice, cols.samples,
-                                        cols.weight, cols.cpu):
-            if sl is not None and s != sl:
-                continue
-            row = out.setdefault((th, node, *label), [0, 0, 0])
-            row[0] += n
-            row[1] += w
-            row[2] += c
-            r = rest[(th, node)]
-            r[0] -= n
-            r[1] -= w
-            r[2] -= c
+        cells = _sums(p.also[name], sl)
+        _take(rest, cells)
+        cpu_label = "on" if cpu else "off"
+        if not gil and not ft:
+            waiting = _sums(p.also[WAITING[cpu]], sl)
+            _take(cells, waiting)
+            for (th, node), r in waiting.items():
+                out[(th, node, "waiting", cpu_label)] = r
+        label = ("attached" if gil else "detached") if ft else ("held" if gil else "released")
+        for (th, node), r in cells.items():
+            if r[0] or r[1] or r[2]:
+                out[(th, node, label, cpu_label)] = r
     for (th, node), r in rest.items():
         if r[0] or r[1] or r[2]:
             out[(th, node, "unknown", "unknown")] = r
@@ -184,7 +202,8 @@ class PprofExporter(Reporter):
     binary = True
 
     def also(self, profile_mode: str) -> tuple[str, ...]:
-        return ("wall",) * (profile_mode != "wall") + tuple(COMBOS.values())
+        return (("wall",) * (profile_mode != "wall") + tuple(COMBOS.values())
+                + tuple(WAITING.values()))
 
     def slice_seconds(self) -> float:
         return float(self.options.get("window") or 0.0)

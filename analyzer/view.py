@@ -71,6 +71,12 @@ STATES: dict[str, tuple[int, int, bool, bool]] = {
     "gil+off": (_GIL | _CPU, C.STATUS_GIL_HELD, False, True),
     "nogil+cpu": (_GIL | _CPU, C.STATUS_ON_CPU, False, True),
     "nogil+off": (_GIL | _CPU, 0, False, True),
+    # waiting to take the GIL (a part of nogil+cpu and nogil+off), for labels
+    "wait+cpu": (_GIL | _CPU | C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN,
+                 C.STATUS_ON_CPU | C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN,
+                 False, True),
+    "wait+off": (_GIL | _CPU | C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN,
+                 C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN, False, True),
     "state-wall": (0, 0, False, False),
     "state-gil": (_GIL, C.STATUS_GIL_HELD, False, False),
     "state-cpu": (_CPU | _GIL, C.STATUS_ON_CPU, False, False),

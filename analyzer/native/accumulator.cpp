@@ -142,13 +142,17 @@ void Accumulator::add(const SampleColumns& c) {
     const uint32_t th = c.thread[i];
     const uint8_t st = c.status[i];
     LastCell& lc = last_[th];
-    const auto fate = q_.fate(ts, th, st, c.cpu[i], lc.on_cpu && lc.cell != UINT32_MAX);
-    if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious) {
-      if (fate == AccumulatorQuery::Fate::kCpuToPrevious) cells_[lc.cell].second.cpu += c.cpu[i];
-      lc.on_cpu = false;
+    const auto f = q_.fate(ts, th, st, c.cpu[i], lc.on_cpu);
+    if (!f.selected) {
+      lc.on_cpu = lc.kept = false;
       continue;
     }
-    const bool counted = fate == AccumulatorQuery::Fate::kKeep;
+    if (f.cpu == AccumulatorQuery::Cpu::kPrevious && lc.kept)
+      cells_[lc.cell].second.cpu += c.cpu[i];
+    lc.on_cpu = AccumulatorQuery::onCpu(st);
+    lc.kept = false;
+    if (!f.counted && f.cpu != AccumulatorQuery::Cpu::kOwn) continue;
+    const bool counted = f.counted;
     uint32_t slice = 0;
     if (q_.slice_ticks > 0) {
       // Samples come in time order: most fall in the slice of the sample before.
@@ -161,13 +165,13 @@ void Accumulator::add(const SampleColumns& c) {
     // A thread's next sample often has the stack of its previous one: remember each thread's
     // last cell.
     const Key key{slice, th, q_.by_node ? c.node[i] : 0u};
-    lc.on_cpu = (st & kStatusOnCpu) != 0;
     if (lc.cell == UINT32_MAX || !(lc.key == key)) {
       lc.key = key;
       lc.cell = cellFor(key);
     }
+    lc.kept = counted;
     AccumulatorCell& cell = cells_[lc.cell].second;
-    cell.cpu += c.cpu[i];
+    if (f.cpu == AccumulatorQuery::Cpu::kOwn) cell.cpu += c.cpu[i];
     if (!counted) continue;
     ++cell.count;
     cell.weight += c.weight[i];

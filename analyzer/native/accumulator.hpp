@@ -51,25 +51,37 @@ struct AccumulatorQuery {
     for (uint32_t t : refs)
       if (t <= kMaxThreadRef) threads[t] = 1;
   }
-  enum class Fate : uint8_t {
-    kDrop,           // not selected
-    kKeep,           // selected, with its stack
-    kCpuToPrevious,  // not selected; its CPU time goes to the thread's previous sample
-    kCpuOnly,        // not selected; its CPU time goes to its own stack (no sample counted)
+  // Where the CPU time a sample carries goes: nowhere in this view, to the sample's own stack,
+  // or to the thread's previous sample (where this view kept it).
+  enum class Cpu : uint8_t { kNone, kOwn, kPrevious };
+  struct Fate {
+    bool selected;  // in the window and the threads: it is the thread's next previous sample
+    bool counted;   // the status filter keeps it as a sample
+    Cpu cpu;
   };
-  // What becomes of a sample: the window, thread and status filter, and in the CPU view the
-  // CPU time of a sample off a CPU. That time ran between the thread's previous sample and
-  // this one: it goes to the previous sample when that one was selected on a CPU (the thread
-  // ran on in what it showed), else to this sample's stack (the time ran in code no sample
-  // caught; this one shows where the thread went off the CPU), which is not counted as a
-  // sample on a CPU.
+  static bool onCpu(uint8_t status) {
+    return (status & (kStatusOnCpu | kStatusCpuUnknown)) == kStatusOnCpu;
+  }
+  // What becomes of a sample: the window, thread and status filter, and where its CPU time
+  // goes. That time ran between the thread's previous sample and this one. One rule for every
+  // view and output (spec/psr-format.md, section 5): it goes to the previous sample when this
+  // one is off a CPU and that one was on a CPU (the thread ran on in what it showed, then went
+  // off the CPU), else to this sample. A view keeps the time where it keeps the sample the
+  // time goes to; the CPU view also keeps the time of a sample it does not count (off a CPU
+  // after a sample off a CPU: the time ran in code no sample caught; or its CPU state unknown)
+  // on that sample's stack, so that every CPU tick of a selected thread lands on a sample.
+  // previous_on_cpu: the thread's previous selected sample was known to be on a CPU.
   Fate fate(int64_t ts, uint32_t thread, uint8_t status, uint32_t cpu,
             bool previous_on_cpu) const {
-    if (ts < from_ts || ts >= to_ts) return Fate::kDrop;
-    if (!threads.empty() && (thread >= threads.size() || !threads[thread])) return Fate::kDrop;
-    if ((status & status_mask) == status_value) return Fate::kKeep;
-    if (!cpu_view || cpu == 0 || (status & kStatusCpuUnknown)) return Fate::kDrop;
-    return previous_on_cpu ? Fate::kCpuToPrevious : Fate::kCpuOnly;
+    if (ts < from_ts || ts >= to_ts) return {false, false, Cpu::kNone};
+    if (!threads.empty() && (thread >= threads.size() || !threads[thread]))
+      return {false, false, Cpu::kNone};
+    const bool counted = (status & status_mask) == status_value;
+    const bool off_cpu = (status & (kStatusOnCpu | kStatusCpuUnknown)) == 0;
+    if (cpu != 0 && off_cpu && previous_on_cpu) return {true, counted, Cpu::kPrevious};
+    if (counted) return {true, true, Cpu::kOwn};
+    if (cpu_view && cpu != 0) return {true, false, Cpu::kOwn};
+    return {true, false, Cpu::kNone};
   }
 };
 
@@ -135,7 +147,8 @@ class Accumulator {
   struct LastCell {
     Key key{0, 0, 0};
     uint32_t cell = UINT32_MAX;
-    bool on_cpu = false;  // the thread's previous sample was kept, on a CPU
+    bool on_cpu = false;  // the thread's previous selected sample was on a CPU
+    bool kept = false;    // and counted here, in `cell`
   };
   uint32_t cellFor(const Key& k);
   uint32_t sliceOf(int64_t ts);

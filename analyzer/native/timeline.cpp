@@ -13,27 +13,31 @@ void Timeline::add(const SampleColumns& c) {
     const uint32_t th = c.thread[i];
     ThreadRuns& tr = threads_[th];
     TimelineRuns& r = tr.runs;
-    const auto fate = q_.fate(ts, th, c.status[i], c.cpu[i], tr.on_cpu && r.size() != 0);
-    tr.on_cpu = fate == AccumulatorQuery::Fate::kKeep && (c.status[i] & kStatusOnCpu);
-    if (fate == AccumulatorQuery::Fate::kCpuToPrevious) r.cpu.back() += c.cpu[i];
-    if (fate == AccumulatorQuery::Fate::kDrop || fate == AccumulatorQuery::Fate::kCpuToPrevious) {
+    const auto f = q_.fate(ts, th, c.status[i], c.cpu[i], tr.on_cpu);
+    const bool previous_kept = tr.kept && r.size() != 0;
+    tr.on_cpu = f.selected && AccumulatorQuery::onCpu(c.status[i]);
+    tr.kept = false;
+    if (f.cpu == AccumulatorQuery::Cpu::kPrevious && previous_kept) r.cpu.back() += c.cpu[i];
+    if (!f.counted && f.cpu != AccumulatorQuery::Cpu::kOwn) {
       tr.gap = q_.split_at_gaps;
       continue;
     }
-    const bool counted = fate == AccumulatorQuery::Fate::kKeep;  // else its CPU time only
+    const bool counted = f.counted;  // else its CPU time only
+    const uint32_t cpu = f.cpu == AccumulatorQuery::Cpu::kOwn ? c.cpu[i] : 0;
     const uint32_t node = c.node[i];
     if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX || tr.gap) {
       tr.gap = false;
       r.node.push_back(node);
       r.count.push_back(counted ? 1 : 0);
       r.weight.push_back(counted ? c.weight[i] : 0);
-      r.cpu.push_back(c.cpu[i]);
+      r.cpu.push_back(cpu);
       r.first_ts.push_back(ts);
     } else {
       r.count.back() += counted ? 1 : 0;
       r.weight.back() += counted ? c.weight[i] : 0;
-      r.cpu.back() += c.cpu[i];
+      r.cpu.back() += cpu;
     }
+    tr.kept = counted;
     if (counted) ++selected_;
   }
 }

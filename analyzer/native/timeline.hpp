@@ -122,7 +122,8 @@ class Timeline {
  private:
   struct ThreadRuns {
     TimelineRuns runs;
-    bool on_cpu = false;  // the thread's previous sample was kept, on a CPU
+    bool on_cpu = false;  // the thread's previous selected sample was on a CPU
+    bool kept = false;    // and counted, in the last run
     bool gap = false;     // a sample was left out since the last run began (split_at_gaps)
   };
   AccumulatorQuery q_;

@@ -8,8 +8,11 @@
     s = run.samples                # one row per thread-sample in the window and threads
     run.stack(s.stack[0])          # that sample's frames, root first
     run.to_pandas()                # the samples as a pandas DataFrame (pandas installed)
+    run.functions()                # the report's function table, one row per function
+    run.to_pandas("functions")     # that table as a DataFrame
 
-The view's window, threads and processes select the samples; its mode (wall, cpu, gil, idle),
+The view's window, threads and processes select the samples; its mode (wall, cpu, gil, idle,
+gil-wait),
 weights and grouping apply to ``totals()`` and to ``profile``, as they do to the reports. The
 samples carry each thread-sample's own GIL and CPU state: select on those as you need.
 """
@@ -17,17 +20,18 @@ samples carry each thread-sample's own GIL and CPU state: select on those as you
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from psrec.format import Frame, PsrecError, ThreadInfo, open_recording
 from psrec.format import constants as C
 
-from .profile import FrameKey, Profile
-from .view import View
+from .profile import NO_STACK, FrameKey, Profile
+from .view import MODES, View, gil_wait_unknown
 from .walks import Totals
 
-__all__ = ["Run", "Samples", "load"]
+__all__ = ["FunctionRow", "Run", "Samples", "load"]
 
 
 @dataclass
@@ -35,9 +39,12 @@ class Samples:
     """Columns of equal length, one row per thread-sample, in time order per chunk.
 
     time: seconds from the start of the recording; thread: the thread's ref (``Run.threads``);
-    stack: the stack's id (``Run.stack``; 0: no Python stack); gil and on_cpu: 1 held / on a
-    CPU, 0 not, -1 not known; cpu_ns: CPU time the thread used since its previous sample
-    (where recorded); weight_ns: the wall time the sample stands for.
+    stack: the stack's id (``Run.stack``; 0: no Python stack); leaf: the innermost function
+    of that stack, as the report names it ("name (file:line)"); gil and on_cpu: 1 held / on a
+    CPU, 0 not, -1 not known; gil_wait: 1 waiting to take the GIL, 0 not, -1 not known (every
+    sample of a recording that cannot know it: ``Run.gil_wait_unknown`` says why); cpu_ns:
+    CPU time the thread used since its previous sample (where recorded); weight_ns: the wall
+    time the sample stands for.
     """
 
     time: array[float]
@@ -47,13 +54,48 @@ class Samples:
     on_cpu: array[int]
     cpu_ns: array[int]
     weight_ns: array[int]
+    gil_wait: array[int] = field(default_factory=lambda: array("b"))
+    leaf: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.time)
 
+    def __repr__(self) -> str:
+        # The columns can hold millions of rows: their names and length, not their values.
+        names = ", ".join(f.name for f in fields(self))
+        return f"<Samples: {len(self):,} rows of {names}>"
+
+
+@dataclass(frozen=True)
+class FunctionRow:
+    """One function (or line) of the report's table: own = on top of the stack, total =
+    anywhere on it (recursion counted once per stack); *_samples count samples, *_s are the
+    estimated seconds the samples stand for under the view's weights."""
+
+    name: str
+    filename: str
+    line: int
+    own_samples: int
+    total_samples: int
+    own_s: float
+    total_s: float
+
 
 def _state(status: int, bit: int, unknown: int) -> int:
     return -1 if status & unknown else int(bool(status & bit))
+
+
+_WAIT_MASK, _WAIT_VALUE = MODES["gil-wait"]
+
+
+def _waiting(status: int) -> int:
+    """1 waiting to take the GIL (as --mode gil-wait selects), 0 not, -1 not known: the target
+    did not say (before CPython 3.15, free-threaded), or the GIL state was not read."""
+    if status & _WAIT_MASK == _WAIT_VALUE:
+        return 1
+    if not status & C.STATUS_GIL_REQUESTED_KNOWN or status & C.STATUS_GIL_UNKNOWN:
+        return -1
+    return 0
 
 
 class Run:
@@ -84,8 +126,35 @@ class Run:
         the view, for one thread (a ref) or all: the numbers of ``psrec report``'s table."""
         return self.profile.walks.totals(thread)
 
+    def functions(self, thread: int | None = None) -> list[FunctionRow]:
+        """The report's function table (``psrec report``'s rows, every one), for one thread
+        (a ref) or all, largest own time first."""
+        p = self.profile
+        rows = [FunctionRow(k.name, k.filename, k.line, t.own_count, t.total_count,
+                            p.seconds(t.own), p.seconds(t.total))
+                for k, t in self.totals(thread).items()]
+        rows.sort(key=lambda r: (-r.own_s, -r.total_s, r.filename, r.line, r.name))
+        return rows
+
     def seconds(self, ticks: float) -> float:
+        """Ticks (``totals()``'s own and total) in seconds."""
         return self.profile.seconds(ticks)
+
+    @property
+    def gil_wait_unknown(self) -> str | None:
+        """Why the recording cannot say which samples waited for the GIL, or None when it can
+        (CPython 3.15 and later, with a GIL)."""
+        return gil_wait_unknown(self.metadata)
+
+    def __repr__(self) -> str:
+        p = self.profile
+        v = p.view
+        nthreads = len(set(p.columns.thread))
+        window = ""
+        if v.start is not None or v.end is not None:
+            window = f", window {v.start or 'start'} .. {v.end or 'end'}"
+        return (f"<Run {p.path!r}: mode {v.mode}, weights {v.weights}, by {v.by}{window}; "
+                f"{p.selected:,} samples in {nthreads} thread{'s' if nthreads != 1 else ''}>")
 
     @property
     def samples(self) -> Samples:
@@ -108,21 +177,41 @@ class Run:
         out.reverse()
         return out
 
-    def to_pandas(self) -> Any:
-        """The samples as a pandas DataFrame, with each thread's name beside its ref."""
+    def to_pandas(self, table: str = "samples", thread: int | None = None) -> Any:
+        """A pandas DataFrame of the samples (table="samples": one row per thread-sample, each
+        thread's name beside its ref and the stack's leaf function beside its id), or of the
+        function table (table="functions": ``functions(thread)``).
+
+        The samples' gil_wait column is True, False, or <NA> where a sample's state is not
+        known; a recording that cannot know it at all (before CPython 3.15, or
+        free-threaded) has no gil_wait column, and the frame's ``attrs["gil_wait_unknown"]``
+        says why."""
+        if table not in ("samples", "functions"):
+            raise PsrecError(f"to_pandas: no table named {table!r}",
+                             help="use 'samples' or 'functions'")
         try:
             import pandas as pd
         except ImportError:
             raise PsrecError("to_pandas() needs pandas, which is not installed",
                              help="pip install pandas") from None
+        if table == "functions":
+            columns = [f.name for f in fields(FunctionRow)]
+            return pd.DataFrame([asdict(r) for r in self.functions(thread)], columns=columns)
         s = self.samples
         names = {ref: t.label for ref, t in self.threads.items()}
-        return pd.DataFrame({
+        frame = pd.DataFrame({
             "time": s.time, "thread": s.thread,
             "thread_name": [names.get(r, f"thread ref {r}") for r in s.thread],
-            "stack": s.stack, "gil": s.gil, "on_cpu": s.on_cpu, "cpu_ns": s.cpu_ns,
-            "weight_ns": s.weight_ns,
+            "stack": s.stack, "leaf": s.leaf, "gil": s.gil, "on_cpu": s.on_cpu,
+            "cpu_ns": s.cpu_ns, "weight_ns": s.weight_ns,
         })
+        why = self.gil_wait_unknown
+        if why is None:
+            frame.insert(frame.columns.get_loc("on_cpu") + 1, "gil_wait", pd.array(
+                [None if w < 0 else bool(w) for w in s.gil_wait], dtype="boolean"))
+        else:
+            frame.attrs["gil_wait_unknown"] = why
+        return frame
 
     def _read_samples(self) -> Samples:
         p = self.profile
@@ -130,6 +219,7 @@ class Run:
         lo = p.from_ts if p.from_ts is not None else -(1 << 63)
         hi = p.to_ts if p.to_ts is not None else 1 << 63
         tick_ns = p.tick_ns
+        can_wait = gil_wait_unknown(p.metadata) is None
         out = Samples(array("d"), array("I"), array("I"), array("b"), array("b"), array("Q"),
                       array("Q"))
         with open_recording(p.path) as rec:
@@ -152,21 +242,61 @@ class Run:
                     out.stack.append(node)
                     out.gil.append(_state(status, C.STATUS_GIL_HELD, C.STATUS_GIL_UNKNOWN))
                     out.on_cpu.append(_state(status, C.STATUS_ON_CPU, C.STATUS_CPU_UNKNOWN))
+                    out.gil_wait.append(_waiting(status) if can_wait else -1)
                     out.cpu_ns.append(cpu * tick_ns)
                     out.weight_ns.append(weight * tick_ns)
             self._parents = array("I", stream.decoder.trie_parents())
             self._frames = array("I", stream.decoder.trie_frames())
+        leaves: dict[int, str] = {}
+        for node in out.stack:
+            text = leaves.get(node)
+            if text is None:
+                text = leaves[node] = self._leaf(node)
+            out.leaf.append(text)
         return out
 
+    def _leaf(self, node: int) -> str:
+        """A stack's innermost function (or line), named as the reports name it."""
+        k = NO_STACK
+        if 0 < node < len(self._frames):
+            k = self.profile.key(self._frames[node])
+        return f"{k.name} ({k.filename}:{k.line})"
 
-def load(path: str, mode: str = "wall", *, threads: tuple[str, ...] = (),
-         pids: tuple[int, ...] = (), processes: tuple[str, ...] = (), start: str | None = None,
-         end: str | None = None, weights: str = "time", by: str = "function",
-         native: bool | None = None) -> Run:
-    """Reads a recording under a view: the options of ``psrec report`` (mode; threads by id or
-    name; pids; processes by command-line text; start and end as seconds from the start or
-    wall-clock times; weights time or count; by function or line). Raises PsrecError (with a
-    message that says what to do) for a file or a view it cannot read."""
-    view = View(mode=mode, threads=tuple(threads), pids=tuple(pids),
-                processes=tuple(processes), start=start, end=end, weights=weights, by=by)
+
+def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | int] = (),
+         pids: int | Iterable[int] = (), processes: str | Iterable[str] = (),
+         start: str | float | None = None, end: str | float | None = None,
+         weights: str = "time", by: str = "function", native: bool | None = None) -> Run:
+    """Reads a recording under a view, as ``psrec report`` does; returns a Run.
+
+    path: the .psr file.
+    mode: which samples count: "wall" (every sample), "cpu" (on a CPU, weighted by the CPU
+        time used where it was recorded), "gil" (holding the GIL), "idle" (off CPU) or
+        "gil-wait" (waiting to take the GIL; CPython 3.15 and later).
+    threads: one thread or several, each by OS or Python thread id or by any name it had
+        ("web_0", 19004, or ("web_0", "web_1")); default: every thread.
+    pids: one process id or several (the recording's processes); default: all.
+    processes: text their command line holds, one or several; default: all.
+    start, end: the window, as seconds from the start of the recording (2.5, "500ms") or a
+        wall-clock time ("14:02:10", "2024-05-01T14:02:10"); start inclusive, end exclusive.
+    weights: "time" (each sample weighs the time it stands for) or "count" (sample counts).
+    by: "function" or "line": what ``totals()`` and ``functions()`` group by.
+    native: use the native engine (True), the Python one (False), or the native one where it
+        is built (None).
+
+    Raises PsrecError (with a message that says what to do) for a file or a view it cannot
+    read."""
+    view = View(mode=mode, threads=tuple(str(t) for t in _several(threads)),
+                pids=tuple(int(p) for p in _several(pids)),
+                processes=tuple(str(p) for p in _several(processes)),
+                start=None if start is None else str(start),
+                end=None if end is None else str(end), weights=weights, by=by)
     return Run(Profile.load(path, view, native=native))
+
+
+def _several(value: Any) -> tuple[Any, ...]:
+    """One value (a string or a number) as a tuple of it; several as they are: a string is one
+    name, not the letters of one."""
+    if isinstance(value, (str, bytes, int)):
+        return (value,)
+    return tuple(value)

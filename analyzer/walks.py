@@ -62,6 +62,10 @@ class Totals:
     def __init__(self) -> None:
         self.own_count = self.own = self.total_count = self.total = 0
 
+    def __repr__(self) -> str:
+        return (f"Totals(own_count={self.own_count}, own={self.own}, "
+                f"total_count={self.total_count}, total={self.total})")
+
 
 # (caller key, callee key, samples with the callee innermost, their value, value of the
 # samples the edge is on, counted once per stack)

@@ -6,24 +6,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from psrec.analyzer.api import Run
+    from psrec.analyzer.api import load
 
 __all__ = ["__version__", "load"]
 
 __version__: str  # looked up on first use (PEP 562): importlib.metadata takes tens of ms
 
 
-def load(path: str, mode: str = "wall", **view: Any) -> Run:
-    """A recording under a view: see ``psrec.analyzer.api.load``."""
-    from psrec.analyzer.api import load as _load
+def __getattr__(name: str) -> object:
+    # psrec.load is the analyzer's own function (so that help() and inspect show its signature
+    # and arguments), imported on first use: `import psrec` stays cheap for the command line.
+    if name == "load":
+        from psrec.analyzer.api import load as found_load
 
-    return _load(path, mode, **view)
-
-
-def __getattr__(name: str) -> str:
+        globals()["load"] = found_load
+        return found_load
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version

@@ -6,20 +6,30 @@ One thread track per recorded thread, with its name, tid and pid; its samples in
 the app draws a sample until the next one); the CPU time the thread used (`threadCPUDelta`, in
 ns, on the sample after the run that used it, as the app reads it), so that the app's CPU graph
 and CPU totals are the kernel's; one shared stack, frame, function and source
-table; Python frames in a "Python" category, the empty stack as "Idle"; and, per thread,
-"GIL held" interval markers (on a free-threaded target: "attached").
+table; Python frames in a "Python" category, and the samples of a thread off its CPU in the
+"Idle" category (their innermost frame is a copy of the frame in that category), so that the
+app's "Include idle samples", its CPU-category graph and its "Running" shares tell waiting
+from running; and, per thread, "GIL held" interval markers (on a free-threaded target:
+"attached") and, where the target says so (CPython 3.15 and later, with a GIL), "GIL wait"
+markers for the spans it waited to take the GIL. Every thread starts visible, the busiest
+(by CPU time) selected: the app would otherwise hide the threads it finds idle.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import IO, Any
 
 from psrec import __version__
+from psrec.format import constants as C
+from psrec.format import open_recording
 
-from .profile import NO_STACK, TRUNCATED_KEY, Profile, SelectionError, View
+from . import engine
+from .engine import Runs
+from .profile import NO_STACK, TRUNCATED_KEY, Profile
 from .registry import Reporter, register
-from .view import short_command
+from .view import MODES, gil_wait_unknown, short_command
 from .walks import TrieOrder
 
 __all__ = ["FirefoxExporter", "PROCESSED_VERSION", "build"]
@@ -31,8 +41,107 @@ CATEGORIES = [
     {"name": "Idle", "color": "transparent", "subcategories": ["Other"]},
     {"name": "Python", "color": "yellow", "subcategories": ["Other"]},
 ]
-IDLE, PYTHON = 1, 2
+OTHER, IDLE, PYTHON = 0, 1, 2
 MARKER_CAP = 200_000  # GIL intervals per thread; beyond it the rest are left out (and said)
+_CPU_BITS = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
+# A sample's CPU state, as (off its CPU, status mask, status value) over the CPU bits: off a
+# CPU, on one, not known. Together they hold every sample once.
+_CPU_STATES = ((True, _CPU_BITS, 0), (False, _CPU_BITS, C.STATUS_ON_CPU),
+               (False, C.STATUS_CPU_UNKNOWN, C.STATUS_CPU_UNKNOWN))
+
+
+@dataclass
+class Tracks:
+    """What the export draws, from one decode of the view's window and threads: each thread's
+    samples in time order, consecutive samples with the same stack and CPU state merged into a
+    run (node, count, weight, cpu, first_ts and idle columns), the stacks' trie, and the runs
+    of its samples holding the GIL and waiting for it (for markers; None: not drawn, and
+    `wait_unknown` says why where the recording cannot know waits)."""
+
+    runs: dict[int, tuple[list[int], list[int], list[int], list[int], list[int], list[bool]]]
+    parents: Any
+    frames: Any
+    gil: dict[int, Runs] | None
+    wait: dict[int, Runs] | None
+    wait_unknown: str | None
+
+
+def _states(mode: str) -> list[tuple[bool, int, int]]:
+    """The CPU states a view's samples can be in, each as (off a CPU, the view's status
+    filter narrowed to that state): their samples are the view's, each once."""
+    mask, value = MODES[mode]
+    out = []
+    for idle, cpu_mask, cpu_value in _CPU_STATES:
+        both = mask & cpu_mask
+        if cpu_value & both == value & both:  # the view keeps samples in this state
+            out.append((idle, mask | cpu_mask, value | cpu_value))
+    return out
+
+
+def tracks(p: Profile, markers: bool = True) -> Tracks:
+    """Reads the profile's window and threads again, once, into Tracks. markers: also the
+    GIL-held runs and, where the recording knows them, the GIL-wait runs."""
+    query: dict[str, Any] = {"threads": p.selected_threads, "split_at_gaps": True}
+    if p.from_ts is not None:
+        query["from_ts"] = p.from_ts
+    if p.to_ts is not None:
+        query["to_ts"] = p.to_ts
+    unknown = gil_wait_unknown(p.metadata)
+    states = _states(p.view.mode)
+    wanted: dict[Any, tuple[int, int, bool]] = {
+        i: (mask, value, p.view.mode == "cpu") for i, (_, mask, value) in enumerate(states)}
+    if markers:
+        wanted["gil"] = (*MODES["gil"], False)
+        if unknown is None:
+            wanted["wait"] = (*MODES["gil-wait"], False)
+    with open_recording(p.path) as rec:
+        stream = rec.stream(p.from_ts, p.to_ts, native=p.native)
+        timelines = {key: engine.timeline(stream.native, {
+            **query, "status_mask": mask, "status_value": value, "cpu_view": cpu_view})
+            for key, (mask, value, cpu_view) in wanted.items()}
+        for batch in stream:
+            for t in timelines.values():
+                t.add(batch)
+        parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
+    done = {key: t.result() for key, t in timelines.items()}
+    return Tracks(_merge([(idle, done[i]) for i, (idle, _, _) in enumerate(states)]),
+                  parents, frames, done.get("gil"), done.get("wait"),
+                  unknown if markers else None)
+
+
+def _merge(by_state: list[tuple[bool, dict[int, Runs]]]
+           ) -> dict[int, tuple[list[int], list[int], list[int], list[int], list[int],
+                                list[bool]]]:
+    """Each thread's runs of every CPU state in time order, runs of the same stack and state
+    that only a sample outside the view kept apart joined again (as one timeline of the view
+    has them)."""
+    out = {}
+    refs = sorted({ref for _, runs in by_state for ref in runs})
+    for ref in refs:
+        parts = [(runs[ref], idle) for idle, runs in by_state if ref in runs]
+        rows = sorted(((first, i, r, idle) for r, idle in parts
+                       for i, first in enumerate(r.first_ts)), key=lambda x: x[0])
+        node: list[int] = []
+        count: list[int] = []
+        weight: list[int] = []
+        cpu: list[int] = []
+        first_ts: list[int] = []
+        idles: list[bool] = []
+        for first, i, r, idle in rows:
+            n = r.node[i]
+            if node and node[-1] == n and idles[-1] == idle:
+                count[-1] += r.count[i]
+                weight[-1] += r.weight[i]
+                cpu[-1] += r.cpu[i]
+                continue
+            node.append(n)
+            count.append(r.count[i])
+            weight.append(r.weight[i])
+            cpu.append(r.cpu[i])
+            first_ts.append(first)
+            idles.append(idle)
+        out[ref] = (node, count, weight, cpu, first_ts, idles)
+    return out
 
 
 class _Strings:
@@ -57,13 +166,14 @@ def _process_name(p: Profile, t: Any) -> str:
     return short_command(command) if command else "python"
 
 
-def _gil_intervals(p: Profile, gil: Profile | None, ref: int) -> list[tuple[float, float]]:
-    """A thread's spans holding the GIL, in ticks: the runs of its GIL-held samples (split
-    wherever a sample did not hold it), each from its first sample to about an interval after
-    its last, joined where they touch."""
-    if gil is None or gil.timelines is None or ref not in gil.timelines:
+def _intervals(p: Profile, by_ref: dict[int, Runs] | None, ref: int
+               ) -> list[tuple[float, float]]:
+    """A thread's spans in a state (holding the GIL, waiting for it), in ticks: the runs of
+    its samples in that state (split wherever a sample was not), each from its first sample to
+    about an interval after its last, joined where they touch."""
+    if by_ref is None or ref not in by_ref:
         return []
-    runs = gil.timelines[ref]
+    runs = by_ref[ref]
     out: list[list[float]] = []
     gap = 1.5 * p.interval_ticks
     for first, weight, count in zip(runs.first_ts, runs.weight, runs.count):
@@ -78,10 +188,11 @@ def _gil_intervals(p: Profile, gil: Profile | None, ref: int) -> list[tuple[floa
     return [(a, b) for a, b in out]
 
 
-def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
-    """The processed profile of a Profile loaded with timelines (and of its GIL view's, for
-    the markers); returns it with a summary."""
-    assert p.timelines is not None
+def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
+    """The processed profile of a Profile and its Tracks (read here when not given, with
+    markers); returns it with a summary."""
+    if tr is None:
+        tr = tracks(p)
     strings = _Strings()
     ms = p.tick_ns / 1e6  # milliseconds per tick
     origin = p.extent[0] if p.extent[0] >= 0 else 0
@@ -93,7 +204,7 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
     sources: dict[str, int] = {}
     source_cols: dict[str, list[Any]] = {k: [] for k in (
         "id", "filename", "startLine", "startColumn", "sourceMapURL", "content")}
-    frames: dict[int, int] = {}
+    frames: dict[tuple[int, bool], int] = {}
     frame_cols: dict[str, list[Any]] = {k: [] for k in (
         "address", "lib", "inlineDepth", "category", "subcategory", "func", "nativeSymbol",
         "innerWindowID", "line", "column", "originalLocation")}
@@ -107,19 +218,22 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
                 source_cols[k].append(v)
         return i
 
-    def frame(frame_id: int) -> int:
-        i = frames.get(frame_id)
+    def frame(frame_id: int, idle: bool = False) -> int:
+        """A frame row; idle: the copy in the Idle category, for the innermost frame of a
+        sample off its CPU (the app takes a sample's category from its innermost frame)."""
+        i = frames.get((frame_id, idle))
         if i is not None:
             return i
         line: int | None = None
-        if frame_id < 0:  # the empty stack
-            key, category = (NO_STACK.name, NO_STACK.filename, 0), IDLE
+        category = IDLE if idle else PYTHON
+        if frame_id < 0:  # the empty stack: code with no Python frame, running or not
+            key, category = (NO_STACK.name, NO_STACK.filename, 0), IDLE if idle else OTHER
         elif frame_id == 0:
-            key, category = (TRUNCATED_KEY.name, TRUNCATED_KEY.filename, 0), PYTHON
+            key = (TRUNCATED_KEY.name, TRUNCATED_KEY.filename, 0)
         else:
             f = p.defs.frame(frame_id)
             key = (f.function.name, f.function.filename, f.function.first_line)
-            line, category = f.line, PYTHON
+            line = f.line
         fi = funcs.get(key)
         if fi is None:
             fi = funcs[key] = len(func_cols["name"])
@@ -128,7 +242,7 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
                          ("lineNumber", key[2] or None), ("columnNumber", None),
                          ("originalLocation", None)):
                 func_cols[k].append(v)
-        i = frames[frame_id] = len(frame_cols["func"])
+        i = frames[(frame_id, idle)] = len(frame_cols["func"])
         for k, v in (("address", -1), ("lib", -1), ("inlineDepth", 0), ("category", category),
                      ("subcategory", 0), ("func", fi), ("nativeSymbol", None),
                      ("innerWindowID", 0), ("line", line), ("column", None),
@@ -136,47 +250,62 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
             frame_cols[k].append(v)
         return i
 
-    # the stack table: psrec's trie nodes that the samples use, parents first
-    order = TrieOrder(p.parents)
+    # The stack table: psrec's trie nodes that the samples use, parents first; then, for the
+    # samples off a CPU, a copy of their stack whose innermost frame is in the Idle category
+    # (numbered after the others, by -1 - k until the others are all known).
+    parents, trie_frames = tr.parents, tr.frames
+    order = TrieOrder(parents)
+    idle_stacks: dict[int, int] = {}  # trie node -> k
+
+    def idle_stack(node: int) -> int:
+        k = idle_stacks.get(node)
+        if k is None:
+            if node:
+                order.add(parents[node] or 0)
+            k = idle_stacks[node] = len(idle_stacks)
+        return -1 - k
+
     gil_name = strings("attached" if p.free_threaded else "GIL held")
+    wait_name = strings("GIL wait")
     threads: list[dict[str, Any]] = []
-    nsamples = nmarkers = 0
+    cpu_used: list[int] = []
+    nsamples = nmarkers = nwait = 0
     capped = []
-    refs = sorted(p.timelines, key=lambda r: (p.threads[r].start_ts if r in p.threads else 0, r))
+    refs = sorted(tr.runs, key=lambda r: (p.threads[r].start_ts if r in p.threads else 0, r))
     for ref in refs:
-        runs = p.timelines[ref]
-        if not len(runs):
+        nodes, counts, weights, cpus, firsts, idles = tr.runs[ref]
+        if not nodes:
             continue
         t = p.threads.get(ref)
         # A sample's CPU delta is what the thread used since the sample before, which the
         # app draws over the time between them: the CPU of a run goes on the sample after it,
         # and a last sample, of weight 0, where the last run ends carries the last run's.
-        last_count, last_weight = runs.count[len(runs) - 1], runs.weight[len(runs) - 1]
-        end = runs.first_ts[len(runs) - 1] + (last_weight * (last_count - 1) // last_count
-                                               if last_count else 0)
-        stack_ids = [order.add(n) for n in runs.node]
+        last_count, last_weight = counts[-1], weights[-1]
+        end = firsts[-1] + (last_weight * (last_count - 1) // last_count if last_count else 0)
+        stack_ids = [idle_stack(n) if idle else order.add(n) for n, idle in zip(nodes, idles)]
         samples = {
             "stack": stack_ids + stack_ids[-1:],
-            "time": [(ts - origin) * ms for ts in runs.first_ts] + [(end - origin) * ms],
-            "weight": list(runs.count) + [0],
+            "time": [(ts - origin) * ms for ts in firsts] + [(end - origin) * ms],
+            "weight": counts + [0],
             "weightType": "samples",
-            "threadCPUDelta": [0] + [c * p.tick_ns for c in runs.cpu],
-            "length": len(runs) + 1,
+            "threadCPUDelta": [0] + [c * p.tick_ns for c in cpus],
+            "length": len(nodes) + 1,
         }
-        spans = _gil_intervals(p, gil, ref)
-        if len(spans) > MARKER_CAP:
+        spans = [(gil_name, a, b) for a, b in _intervals(p, tr.gil, ref)]
+        waits = [(wait_name, a, b) for a, b in _intervals(p, tr.wait, ref)]
+        if len(spans) > MARKER_CAP or len(waits) > MARKER_CAP:
             capped.append(p.thread_label(ref))
-            spans = spans[:MARKER_CAP]
+        spans = spans[:MARKER_CAP] + waits[:MARKER_CAP]
         markers = {
             "data": [None] * len(spans),
-            "name": [gil_name] * len(spans),
-            "startTime": [(a - origin) * ms for a, _ in spans],
-            "endTime": [(b - origin) * ms for _, b in spans],
+            "name": [name for name, _, _ in spans],
+            "startTime": [(a - origin) * ms for _, a, _ in spans],
+            "endTime": [(b - origin) * ms for _, _, b in spans],
             "phase": [1] * len(spans),  # an interval
             "category": [PYTHON] * len(spans),
             "length": len(spans),
         }
-        start = t.start_ts if t is not None and t.start_ts >= 0 else runs.first_ts[0]
+        start = t.start_ts if t is not None and t.start_ts >= 0 else firsts[0]
         threads.append({
             "processType": "default",
             "processStartupTime": 0,
@@ -192,12 +321,29 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
             "samples": samples,
             "markers": markers,
         })
-        nsamples += sum(runs.count)
-        nmarkers += len(spans)
-    stack_frame = [frame(p.frames[n] if n else -1) for n in order.nodes]
+        cpu_used.append(sum(cpus))
+        nsamples += sum(counts)
+        nmarkers += len(spans) - len(waits[:MARKER_CAP])
+        nwait += len(waits[:MARKER_CAP])
+    stack_frame = [frame(trie_frames[n] if n else -1) for n in order.nodes]
     stack_prefix_offset = [i - up if up >= 0 else 0 for i, up in enumerate(order.parent)]
+    base = len(stack_frame)
+    for node, k in sorted(idle_stacks.items(), key=lambda kv: kv[1]):
+        stack_frame.append(frame(trie_frames[node] if node else -1, idle=True))
+        up = parents[node] if node else 0
+        stack_prefix_offset.append(base + k - order.index[up] if up else 0)
+    for th in threads:
+        th["samples"]["stack"] = [s if s >= 0 else base - 1 - s for s in th["samples"]["stack"]]
     md = p.metadata
     command = " ".join(md.get("command") or [])
+    misc = f"Python {md.get('python_version', '?')}"
+    if tr.wait_unknown is not None:
+        misc += f"; no GIL wait markers: {tr.wait_unknown}"
+    # The app shows at first only the threads it finds busy enough and selects its guess of
+    # the main one: show every thread, and select the one that used the most CPU (the most
+    # samples where no CPU time was recorded).
+    busiest = max(range(len(threads)), default=0, key=lambda i: (
+        cpu_used[i], sum(threads[i]["samples"]["weight"])))
     profile = {
         "meta": {
             "interval": p.interval_ticks * ms,
@@ -213,9 +359,11 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
             "symbolicated": True,
             "importedFrom": f"psrec {__version__}",
             "platform": "Linux",
-            "misc": f"Python {md.get('python_version', '?')}",
+            "misc": misc,
             "usesOnlyOneStackType": True,
             "keepProfileThreadOrder": True,
+            "initialVisibleThreads": list(range(len(threads))),
+            "initialSelectedThreads": [busiest] if threads else [],
         },
         "libs": [],
         "pages": [],
@@ -235,6 +383,10 @@ def build(p: Profile, gil: Profile | None = None) -> tuple[dict[str, Any], str]:
     }
     summary = (f"{len(threads)} threads, {nsamples:,} samples in {len(stack_frame):,} stacks, "
                f"{nmarkers:,} GIL markers")
+    if tr.gil is not None and tr.wait is not None:
+        summary += f", {nwait:,} GIL-wait markers"
+    elif tr.wait_unknown is not None:
+        summary += f" (no GIL-wait markers: {tr.wait_unknown})"
     if capped:
         summary += f" (GIL markers cut at {MARKER_CAP:,} for {', '.join(capped)})"
     return profile, summary
@@ -247,19 +399,12 @@ class FirefoxExporter(Reporter):
                    "CPU use and GIL markers")
     command = "export"
     suffix = ".firefox.json"
-    needs_timelines = True
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        gil = None
-        if profile.view.mode in ("wall", "cpu"):
-            try:
-                gil = Profile.load(profile.path, View(
-                    mode="gil", threads=profile.view.threads, pids=profile.view.pids,
-                    processes=profile.view.processes, start=profile.view.start,
-                    end=profile.view.end), timelines="split")
-            except SelectionError:  # no sample in the view held the GIL: no markers
-                gil = None
-        doc, summary = build(profile, gil)
+        # GIL markers over a view that is not itself a GIL state (every sample, or those on a
+        # CPU), where they say what the samples do not
+        doc, summary = build(profile, tracks(profile, markers=profile.view.mode in (
+            "wall", "cpu")))
         # json.dumps, not json.dump: dump encodes in Python, dumps in C (2.5x faster here).
         # Thread by thread, so that one thread's text is in memory at a time.
         threads = doc.pop("threads")

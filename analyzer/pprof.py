@@ -3,12 +3,14 @@ Parca and Grafana.
 
 One pprof sample per (thread, stack, GIL state, CPU state) with three values: samples/count,
 wall/nanoseconds (each sample's time weight) and cpu/nanoseconds (the CPU time the thread used
-since its previous sample, on the stack that sample saw); labels name the thread (`thread`,
-`thread_id`, and `pid` where the recording has several processes), `gil` (held, released;
-attached, detached on a free-threaded target; unknown) and `cpu` (on, off, unknown). Locations
-are lines, functions are Python functions (name, file, first line). The view's threads and
-window select the samples; its mode picks the sample type a viewer shows first (wall or cpu):
-the GIL and idle views are label filters (`-tagfocus gil=held`, `-tagfocus cpu=off`).
+between samples, placed by spec section 5's one rule, as every output places it); labels name
+the thread (`thread`, `thread_id`, and `pid` where the recording has several processes), `gil`
+(held, released, waiting to take it where the recording knows it; attached, detached on a
+free-threaded target; unknown) and `cpu` (on, off, unknown). Locations are lines in one mapping,
+the target's interpreter; functions are Python functions (name, file, first line). The view's
+threads and window select the samples; its mode picks the sample type a viewer shows first
+(wall or cpu): the GIL, idle and GIL-wait views are label filters (`-tagfocus gil=held`,
+`-tagfocus cpu=off`, `-tagfocus gil=waiting`).
 
 With --window, one profile per window of that length (what a continuous-profiling backend
 ingests), each with its own time_nanos and duration_nanos.
@@ -112,6 +114,19 @@ def _cells(p: Profile, sl: int | None) -> dict[tuple[int, int, str, str], Row]:
     return out
 
 
+def _interpreter(p: Profile) -> str:
+    """The target's Python executable as the recording names it (the command's program for
+    files that do not say), or "python"."""
+    build = p.metadata.get("python_build")
+    exe = build.get("executable") if isinstance(build, dict) else None
+    if isinstance(exe, str) and exe:
+        return exe
+    command = p.metadata.get("command")
+    if isinstance(command, list) and command and isinstance(command[0], str) and command[0]:
+        return command[0]
+    return "python"
+
+
 def build(p: Profile, sl: int | None = None) -> Any:
     """The pprof Profile message of a profile (or of one of its slices)."""
     pb = _pb()
@@ -125,6 +140,10 @@ def build(p: Profile, sl: int | None = None) -> Any:
     prof.period = p.interval_ticks * p.tick_ns
     functions: dict[Any, int] = {}
     locations: dict[int, int] = {}  # frame id -> location id
+    # One mapping, the interpreter that ran the code: pprof names its main binary after it
+    # ("File: python3.12"), and every location is in it. Its functions are known (symbolized).
+    prof.mapping.add(id=1, filename=strings(_interpreter(p)), has_functions=True,
+                     has_filenames=True, has_line_numbers=True)
 
     def location(frame_id: int) -> int:
         loc = locations.get(frame_id)
@@ -140,10 +159,12 @@ def build(p: Profile, sl: int | None = None) -> Any:
         fid = functions.get(key)
         if fid is None:
             fid = functions[key] = len(functions) + 1
-            prof.function.add(id=fid, name=strings(key[0]), system_name=strings(key[0]),
-                              filename=strings(key[1]), start_line=key[2])
+            # No system_name: pprof takes a system name for a mangled symbol to demangle, and
+            # shows Python's angle-bracketed names (<module>, <lambda>) as <unknown>.
+            prof.function.add(id=fid, name=strings(key[0]), filename=strings(key[1]),
+                              start_line=key[2])
         loc = locations[frame_id] = len(locations) + 1
-        prof.location.add(id=loc).line.add(function_id=fid, line=line)
+        prof.location.add(id=loc, mapping_id=1).line.add(function_id=fid, line=line)
         return loc
 
     empty_loc = 0
@@ -162,7 +183,7 @@ def build(p: Profile, sl: int | None = None) -> Any:
                                   filename=strings("<psrec>"))
                 empty_loc = len(locations) + 1
                 locations[-1] = empty_loc
-                prof.location.add(id=empty_loc).line.add(function_id=fid)
+                prof.location.add(id=empty_loc, mapping_id=1).line.add(function_id=fid)
             sample.location_id.append(empty_loc)
         sample.value.extend((n, w * ns, c * ns))
         t = p.threads.get(th)

@@ -566,6 +566,11 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
             f"writing {opts.output} failed: {_why(err)}; the file keeps every chunk written "
             "whole", help=_write_help(err)) from err
     if child is not None and exit_code is None:
+        if stopped_by == "duration" and child.poll() is None:
+            # The program was launched to be recorded, not to be cut short: it runs on, and
+            # psrec returns its exit status. Said, so that a server does not look hung.
+            print(f"psrec: --duration {opts.duration:g} s reached: recording stopped; waiting "
+                  f"for {os.path.basename(command[0])} to exit (Ctrl-C stops it)", file=stream)
         exit_code = _exit_status(child.wait())
     if writer is None and stopped_by == "exit" and child is not None:
         print(f"psrec: {os.path.basename(command[0])} exited with status {exit_code} before "

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from psrec.format import constants as C
 from rec_live import PYTHONS as FOUND
-from rec_live import TARGETS, collapsed, dead_pid, load, psrec, python_params, target
+from rec_live import TARGETS, collapsed, dead_pid, load, psrec, python_params, stop, target
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 PYTHONS = python_params()
@@ -243,3 +243,49 @@ def test_info_counts_truncated_stacks(python: str, tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
     info = psrec("info", str(shallow))
     assert re.search(r"^ *truncated +none ", info.stdout, re.MULTILINE), info.stdout
+
+
+# -- a launched program that outlives --duration -----------------------------------------------
+
+def _stderr_until(proc: subprocess.Popen[str], want: str, timeout: float) -> str:
+    """What proc wrote to stderr until a line holding `want` (or until timeout)."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    got = b""
+    deadline = time.monotonic() + timeout
+    while want.encode() not in got and time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        got += chunk
+    return got.decode(errors="replace")
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_duration_says_it_waits_for_the_launched_program(tmp_path: Path, python: str) -> None:
+    out = tmp_path / "d.psr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psrec", "record", "-o", str(out), "-d", "1", "--", python,
+         str(TARGETS / "rec_until_cue.py"), "3"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=str(TARGETS))
+    try:
+        said = _stderr_until(proc, "to exit (Ctrl-C stops it)", 30)
+        # Said at the deadline, while the program runs on and psrec waits for it...
+        assert ("psrec: --duration 1 s reached: recording stopped; waiting for "
+                f"{os.path.basename(python)} to exit (Ctrl-C stops it)") in said, said
+        assert proc.poll() is None, said
+        # ... with the recording already complete.
+        info = psrec("info", "--json", str(out))
+        assert info.returncode == 0 and '"closed_cleanly": true' in info.stdout, info.stderr
+        assert proc.stdin is not None
+        proc.stdin.write("stop\n")
+        proc.stdin.close()
+        assert proc.wait(30) == 3  # the program's own exit status
+        assert proc.stderr is not None
+        assert "waiting for" not in proc.stderr.read()  # said once
+    finally:
+        stop(proc)

@@ -34,6 +34,7 @@ from .view import (
     SelectionError,
     View,
     ViewUsageError,
+    gil_wait_unknown,
     match_processes,
     match_threads,
     parse_duration,
@@ -221,6 +222,11 @@ class Profile:
                 f"--to ({view.end}) is not after --from ({view.start})",
                 help="give a window whose end comes after its start",
             )
+        if view.mode == "gil-wait":
+            unknown = gil_wait_unknown(rec.metadata)
+            if unknown is not None:
+                raise SelectionError(f"{rec.path}: {unknown}",
+                                     help="--mode gil shows which threads held the GIL")
         refs = match_threads(view.threads, rec, defs, native) if view.threads else None
         if view.pids or view.processes:
             in_process = match_processes(view, rec, defs)

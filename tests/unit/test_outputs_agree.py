@@ -271,3 +271,23 @@ def test_the_python_engine_follows_the_same_rule(mixed: Synth, mode: str) -> Non
         for ref, runs in native.timelines.items():  # type: ignore[union-attr]
             other = python.timelines[ref]  # type: ignore[index]
             assert list(runs.cpu) == list(other.cpu) and list(runs.count) == list(other.count)
+
+
+def test_gil_wait_says_once_where_a_recording_cannot_know_it(tmp_path: Path) -> None:
+    """Before 3.15 (and on a free-threaded build) no sample says whether its thread waited for
+    the GIL: the gil-wait view says why in one line, instead of an empty table of zeros."""
+    for metadata, words in (({"python_version": "3.12.1"}, "Python 3.12.1 does not say"),
+                            ({"python_version": "3.14.0", "python_build": {"free_threaded": True}},
+                             "free-threaded")):
+        s = Synth(str(tmp_path / "old.psr"), metadata=metadata)
+        s.thread("MainThread", 100)
+        for i in range(50):
+            s.sample_pass(1000 * (i + 1), {"MainThread": ((MAIN, WORK), GIL | ON_CPU, 900)})
+        s.close()
+        for args in (["report", s.path, "--mode", "gil-wait"],
+                     ["export", "--speedscope", s.path, "--mode", "gil-wait", "-o", "-"]):
+            r = CliRunner().invoke(main, args)
+            assert r.exit_code == 1, r.output
+            lines = [x for x in r.output.splitlines() if x.startswith("psrec: error")]
+            assert len(lines) == 1 and words in lines[0], r.output
+            assert "Traceback" not in r.output

@@ -1,7 +1,8 @@
 """`psrec export --firefox` read by the Firefox Profiler's own code: profiler-cli (npm
 @firefox-devtools/profiler-cli, which bundles the app's profile loading, upgrading and call
 tree logic) loads a real recording's export and shows its threads, their CPU time as psrec
-measured it, their hot functions and the GIL markers.
+measured it, their hot functions, the GIL markers, the busiest thread selected at open and a
+sleeping thread's samples as idle.
 
 (The profiler's web app is not published as a package; its loader is, in this tool.) Needs
 Node.js and npm; skips, saying so, without them.
@@ -57,8 +58,10 @@ def test_profiler_loads_threads_cpu_functions_and_gil(python: str, tmp_path: Pat
     out = tmp_path / "live.firefox.json"
     r = CliRunner().invoke(main, ["export", "--firefox", str(rec), "-o", str(out)])
     assert r.exit_code == 0, r.output
-    pq("load", str(out))
+    loaded = pq("load", str(out))
     try:
+        # the thread selected at open is the one that used the most CPU
+        assert re.search(r"Selected thread: t-\d+ \(busy-worker", loaded), loaded
         info = pq("profile", "info")
         handles = dict((name, h) for h, name in re.findall(r"(t-\d+): (\S+) \[tid", info))
         assert {"MainThread", "busy-worker", "sleepy-worker"} <= set(handles), info
@@ -79,5 +82,8 @@ def test_profiler_loads_threads_cpu_functions_and_gil(python: str, tmp_path: Pat
         pq("thread", "select", handles["sleepy-worker"])
         idle = pq("thread", "samples", "--include-idle")
         assert "sleepy_inner" in idle, idle
+        # its samples off the CPU are idle to the profiler: left out unless asked for
+        running = pq("thread", "samples")
+        assert "sleepy_inner - self" not in running, running
     finally:
         pq("stop")

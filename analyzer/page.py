@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from psrec import __version__
+from psrec.format import constants as FC
+from psrec.format.reader import open_recording
 
 from . import engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Reporter, register
-from .view import MODES, STATE_SLICES
+from .view import MODE_HELP, MODES, STATE_SLICES, gil_wait_unknown
 from .walks import TrieOrder
 
 __all__ = ["HtmlReporter", "page_data"]
@@ -113,6 +115,12 @@ def page_data(p: Profile) -> dict[str, Any]:
     key_of = [keys.setdefault(p.key(p.frames[n]) if n else NO_STACK, len(keys))
               for n in order.nodes]
     md = p.metadata
+    wait_unknown = gil_wait_unknown(md)
+    if wait_unknown is not None:
+        # A recording that cannot know GIL waits has none to draw: its status bits say
+        # nothing (the legend and the gil-wait mode say why instead).
+        for per in out_states.values():
+            per[4] = [0] * len(per[4])
     return {
         "psrec": __version__,
         "file": p.path,
@@ -121,7 +129,9 @@ def page_data(p: Profile) -> dict[str, Any]:
         "command": " ".join(md.get("command") or []),
         "pid": md.get("pid"),
         "free_threaded": p.free_threaded,
-        "gil_wait_known": any(v for per in out_states.values() for v in per[4]),
+        # None where the recording can say which threads waited for the GIL, else why not.
+        "gil_wait_unknown": wait_unknown,
+        "health": _health(p),
         "tick_s": p.tick_ns / 1e9,
         "origin_s": p.seconds(first * slice_ticks - p.extent[0]) if p.extent[0] >= 0 else 0.0,
         "slice_s": p.seconds(slice_ticks),
@@ -141,7 +151,33 @@ def page_data(p: Profile) -> dict[str, Any]:
         "key": key_of,
         "cells": out_cells,
         "modes": modes,
+        "mode_help": {m: MODE_HELP[m] for m in modes},
     }
+
+
+def _health(p: Profile) -> dict[str, Any]:
+    """How well the sampler kept up, for the page's header: the rate asked for, the rate
+    achieved (sampling passes over the recording's span, from the file's chunk index, the
+    same count `psrec info` gives), the passes that missed their deadline and the samples
+    that could not be read, in the window the page shows."""
+    lo, hi = p.extent
+    passes = None
+    try:
+        with open_recording(p.path) as rec:
+            if rec.clean:
+                passes = sum(c.passes for c in rec.data_chunks())
+    except (OSError, ValueError):
+        pass
+    span_s = p.seconds(hi - lo) if hi > lo else 0.0
+    achieved = (passes - 1) / span_s if passes and span_s > 0 else None
+    start = -1 if p.from_ts is None else p.from_ts
+    end = None if p.to_ts is None else p.to_ts
+    missed = sum(e[3] for e in p.events if e[0] == FC.REC_PASS_ERRORS
+                 and e[1] >= start and (end is None or e[1] < end))
+    rate = p.metadata.get("rate_hz")
+    return {"requested_hz": rate if isinstance(rate, (int, float)) else None,
+            "achieved_hz": achieved, "missed_deadlines": missed,
+            "sample_errors": p.sample_errors}
 
 
 def render(data: dict[str, Any], template: str = "report.html",

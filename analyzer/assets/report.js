@@ -6,10 +6,14 @@
   const D = JSON.parse(document.getElementById("psrec-data").textContent);
   const $ = (sel) => document.querySelector(sel);
   const C = D.cells, P = D.parent, K = D.key, N = C.n.length;
+  // A recording that cannot know GIL waits (before 3.15, or free-threaded) shows no wait
+  // state at all: gil_wait_unknown says why, once, under the legend.
+  const WAIT_KNOWN = D.gil_wait_unknown === null;
   const STATES = [["gil", D.free_threaded ? "attached (no GIL: free-threaded)" : "running, holding the GIL"],
                   ["cpu", "on a CPU without the GIL"],
-                  ["wait", D.gil_wait_known ? "waiting for the GIL" : "waiting for the GIL (known on 3.15+)"],
-                  ["idle", "off the CPU"]];
+                  ["wait", "waiting for the GIL"],
+                  ["idle", "off the CPU"]].filter(([n]) => WAIT_KNOWN || n !== "wait");
+  const LABEL = Object.fromEntries(STATES);
   const LABEL_W = 260;
   let state = null;
 
@@ -22,6 +26,12 @@
     if (s >= 1e-3) return (s * 1e3).toFixed(2) + " ms";
     return (s * 1e6).toFixed(0) + " µs";
   }
+  // A sum of every picked thread's time: thread-seconds, not seconds of the recording.
+  function threadSeconds(ticks) {
+    if (D.weights === "count") return fmt(ticks) + " samples";
+    const s = seconds(ticks);
+    return (s >= 1 ? s.toFixed(3) : s.toPrecision(3)) + " thread-seconds";
+  }
   function sliceTime(a) { return Math.max(0, D.origin_s + a * D.slice_s); }
   function timeSlice(t) { return Math.round((t - D.origin_s) / D.slice_s); }
   function clamp(x, lo, hi) { return Math.max(lo, Math.min(hi, x)); }
@@ -29,7 +39,7 @@
   // -- state in the fragment ---------------------------------------------------------------
   function readState() {
     const q = new URLSearchParams(location.hash.slice(1));
-    const mode = D.modes.includes(q.get("mode")) ? q.get("mode") : D.mode;
+    const mode = D.modes.includes(q.get("mode")) && usable(q.get("mode")) ? q.get("mode") : D.mode;
     let a0 = 0, a1 = D.slices;
     if (q.has("from")) a0 = clamp(timeSlice(parseFloat(q.get("from"))) || 0, 0, D.slices - 1);
     if (q.has("to")) a1 = clamp(timeSlice(parseFloat(q.get("to"))) || D.slices, a0 + 1, D.slices);
@@ -47,7 +57,10 @@
     const zoom = q.get("zoom") ? q.get("zoom").split(".").map(Number) : [];
     return { mode, a0, a1, threads, zoom, q: q.get("q") || "", sort: q.get("sort") || "own" };
   }
-  function go(changes) {
+  // A mode the recording can answer (gil-wait needs a recording that knows GIL waits).
+  function usable(mode) { return mode !== "gil-wait" || WAIT_KNOWN; }
+  // replace: change the address without a new history entry (search as one types).
+  function go(changes, replace) {
     const s = Object.assign({}, state, changes);
     const q = new URLSearchParams();
     if (s.mode !== D.mode) q.set("mode", s.mode);
@@ -59,6 +72,7 @@
     if (s.sort !== "own") q.set("sort", s.sort);
     const hash = "#" + q.toString();
     if (hash === location.hash || (hash === "#" && !location.hash)) render();
+    else if (replace) { history.replaceState(null, "", hash === "#" ? location.pathname + location.search : hash); render(); }
     else location.hash = hash;
   }
 
@@ -102,11 +116,12 @@
     }
     return T;
   }
-  // Own and total per key; a key recursing is counted once per stack.
-  function functionTotals(T) {
+  // Own and total per key under tree node root (0: every stack; else the zoomed frame's
+  // subtree); a key recursing is counted once per stack.
+  function functionTotals(T, root) {
     const own = new Float64Array(D.keys.length), total = new Float64Array(D.keys.length);
     const onPath = new Int32Array(D.keys.length);
-    const stack = [[0, false]];
+    const stack = [[root, false]];
     while (stack.length) {
       const [t, leaving] = stack.pop();
       const k = T.key[t];
@@ -133,11 +148,39 @@
   function drawHeader() {
     $("#title").textContent = D.title;
     const secs = D.slices * D.slice_s;
-    const bits = [`${D.samples.toLocaleString()} samples`, `${secs.toFixed(2)} s`,
-                  `${D.threads.length} thread${D.threads.length === 1 ? "" : "s"}`];
+    let threadTicks = 0;
+    for (const per of Object.values(D.states)) for (const v of per[1]) threadTicks += v;
+    const bits = [`${D.samples.toLocaleString()} samples`, `${secs.toFixed(2)} s long`,
+                  `${D.threads.length} thread${D.threads.length === 1 ? "" : "s"}`,
+                  `${seconds(threadTicks).toFixed(2)} thread-seconds (every thread's time added up)`];
     if (D.python) bits.unshift(`Python ${D.python}${D.free_threaded ? " (free-threaded)" : ""}`);
     if (D.pid) bits.unshift(`pid ${D.pid}: ${D.command}`);
     $("#meta").textContent = bits.join(" · ");
+    const H = D.health, rate = [];
+    if (H.requested_hz) rate.push(`${(+H.requested_hz).toLocaleString()} Hz asked`);
+    if (H.achieved_hz !== null) rate.push(`${H.achieved_hz.toLocaleString(undefined, { maximumFractionDigits: 1 })} Hz achieved`);
+    const health = [`rate: ${rate.join(", ") || "not recorded"}`,
+                    `${H.missed_deadlines.toLocaleString()} missed deadline${H.missed_deadlines === 1 ? "" : "s"}`,
+                    `${H.sample_errors.toLocaleString()} sample error${H.sample_errors === 1 ? "" : "s"}`];
+    $("#health").textContent = health.join(" · ");
+    $("#health").classList.toggle("warn", H.missed_deadlines > 0 || H.sample_errors > 0);
+    $("#health").title = "missed deadlines: sampling passes that started late; sample errors: " +
+      "thread samples that could not be read (psrec info gives the same counts)";
+    if (!WAIT_KNOWN) {
+      $("#gil-wait-note").hidden = false;
+      $("#gil-wait-note").textContent = `GIL waits are not shown: ${D.gil_wait_unknown}.`;
+    }
+    const modes = $("#modes");
+    modes.innerHTML = "";
+    for (const m of D.modes) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.dataset.mode = m;
+      b.textContent = m;
+      b.title = D.mode_help[m];
+      if (!usable(m)) { b.disabled = true; b.title = D.gil_wait_unknown; }
+      modes.appendChild(b);
+    }
     $("#legend").innerHTML = "";
     for (const [name, text] of STATES) {
       const span = document.createElement("span");
@@ -155,7 +198,7 @@
     const box = $("#threads");
     box.innerHTML = "";
     const css = getComputedStyle(document.documentElement);
-    const colour = Object.fromEntries(STATES.map(([n]) => [n, css.getPropertyValue("--" + n).trim()]));
+    const colour = Object.fromEntries(["gil", "cpu", "wait", "idle"].map((n) => [n, css.getPropertyValue("--" + n).trim()]));
     const sliceTicks = D.slice_s / D.tick_s;
     for (const th of D.threads) {
       const row = document.createElement("div");
@@ -166,11 +209,10 @@
       label.textContent = th.label;
       const [at, wall, gil, cpu, wait] = D.states[String(th.ref)] || [0, [], [], [], []];
       const sum = (xs) => xs.reduce((x, y) => x + y, 0);
-      const all = sum(wall) || 1, pct = (v) => (100 * v / all).toFixed(1) + "%";
+      const all = sum(wall) || 1;
       const [g, c, w] = [sum(gil), sum(cpu), sum(wait)];
       label.title = `${th.label}: ${th.samples.toLocaleString()} samples; ` +
-        `${pct(g)} ${STATES[0][1]}, ${pct(c)} ${STATES[1][1]}, ${pct(w)} ${STATES[2][1]}, ` +
-        `${pct(Math.max(0, all - g - c - w))} ${STATES[3][1]} (click to pick)`;
+        shares(g, c, w, all).join(", ") + " (click to pick)";
       label.addEventListener("click", () => {
         let sel = state.threads ? new Set(state.threads) : new Set();
         if (sel.has(th.ref)) sel.delete(th.ref); else sel.add(th.ref);
@@ -178,6 +220,8 @@
       });
       const canvas = document.createElement("canvas");
       canvas.className = "strip";
+      canvas.addEventListener("mousemove", (ev) => readout(ev, th, canvas));
+      canvas.addEventListener("mouseleave", () => { $("#readout").hidden = true; });
       row.append(label, canvas);
       box.appendChild(row);
       requestAnimationFrame(() => {
@@ -189,8 +233,9 @@
         for (let i = 0; i < wall.length; i++) {
           if (!wall[i]) continue;
           const a = at + i;
-          const parts = [["gil", gil[i]], ["cpu", cpu[i]], ["wait", wait[i]],
-                         ["idle", Math.max(0, wall[i] - gil[i] - cpu[i] - wait[i])]];
+          const w = WAIT_KNOWN ? wait[i] : 0;
+          const parts = [["gil", gil[i]], ["cpu", cpu[i]], ["wait", w],
+                         ["idle", Math.max(0, wall[i] - gil[i] - cpu[i] - w)]];
           // whole pixels, so that neighbouring slices leave no seams between them
           const x0 = Math.floor(a * dx), x1 = Math.max(x0 + 1, Math.floor((a + 1) * dx));
           let y = h;
@@ -227,6 +272,37 @@
       if (hi - lo <= 1) go({ a0: 0, a1: D.slices, zoom: [] });
       else go({ a0: lo, a1: Math.min(hi, D.slices), zoom: [] });
     });
+  }
+
+  // "25.0% running, holding the GIL, ...": a thread's (or a cell's) time by state.
+  function shares(g, c, w, all) {
+    const pct = (v) => (100 * v / (all || 1)).toFixed(1) + "%";
+    const out = [`${pct(g)} ${LABEL.gil}`, `${pct(c)} ${LABEL.cpu}`];
+    if (WAIT_KNOWN) out.push(`${pct(w)} ${LABEL.wait}`);
+    out.push(`${pct(Math.max(0, all - g - c - w))} ${LABEL.idle}`);
+    return out;
+  }
+  // The hover readout of a strip: the thread, the slice's time and its states' shares.
+  function readout(ev, th, canvas) {
+    const box = canvas.getBoundingClientRect();
+    const a = clamp(Math.floor(((ev.clientX - box.left) / box.width) * D.slices), 0, D.slices - 1);
+    const [at, wall, gil, cpu, wait] = D.states[String(th.ref)] || [0, [], [], [], []];
+    const i = a - at, el = $("#readout");
+    const when = `${sliceTime(a).toFixed(3)}–${sliceTime(a + 1).toFixed(3)} s`;
+    el.textContent = "";
+    const head = document.createElement("b");
+    head.textContent = th.label;
+    el.append(head, ` · ${when}`);
+    const body = document.createElement("div");
+    body.textContent = i >= 0 && i < wall.length && wall[i]
+      ? shares(gil[i], cpu[i], WAIT_KNOWN ? wait[i] : 0, wall[i]).join(" · ")
+      : "no samples of this thread here";
+    el.appendChild(body);
+    el.dataset.slice = String(a);
+    el.hidden = false;
+    const x = Math.min(ev.clientX + 14, window.innerWidth - el.offsetWidth - 8);
+    el.style.left = Math.max(0, x) + "px";
+    el.style.top = ev.clientY + 16 + "px";
   }
 
   function placeBrush(a0, a1) {
@@ -275,8 +351,9 @@
     const width = box.clientWidth || 800, rowH = 18, rootTotal = T.total[root];
     if (!(rootTotal > 0)) {
       box.style.height = "40px";
-      box.textContent = "nothing in this selection";
-      return 0;
+      box.textContent = state.mode === "gil-wait" && !WAIT_KNOWN
+        ? `nothing to show: ${D.gil_wait_unknown}` : "nothing in this selection";
+      return { root, matched: 0 };
     }
     let drawn = 0, depthMax = 0, matched = 0;
     const todo = [[root, 0, 0]];
@@ -320,34 +397,57 @@
     box.style.height = (depthMax + 1) * rowH + 2 + "px";
     if (re) {
       // The time in matching frames, each stack counted once (its outermost match).
-      const stack = [[0, false]];
+      const stack = [[root, false]];
       while (stack.length) {
         const [t] = stack.pop();
         if (t > 0 && re.test(keyText(T.key[t]))) { matched += T.total[t]; continue; }
         for (const c of T.kids[t].values()) stack.push([c, false]);
       }
     }
-    return matched;
+    return { root, matched };
   }
 
-  function drawTable(T, re) {
-    const { own, total } = functionTotals(T);
-    const all = T.total[0] || 1;
+  // The functions of the selection, or of the zoomed frame's subtree (root), that the
+  // search matches: every one is searched, the first 300 in the order picked are shown.
+  function drawTable(T, re, root) {
+    const { own, total } = functionTotals(T, root);
+    const all = T.total[root] || 1;
     const rows = [];
-    for (let k = 0; k < D.keys.length; k++) if (total[k] > 0) rows.push(k);
+    for (let k = 0; k < D.keys.length; k++) {
+      if (total[k] > 0 && (!re || re.test(keyText(k)))) rows.push(k);
+    }
     const by = state.sort;
     rows.sort((a, b) => by === "name" ? D.keys[a][0].localeCompare(D.keys[b][0])
       : by === "total" ? total[b] - total[a] : own[b] - own[a] || total[b] - total[a]);
     const body = document.querySelector("#functions tbody");
     body.innerHTML = "";
     for (const k of rows.slice(0, 300)) {
-      if (re && !re.test(keyText(k))) continue;
       const [name, file, line] = D.keys[k];
       const tr = psrecPage.functionRow([fmt(own[k]), (100 * own[k] / all).toFixed(1) + "%",
                                         fmt(total[k]), (100 * total[k] / all).toFixed(1) + "%"],
                                        name, file, line);
       tr.addEventListener("click", () => go({ q: "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + " \\(" }));
       body.appendChild(tr);
+    }
+    const where = root ? `under ${D.keys[T.key[root]][0]} (the zoomed frame; shares of its ${threadSeconds(T.total[root])})`
+      : "in the selection";
+    const count = `${rows.length.toLocaleString()} function${rows.length === 1 ? "" : "s"}` +
+      (re ? " matching the search" : "");
+    $("#table-caption").textContent = `${count} ${where}` +
+      (rows.length > 300 ? `; the first 300 shown` : "");
+  }
+
+  // The search box's pattern: a regular expression, or, where it is not one, its plain text
+  // (and the page says so).
+  function pattern(text) {
+    const err = $("#search-error");
+    err.textContent = "";
+    $("#search").classList.remove("bad");
+    if (!text) return null;
+    try { return new RegExp(text, "i"); } catch (e) {
+      err.textContent = `not a regular expression (${e.message.replace(/^Invalid regular expression: /, "")}): searched as plain text`;
+      $("#search").classList.add("bad");
+      return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i");
     }
   }
 
@@ -361,17 +461,17 @@
       row.classList.toggle("off", !!state.threads && !state.threads.has(Number(row.dataset.ref)));
     }
     if ($("#search").value !== state.q) $("#search").value = state.q;
-    let re = null;
-    if (state.q) { try { re = new RegExp(state.q, "i"); } catch (e) { re = null; } }
+    const re = pattern(state.q);
     placeBrush(state.a0, state.a1);
     const T = buildTree(aggregate());
-    const matched = drawFlame(T, re);
-    drawTable(T, re);
+    const { root, matched } = drawFlame(T, re);
+    drawTable(T, re, root);
     const nThreads = state.threads ? state.threads.size : D.threads.length;
     $("#selection").textContent = `${state.mode} · ${sliceTime(state.a0).toFixed(3)}–` +
       `${sliceTime(state.a1).toFixed(3)} s · ${nThreads} of ${D.threads.length} threads · ` +
-      `${fmt(T.total[0])}`;
-    $("#matched").textContent = re ? `matched: ${fmt(matched)} (${(100 * matched / (T.total[0] || 1)).toFixed(1)}% of the selection)` : "";
+      threadSeconds(T.total[0]);
+    $("#matched").textContent = re ? `matched: ${fmt(matched)} (${(100 * matched / (T.total[root] || 1)).toFixed(1)}% of ` +
+      `${root ? "the zoomed frame" : "the selection"})` : "";
     const status = $("#status");
     status.dataset.ready = "1";
     status.dataset.mode = state.mode;
@@ -388,7 +488,13 @@
   for (const th of document.querySelectorAll("#functions th")) {
     th.addEventListener("click", () => go({ sort: th.dataset.sort }));
   }
-  $("#search").addEventListener("change", (ev) => go({ q: ev.target.value }));
+  // Search as one types: the address follows without a history entry per key.
+  let typing = 0;
+  $("#search").addEventListener("input", (ev) => {
+    clearTimeout(typing);
+    typing = setTimeout(() => go({ q: ev.target.value }, true), 120);
+  });
+  $("#search").addEventListener("change", (ev) => { clearTimeout(typing); go({ q: ev.target.value }); });
   $("#reset").addEventListener("click", () => go({ mode: D.mode, a0: 0, a1: D.slices, threads: null, zoom: [], q: "" }));
   window.addEventListener("hashchange", render);
   window.addEventListener("resize", () => { drawAxis(); render(); });

@@ -77,7 +77,7 @@ def _threads(dom: str) -> dict[str, tuple[int, str]]:
 
 
 def _ready(dom: str) -> str:
-    m = re.search(r'<footer id="status" data-ready="1" data-mode="(\w+)"', dom)
+    m = re.search(r'<footer id="status" data-ready="1" data-mode="([\w-]+)"', dom)
     assert m, "the page's script did not finish: " + dom[-3000:]
     return m.group(1)
 
@@ -130,6 +130,147 @@ def test_page_shows_threads_states_flame_and_table(tmp_path: Path) -> None:
     for name, frag in (("html-report.png", ""), ("html-report-gil-window.png",
                                                  "#mode=gil&from=0.5&to=3")):
         screenshot(url + frag, name)
+
+
+def _acted(page: Path, script: str, name: str) -> str:
+    """The file:// address of a copy of the page with `script` run after the page's own: a
+    user's actions (typing, hovering) as the DOM events they make. The script writes what it
+    wants checked into the DOM, which render() dumps."""
+    text = page.read_text()
+    at = text.rindex("</body>")
+    copy = page.with_name(name)
+    copy.write_text(text[:at] + f"<script>{script}</script>\n" + text[at:])
+    return copy.resolve().as_uri()
+
+
+def _text(dom: str, element_id: str) -> str:
+    m = re.search(rf'<(\w+) [^>]*id="{element_id}"[^>]*>(.*?)</\1>', dom, re.DOTALL)
+    assert m, f"no #{element_id} in " + dom[-2000:]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", m.group(2))).split())
+
+
+def test_search_reaches_every_function_and_answers_as_one_types(tmp_path: Path) -> None:
+    """1000 functions, of which the table shows 300: a search finds any of them; typing
+    searches without a key to confirm, and a pattern that is not a regular expression is
+    said on the page and searched as plain text."""
+    s = Synth(str(tmp_path / "many.psr"))
+    s.thread("MainThread", 7)
+    for i in range(3000):
+        leaf = ("app.py", f"f{i % 1000:03d}", 100 + i % 1000 * 10)
+        s.sample_pass(i * 1000, {"MainThread": ((MAIN, leaf), BUSY, 1000)})
+    s.close()
+    page = tmp_path / "many.html"
+    r = CliRunner().invoke(main, ["report", "--html", s.path, "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    url = page.resolve().as_uri()
+    # every function has the same time: f005 sorts among the 1000 by name alone, past 300
+    dom = render(url + "#q=f005")
+    assert [r[4].split()[0] for r in _rows(dom)] == ["f005"], _rows(dom)[:5]
+    dom = render(url + "#q=^f")
+    assert len(_rows(dom)) == 300
+    assert "1,000 functions matching the search in the selection; the first 300 shown" in \
+        _text(dom, "table-caption")
+
+    typing = """
+      const box = document.getElementById("search");
+      box.value = %s;
+      box.dispatchEvent(new Event("input", { bubbles: true }));
+      setTimeout(() => { document.body.dataset.hash = location.hash; }, 1000);
+    """
+    dom = render(_acted(page, typing % json.dumps("f12"), "typed.html"))
+    assert sorted(r[4].split()[0] for r in _rows(dom)) == [f"f12{i}" for i in range(10)]
+    assert 'data-hash="#q=f12"' in dom
+    assert _text(dom, "search-error") == ""
+    dom = render(_acted(page, typing % json.dumps("f005 ("), "typed-bad.html"))
+    assert "not a regular expression" in _text(dom, "search-error"), dom[-2000:]
+    assert "searched as plain text" in _text(dom, "search-error")
+    assert [r[4].split()[0] for r in _rows(dom)] == ["f005"], _rows(dom)[:5]
+
+
+def test_strip_readout_totals_in_thread_seconds_and_zoomed_table(tmp_path: Path) -> None:
+    page = _page(tmp_path)
+    url = page.resolve().as_uri()
+    dom = render(url)
+    # 2 threads over 4 s: 8 thread-seconds, in the header and the selection
+    assert "8.00 thread-seconds" in _text(dom, "meta"), _text(dom, "meta")
+    assert _text(dom, "selection").endswith("8.000 thread-seconds"), _text(dom, "selection")
+    # the recording's rate and errors: a pass every ms, none late, none unreadable
+    assert _text(dom, "health") == ("rate: 1,000 Hz asked, 1,000 Hz achieved · "
+                                    "0 missed deadlines · 0 sample errors"), _text(dom, "health")
+
+    # Hovering the worker's strip at 2.5 s: it crunches holding the GIL; at 0.5 s it waits
+    # off the CPU. (3.11: no GIL-wait share is given.)
+    hover = """
+      const row = document.querySelector('.thread-row[data-ref="%d"] canvas');
+      const box = row.getBoundingClientRect();
+      row.dispatchEvent(new MouseEvent("mousemove", { bubbles: true,
+        clientX: box.left + box.width * %f, clientY: box.top + 5 }));
+    """
+    ref = _threads(dom)["worker (tid 8)"][0]
+    for at, want in ((0.625, "100.0% running, holding the GIL"), (0.125, "100.0% off the CPU")):
+        readout = _text(render(_acted(page, hover % (ref, at), "hover.html")), "readout")
+        assert readout.startswith("worker (tid 8) · " + f"{4 * at:.2f}"), readout
+        assert want in readout and "waiting" not in readout, readout
+
+    # Zoomed into main > crunch, the table is that subtree's.
+    data = json.loads(re.search(r'<script id="psrec-data" type="application/json">(.*?)'
+                                r"</script>", page.read_text(), re.DOTALL).group(1))
+    key = {k[0]: i for i, k in enumerate(data["keys"])}
+    dom = render(url + f"#zoom={key['main']}.{key['crunch']}")
+    rows = _rows(dom)
+    assert [(r[4].split()[0], r[2], r[3]) for r in rows] == [("crunch", "3.000 s", "100.0%")]
+    assert _text(dom, "table-caption").startswith("1 function under crunch (the zoomed frame")
+
+
+def _gil_page(tmp_path: Path, version: str, waits: bool) -> Path:
+    """2 s at 1 kHz: MainThread computes holding the GIL; the worker waits for it in its first
+    second (when `waits`: GIL_REQUESTED | GIL_REQUESTED_KNOWN), then sleeps."""
+    name = f"gil-{version}-{waits}"
+    s = Synth(str(tmp_path / f"{name}.psr"), metadata={"python_version": version})
+    s.thread("MainThread", 7)
+    s.thread("worker", 8)
+    for i in range(2000):
+        worker = 0x04 | 0x40 if waits and i < 1000 else 0x40
+        s.sample_pass(i * 1000, {"MainThread": ((MAIN, COMPUTE), BUSY | 0x40, 1000),
+                                 "worker": ((MAIN, ("app.py", "take_lock", 62)), worker, 0)})
+    s.close()
+    out = tmp_path / f"{name}.html"
+    r = CliRunner().invoke(main, ["report", "--html", s.path, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_gil_wait_is_drawn_where_the_recording_can_know_it(tmp_path: Path) -> None:
+    page = _gil_page(tmp_path, "3.15.0", True)
+    url = page.resolve().as_uri()
+    dom = render(url + "#mode=gil-wait")
+    assert _ready(dom) == "gil-wait"
+    assert "waiting for the GIL" in _text(dom, "legend")
+    assert re.search(r'id="gil-wait-note"[^>]*hidden', dom)
+    rows = _rows(dom)
+    assert [(r[4].split()[0], r[0], r[2]) for r in rows] == [
+        ("take_lock", "1.000 s", "1.000 s"), ("main", "0 µs", "1.000 s")], rows
+    worker = _threads(dom)["worker (tid 8)"][1]
+    assert "50.0% waiting for the GIL" in worker and "50.0% off the CPU" in worker, worker
+    screenshot(url + "#mode=gil-wait", "html-report-gil-wait.png")
+
+    # 3.15 with no thread waiting: the wait state is still known (at zero)
+    dom = render(_gil_page(tmp_path, "3.15.0", False).resolve().as_uri())
+    assert "waiting for the GIL" in _text(dom, "legend") and "3.15+" not in dom
+    assert "0.0% waiting for the GIL" in _threads(dom)["worker (tid 8)"][1]
+    assert not re.search(r'<button[^>]*data-mode="gil-wait"[^>]*disabled', dom)
+
+    # 3.12 cannot know: no wait state, the reason said once, the gil-wait mode unavailable
+    old = _gil_page(tmp_path, "3.12.3", True).resolve().as_uri()
+    dom = render(old + "#mode=gil-wait")
+    assert _ready(dom) == "wall"
+    assert "waiting" not in _text(dom, "legend")
+    note = _text(dom, "gil-wait-note")
+    assert note.startswith("GIL waits are not shown: Python 3.12.3 does not say"), note
+    shown = dom[:dom.index('<script id="psrec-data"')]
+    assert shown.count("does not say which threads wait for the GIL") == 2  # note and button
+    assert re.search(r'<button[^>]*data-mode="gil-wait"[^>]*disabled', dom), dom[-3000:]
+    assert "waiting" not in _threads(dom)["worker (tid 8)"][1]
 
 
 @pytest.mark.parametrize("python", one_python())

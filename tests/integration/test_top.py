@@ -1,12 +1,16 @@
 """`psrec top` in a real terminal (tmux): live on a target, the table names its threads and
 its busy function; keys switch the view and quit; -o keeps a clean recording; a recording
-replays. Off a terminal it says so.
+replays. Names from the target show as they are; the rate and the window's time agree with
+the recording; pause shows at once; the keys fit 80x24; the last table stays when the target
+exits; a file that is no recording is said to be one; GIL waits show where the recording
+knows them, and a sentence says so where it cannot. Off a terminal it says so.
 
 Needs tmux (Debian: apt-get install tmux); skips, saying so, without it.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from psrec.format import open_recording
-from rec_live import TARGETS, one_python, psrec, target
+from rec_live import PYTHONS, TARGETS, minor_of, one_python, psrec, target
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 
@@ -24,13 +28,14 @@ pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 class Tmux:
     """One detached tmux session on a server of its own, running one command."""
 
-    def __init__(self, name: str, command: str) -> None:
+    def __init__(self, name: str, command: str, size: tuple[int, int] = (150, 50)) -> None:
         exe = shutil.which("tmux")
         if exe is None:
             pytest.skip("tmux is not installed (Debian: apt-get install tmux)")
         self.base = [exe, "-L", f"psrec-test-{name}"]
         subprocess.run([*self.base, "kill-server"], capture_output=True, check=False)
-        subprocess.run([*self.base, "new-session", "-d", "-x", "150", "-y", "50", "-s", "t",
+        subprocess.run([*self.base, "new-session", "-d", "-x", str(size[0]), "-y", str(size[1]),
+                        "-s", "t",
                         f"{command}; echo TOP-EXITED $?; sleep 60"], check=True)
 
     def screen(self) -> str:
@@ -116,3 +121,208 @@ def test_top_off_a_terminal_says_so() -> None:
     r = psrec("top", "1")
     assert r.returncode == 2
     assert "psrec top draws on a terminal" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- what the table says -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_shows_names_as_they_are(python: str) -> None:
+    # Names that read as markup ("[bold]...", "[/]"), a "[v2]" folder, a control character,
+    # and psrec's own "[no Python stack]" and "[truncated stack]": each shown literally.
+    with target(python, "top_names.py") as t:
+        tmux = Tmux("names", _command(str(t.pid)))
+        try:
+            screen = tmux.wait_for("[truncated stack]")
+            for name in ("[no Python stack]", "[bold]hot[/bold]", "/opt/app/[v2]/lib.py",
+                         "a[/]b", "bell\\x07sleep", "[red]worker[/red] (tid"):
+                assert name in screen, f"{name!r} not shown:\n{screen}"
+            assert "\x07" not in screen
+            tmux.keys("q")
+            tmux.wait_for("TOP-EXITED 0")
+        finally:
+            tmux.close()
+
+
+_RATE = re.compile(r"(\d[\d,]*) samples/s per thread")
+_THREADS = re.compile(r"^(\d+) threads ·", re.MULTILINE)
+_ROW = re.compile(r"^ *[\d.]+% +[\d.]+% +([\d.]+)s +[\d.]+s +\S")
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_rate_and_window_agree_with_the_recording(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "rate.psr"
+    rates: list[float] = []
+    sums: list[tuple[float, int, str]] = []
+    with target(python, "rec_threads.py") as t:
+        tmux = Tmux("rate", _command("-r", "200", "-o", str(out), str(t.pid)))
+        try:
+            tmux.wait_for("busy_inner")
+            # once the window is full: each redraw's rate, and the time its functions sum to
+            deadline = time.monotonic() + 20
+            while len(rates) < 5 and time.monotonic() < deadline:
+                time.sleep(0.3)
+                screen = tmux.wait_for("samples/s per thread")
+                if "so far" in screen:
+                    continue
+                rate, threads = _RATE.search(screen), _THREADS.search(screen)
+                assert rate and threads, screen
+                if rates and float(rate.group(1).replace(",", "")) == rates[-1]:
+                    continue  # the same redraw
+                rates.append(float(rate.group(1).replace(",", "")))
+                own = sum(float(m.group(1)) for line in screen.splitlines()
+                          if (m := _ROW.match(line)))
+                sums.append((own, int(threads.group(1)), screen))
+            assert len(rates) >= 3, f"too few redraws with a full window: {rates}"
+            tmux.keys("q")
+            tmux.wait_for("TOP-EXITED 0")
+        finally:
+            tmux.close()
+    info = psrec("info", str(out))
+    achieved = re.search(r"achieved ([\d.]+) Hz", info.stdout)
+    assert achieved, info.stdout
+    hz = float(achieved.group(1))
+    rates.sort()
+    median = rates[len(rates) // 2]
+    assert abs(median - hz) <= 0.05 * hz, f"top showed {rates} samples/s, psrec info {hz} Hz"
+    # wall time: each thread's 2 s window is 2 s of samples
+    for own, threads, screen in sums:
+        assert abs(own - 2.0 * threads) <= 0.06 * 2.0 * threads, screen
+    # a recording that cannot know GIL waits says so once, and shows no column of them
+    assert screen.count("does not say which threads wait for the GIL") == 1, screen
+    assert "GIL wait " not in screen.replace("GIL wait: ", ""), screen
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_pause_shows_at_once_and_holds_the_table(python: str) -> None:
+    with target(python, "rec_finite.py", "30") as t:
+        tmux = Tmux("pause", _command(str(t.pid)))
+        try:
+            tmux.wait_for("finite_work")
+            tmux.keys("Space")
+            screen = tmux.wait_for("paused", timeout=3)
+            row = next(ln for ln in screen.splitlines() if ln.startswith("python"))
+            # paused, the table stays as it was while the target runs on
+            deadline = time.monotonic() + 2.5
+            while time.monotonic() < deadline:
+                now = tmux.screen()
+                assert row in now and "paused" in now, f"{row!r} changed:\n{now}"
+                time.sleep(0.25)
+            tmux.keys("c")  # another view, at once, still paused
+            screen = tmux.wait_for("mode cpu", timeout=3)
+            assert "paused" in screen, screen
+            tmux.keys("Space")
+            deadline = time.monotonic() + 3
+            while "paused" in screen:
+                assert time.monotonic() < deadline, screen
+                time.sleep(0.2)
+                screen = tmux.screen()
+            tmux.keys("q")
+            tmux.wait_for("TOP-EXITED 0")
+        finally:
+            tmux.close()
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_fits_80x24_and_keeps_its_table_when_the_target_exits(python: str) -> None:
+    with target(python, "rec_finite.py", "6", "3") as t:
+        tmux = Tmux("small", _command(str(t.pid)), size=(80, 24))
+        try:
+            screen = tmux.wait_for("finite_work")
+            # every key in sight on a small terminal
+            for keys in ("q quit", "space pause", "o t: sort by own, total",
+                         "+ -: wider, narrower window", "w c g i G: wall, cpu, gil, idle, "
+                         "gil-wait view"):
+                assert keys in screen, f"{keys!r} not on the screen:\n{screen}"
+            # the target exits: its last table stays, saying so, until q
+            screen = tmux.wait_for("exited", timeout=20)
+            assert f"pid {t.pid} exited" in screen and "finite_work" in screen, screen
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                screen = tmux.screen()
+                assert "finite_work" in screen and "TOP-EXITED" not in screen, screen
+                time.sleep(0.25)
+            tmux.keys("q")
+            screen = tmux.wait_for("TOP-EXITED 0")
+            assert f"pid {t.pid} exited" in screen
+        finally:
+            tmux.close()
+
+
+def test_top_says_why_a_file_is_no_recording(tmp_path: Path) -> None:
+    text = tmp_path / "notapsr.txt"
+    text.write_text("hello\n")
+    for path, why in ((text, "not a psrec recording"), (tmp_path, "is a directory")):
+        tmux = Tmux("notapsr", _command(str(path)))
+        try:
+            screen = tmux.wait_for("TOP-EXITED")
+            assert why in screen and "TOP-EXITED 1" in screen, screen
+            assert "no samples" not in screen and "Traceback" not in screen, screen
+        finally:
+            tmux.close()
+        r = psrec("top", str(path))  # off a terminal too
+        assert r.returncode == 1 and why in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_top_shows_gil_waits_of_a_recording_that_knows_them(tmp_path: Path) -> None:
+    # A recording as CPython 3.15 makes it, written with the format's own encoder: "waiter"
+    # waits for the GIL in 2 of every 5 passes, while "holder" holds it.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
+    from analyzer_synth import BUSY, Synth
+
+    known, requested = 0x40, 0x04  # GIL_REQUESTED_KNOWN, GIL_REQUESTED
+    s = Synth(str(tmp_path / "gil315.psr"), metadata={"python_version": "3.15.0"})
+    s.thread("holder", 100)
+    s.thread("waiter", 101)
+    loop = (("app.py", "main", 5), ("app.py", "spin", 12))
+    for i in range(4000):  # 4 s at 1 kHz
+        wait = i % 5 < 2
+        s.sample_pass((i + 1) * s.interval_ticks, {
+            "holder": (loop, (BUSY if wait else 0) | known, 1000 if wait else 0),
+            "waiter": (loop, (requested if wait else BUSY) | known, 0 if wait else 1000)})
+    s.close()
+    tmux = Tmux("gilwait", _command("--window", "2s", s.path))
+    try:
+        screen = tmux.wait_for("waiter")
+        header = next(ln for ln in screen.splitlines() if ln.startswith("thread "))
+        assert header.split()[-2:] == ["GIL", "wait"], screen
+        shares = {ln.split()[0]: ln.split()[-1] for ln in screen.splitlines()
+                  if ln.startswith(("holder", "waiter"))}
+        assert shares == {"holder": "0%", "waiter": "40%"}, screen
+        assert "does not say" not in screen
+        tmux.keys("G")
+        screen = tmux.wait_for("mode gil-wait", timeout=3)
+        assert "spin" in screen and "holder" not in screen, screen
+        tmux.keys("q")
+        tmux.wait_for("TOP-EXITED 0")
+    finally:
+        tmux.close()
+
+
+def _python_315() -> list[object]:
+    found = [pytest.param(path, id=ident) for ident, path in PYTHONS
+             if minor_of(path) >= (3, 15)]
+    return found[:1] or [pytest.param(None, id="python=3.15", marks=pytest.mark.skip(
+        reason="no CPython 3.15 found (tests/interpreters/provision installs it)"))]
+
+
+@pytest.mark.parametrize("python", _python_315())
+def test_top_shows_a_live_threads_gil_wait(python: str) -> None:
+    # On 3.15 the target says which threads wait: one pure-Python thread waits behind
+    # another that holds the GIL in long C calls.
+    with target(python, "rec_gil.py") as t:
+        tmux = Tmux("gillive", _command(str(t.pid)))
+        try:
+            screen = tmux.wait_for("want_gil")
+            deadline = time.monotonic() + 10
+            while "so far" in screen and time.monotonic() < deadline:
+                time.sleep(0.3)
+                screen = tmux.screen()
+            header = next(ln for ln in screen.splitlines() if ln.startswith("thread "))
+            assert header.split()[-2:] == ["GIL", "wait"], screen
+            waiter = next(ln for ln in screen.splitlines() if ln.startswith("gil-waiter"))
+            assert int(waiter.split()[-1].rstrip("%")) >= 50, screen
+            tmux.keys("q")
+            tmux.wait_for("TOP-EXITED 0")
+        finally:
+            tmux.close()

@@ -129,13 +129,18 @@ def info(recording: str, as_json: bool) -> None:
             ("samples", f"{d['samples']:,} thread-samples"),
             ("truncated", _truncated(d)),
             ("errors", f"{d['sample_errors']:,} sample errors, "
-                       f"{d['missed_deadlines']:,} missed deadlines"),
-            ("threads", f"{d['threads']}: {', '.join(d['thread_names'][:12])}"
+                       f"{d['missed_deadlines']:,} missed deadlines"
+                       + (f" ({d['missed_deadlines_in_passes']:,} at recorded passes, which a "
+                          "window counts; the rest while no target was read)"
+                          if d["missed_deadlines_in_passes"] != d["missed_deadlines"] else "")),
+            ("threads", f"{d['threads']:,} seen, {d['threads_with_samples']:,} with samples: "
+                        f"{', '.join(d['thread_names'][:12])}"
                         + (" ..." if len(d["thread_names"]) > 12 else "")),
             ("code", f"{d['functions']:,} functions, {d['frames']:,} frames"),
             ("size", f"{d['bytes_per_sample']:.3f} bytes per thread-sample"
                      if d["bytes_per_sample"] is not None else "n/a"),
-            ("chunks", f"{d['chunks']} ({d['corrupt_chunks']} damaged)"),
+            ("chunks", f"{d['chunks']} in the file, {d['data_chunks']} of samples "
+                       f"({d['corrupt_chunks']} damaged)"),
         ]
         from psrec.analyzer.reporters import printable
 

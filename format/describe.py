@@ -27,15 +27,28 @@ def info(rec: Recording) -> dict[str, Any]:
     stream = rec.stream()
     samples = passes = 0
     first = last = -1
+    sampled: set[int] = set()  # threads with at least one sample (those a report counts)
     for batch in stream:
         samples += len(batch)
+        if len(sampled) >= len(defs.threads):
+            continue  # every thread has samples: no need to look further (about 30 ms per
+            # million samples)
+        refs = batch.thread
+        if isinstance(refs, (bytes, bytearray)):
+            refs = memoryview(refs).cast("I")
+        sampled.update(refs)
     for s in stream.summaries:
         passes += s["passes"]
         if s["first_ts"] >= 0:
             first = s["first_ts"] if first < 0 else min(first, s["first_ts"])
             last = max(last, s["last_ts"])
     duration_s = (last - first) * rec.tick_ns / 1e9 if passes > 1 else 0.0
-    missed = sum(e[3] for e in stream.events if e[0] == C.REC_PASS_ERRORS)
+    # Missed deadlines: the data holds those of recorded passes (what a window counts); the
+    # recorder's trailer counts every one, also while no target was being read (waiting for
+    # Python, or after it exited). The trailer's is the recording's count where it has one.
+    missed_in_passes = sum(e[3] for e in stream.events if e[0] == C.REC_PASS_ERRORS)
+    recorder_missed = (rec.stats or {}).get("missed_deadlines")
+    missed = recorder_missed if isinstance(recorder_missed, int) else missed_in_passes
     defs.apply_renames(stream.events)
     data_bytes = sum(c.length + C.CHUNK_HEADER_SIZE for c in rec.chunks
                      if c.type in (C.CHUNK_DATA, C.CHUNK_DEFS))
@@ -54,16 +67,24 @@ def info(rec: Recording) -> dict[str, Any]:
         "samples": samples,
         "sample_errors": stream.errors,
         "missed_deadlines": missed,
+        "missed_deadlines_in_passes": missed_in_passes,
         "achieved_rate_hz": (passes - 1) / duration_s if duration_s > 0 else 0.0,
+        # threads the recording saw (defined), and those of them with samples ("in N threads"
+        # of psrec report, where the view is the whole recording)
         "threads": len(defs.threads),
+        "threads_with_samples": len(sampled & defs.threads.keys()),
         # the programs recorded, in start order (format 1.1; empty in older files)
         "processes": [{"pid": p.pid, "parent_pid": p.parent_pid, "command": p.command,
                        "start_s": p.start_ts * rec.tick_ns / 1e9} for p in defs.processes],
-        "thread_names": sorted({t.label for t in defs.threads.values()}),
+        # named as psrec report names them: a thread without a name as "thread (tid N)"
+        "thread_names": sorted({t.name or f"thread (tid {t.os_tid or t.python_tid})"
+                                for t in defs.threads.values()}),
         "functions": len(defs.functions),
         "frames": len(defs.frames) - 1,
         "bytes_per_sample": data_bytes / samples if samples else None,
+        # every chunk in the file; the recorder's stats count its data chunks alone
         "chunks": len(rec.chunks),
+        "data_chunks": sum(1 for c in rec.chunks if c.type == C.CHUNK_DATA),
         "corrupt_chunks": rec.corrupt_chunks,
     }
 

@@ -126,3 +126,47 @@ def test_verbose_allows_a_traceback(tmp_path: Path) -> None:
     path = _bad_file(tmp_path, "not_a_recording")
     proc = psrec("-v", "info", str(path))
     assert proc.returncode != 0 and str(path) in proc.stderr
+
+
+def _churned(path: Path) -> Path:
+    """Three threads with samples (one without a name), two that never got one, PASS_ERRORS
+    that miss 5 deadlines, and a trailer whose recorder counted 9 (4 more while it read no
+    target) and one data chunk."""
+    from analyzer_synth import BUSY, F_A, MAIN, Synth
+
+    s = Synth(str(path))
+    for name, tid in (("MainThread", 70), ("", 77), ("web_0", 80), ("gone_1", 81),
+                      ("gone_2", 82)):
+        s.thread(name, tid)
+    for i in range(30):
+        s.sample_pass((i + 1) * 1000, {n: ((MAIN, F_A), BUSY, 500)
+                                       for n in ("MainThread", "", "web_0")})
+        if i in (3, 17):
+            s.e.pass_errors((i + 1) * 1000, 0, 2 + (i == 17))
+    s.w.write_sealed(*s.e.seal())
+    s.w.close({"samples": len(s.samples), "missed_deadlines": 9, "chunks": 1})
+    return path
+
+
+@pytest.mark.skipif(not native_available(), reason="writing a recording needs the native encoder")
+def test_info_and_report_count_alike(tmp_path: Path) -> None:
+    import json
+
+    path = _churned(tmp_path / "churn.psr")
+    d = json.loads(psrec("info", "--json", str(path)).stdout)
+    report = psrec("report", str(path), "--per-thread").stdout
+    # threads: the ones seen, and the ones with samples, which report counts
+    assert d["threads"] == 5 and d["threads_with_samples"] == 3
+    assert f"in {d['threads_with_samples']} threads;" in report.splitlines()[0], report
+    # missed deadlines: the recorder's count, and those at recorded passes
+    assert d["missed_deadlines"] == d["stats"]["missed_deadlines"] == 9
+    assert d["missed_deadlines_in_passes"] == 5
+    # chunks: every one in the file, and the data chunks the recorder's stats count
+    assert d["data_chunks"] == d["stats"]["chunks"] == 1 and d["chunks"] > 1
+    # a thread without a name reads the same in both
+    assert "thread (tid 77)" in d["thread_names"]
+    assert "== thread thread (tid 77):" in report, report
+    text = psrec("info", str(path)).stdout
+    assert "9 missed deadlines (5 at recorded passes" in text, text
+    assert "5 seen, 3 with samples:" in text and "thread (tid 77)" in text, text
+    assert f"{d['chunks']} in the file, 1 of samples" in text, text

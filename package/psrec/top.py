@@ -323,7 +323,8 @@ def top(target: str, rate: str, output: str | None, force: bool, window: str, mo
 
 def _gil_wait_unknown(path: str) -> str | None:
     with open_recording(path) as rec:
-        return gil_wait_unknown(rec.metadata)
+        why: str | None = gil_wait_unknown(rec.metadata)
+    return why
 
 
 def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) -> None:

@@ -9,6 +9,7 @@ from typing import IO, Any
 
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
+from .view import gil_wait_unknown
 from .walks import SliceSums, Totals
 
 __all__ = [
@@ -256,6 +257,17 @@ def slice_sums(profile: Profile) -> SliceSums:
     return profile.walks.slice_sums()
 
 
+def samples_per_slice(profile: Profile, name: str) -> dict[int, int]:
+    """Samples per slice of the profile under one of its ``also`` status filters (which may
+    be summed in finer slices: each is counted in the slice that holds it)."""
+    cols = profile.also[name]
+    ticks = profile.also_slices.get(name, profile.slice_ticks) or profile.slice_ticks
+    out: dict[int, int] = defaultdict(int)
+    for sl, n in zip(cols.slice, cols.samples):
+        out[sl * ticks // profile.slice_ticks] += n
+    return out
+
+
 @register
 class SlicesReporter(Reporter):
     name = "slices"
@@ -263,6 +275,11 @@ class SlicesReporter(Reporter):
 
     def slice_seconds(self) -> float:
         return float(self.options["slice_seconds"])
+
+    def also(self, profile_mode: str) -> tuple[str, ...]:
+        # The GIL-wait column: samples waiting for the GIL, as a share of all the slice's
+        # samples (every state: the mode may leave the waiting ones out).
+        return ("gil-wait",) + (("state-wall",) if profile_mode != "wall" else ())
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         top_n = int(self.options.get("top", 3))
@@ -273,10 +290,28 @@ class SlicesReporter(Reporter):
         first = min(per)
         last = max(per)
         thread_refs = profile.thread_refs()
+        # Where the recording cannot know who waits for the GIL, it says so once instead of
+        # a column of zeros.
+        no_wait = gil_wait_unknown(profile.metadata)
+        waiting: dict[int, int] = {}
+        everything: dict[int, int] = {}
+        if no_wait is None and "gil-wait" in profile.also:
+            waiting = samples_per_slice(profile, "gil-wait")
+            if "state-wall" in profile.also:
+                everything = samples_per_slice(profile, "state-wall")
+            else:
+                everything = {sl: sum(a[0] for a in th.values()) for sl, th in per.items()}
         w(f"psrec report --slices: {profile.describe()}\n")
         w(f"One row per {format_seconds(slice_s)} slice; times from the start of the recording. "
-          "Active threads: threads on a CPU or holding the GIL in some sample of the slice.\n\n")
-        w(f"{'slice (s)':>17} {'samples':>9} {'on-CPU':>7} {'GIL':>7} {'active':>7}  "
+          "Active threads: threads on a CPU or holding the GIL in some sample of the slice.")
+        if no_wait is None:
+            w(" GIL-wait: share of all the slice's samples (any state) waiting to take the "
+              "GIL.\n\n")
+            wait_head = f" {'GIL-wait':>8}"
+        else:
+            w(f"\nNo GIL-wait column: {no_wait}.\n\n")
+            wait_head = ""
+        w(f"{'slice (s)':>17} {'samples':>9} {'on-CPU':>7} {'GIL':>7}{wait_head} {'active':>7}  "
           f"top functions (share of the slice's {profile.unit_label})\n")
         for s in range(first, last + 1):
             start = s * slice_s
@@ -293,7 +328,10 @@ class SlicesReporter(Reporter):
             tot = sum(own.values()) or 1
             tops = sorted(own.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
             top = ", ".join(f"{printable(k.name)} {100 * v / tot:.0f}%" for k, v in tops)
-            w(f"{label} {count:>9,} {100 * on / count:>6.1f}% {100 * gil / count:>6.1f}% "
+            wait = ""
+            if no_wait is None:
+                wait = f" {100 * waiting.get(s, 0) / (everything.get(s) or 1):>7.1f}%"
+            w(f"{label} {count:>9,} {100 * on / count:>6.1f}% {100 * gil / count:>6.1f}%{wait} "
               f"{active:>3}/{len(th):<3}  {top}\n")
         # Activity strip: one column per slice, or per group of slices when there are many.
         nslices = last - first + 1

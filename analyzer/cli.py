@@ -452,10 +452,15 @@ def export(recording: str, fmt: str | None, speedscope: bool, firefox: bool, ppr
 @click.option("--speedscope", is_flag=True,
               help="Write both recordings as two profiles of one speedscope file (default "
                    "NEW.diff.speedscope.json), to switch between in speedscope.")
+@click.option("--absolute", is_flag=True,
+              help="Compare seconds, not shares of each recording's total (the table and, "
+                   "with --html, the colours): a function that did not change stays unchanged "
+                   "when another grew.")
 @_view_options
 def diff(base: str, new: str, sort: str, limit: int, html: bool, speedscope: bool,
-         output: str | None, force: bool, **view_args: Any) -> None:
-    """Functions whose share of the time changed most from BASE to NEW, under one view.
+         absolute: bool, output: str | None, force: bool, **view_args: Any) -> None:
+    """Functions whose share of the time (with --absolute, whose time) changed most from BASE
+    to NEW, under one view.
 
     The view options (mode, threads, processes, window, weights, by) apply to both
     recordings; a window counts from each recording's own start.
@@ -465,7 +470,11 @@ def diff(base: str, new: str, sort: str, limit: int, html: bool, speedscope: boo
     given = [(flag, name) for flag, name, on in (("--html", "diff-html", html),
                                                  ("--speedscope", "diff-speedscope", speedscope))
              if on]
-    reporter = get(_chosen_format(given, "diff"))(sort=sort, limit=limit)
+    name = _chosen_format(given, "diff")
+    if absolute and name == "diff-speedscope":
+        raise CliUsageError("--absolute does not apply to --speedscope (each profile keeps "
+                            "its own times)", help="leave out --absolute")
+    reporter = get(name)(sort=sort, limit=limit, absolute=absolute)
     view = _view("diff", view_args)
     reporter.options["base"] = _load(base, view, reporter)
     profile = _load(new, view, reporter)

@@ -1,11 +1,16 @@
 """`psrec diff BASE NEW`: which functions (or lines) took a larger or smaller share of the time
 in one recording than in another, under the same view.
 
-Shares, not times, are compared: two runs seldom last as long, and a share is what a reader of
-either report sees. Each function's share of its own recording's total (own: on top of the
-stack; total: anywhere on it) is taken from the engine's walks (``Profile.walks.totals``), and
-the change comes with a two-proportion z score from the sample counts, as a guide to whether
-the change is larger than sampling alone would make it.
+Shares, not times, are compared by default: two runs seldom last as long, and a share is what a
+reader of either report sees. Each function's share of its own recording's total (own: on top
+of the stack; total: anywhere on it) is taken from the engine's walks
+(``Profile.walks.totals``), and the change comes with a two-proportion z score from the sample
+counts, as a guide to whether the change is larger than sampling alone would make it.
+
+With ``absolute`` (``--absolute``), seconds are compared instead: where one function got
+slower and the others did not, shares make the others look as if they shrank, and seconds do
+not. Their z compares the two sample counts as Poisson counts, which holds for runs sampled
+at the same rate over comparable work.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ class DiffRow:
     key: FrameKey
     base: Totals
     new: Totals
-    base_own: float  # share of the base recording's total value, 0..1
+    base_own: float  # share of the base recording's total value, 0..1 (absolute: seconds)
     new_own: float
     base_total: float
     new_total: float
@@ -54,19 +59,30 @@ def _z(count_a: int, n_a: int, count_b: int, n_b: int) -> float:
     return (count_b / n_b - count_a / n_a) / se if se > 0 else 0.0
 
 
-def diff_rows(base: Profile, new: Profile, sort: str = "own") -> list[DiffRow]:
-    """A row per function (or line) either recording has, largest change first."""
+def _z_counts(count_a: int, count_b: int) -> float:
+    """z of count_b against count_a, both Poisson counts over the same rate (0 when both are
+    0)."""
+    return (count_b - count_a) / math.sqrt(count_a + count_b) if count_a + count_b else 0.0
+
+
+def diff_rows(base: Profile, new: Profile, sort: str = "own",
+              absolute: bool = False) -> list[DiffRow]:
+    """A row per function (or line) either recording has, largest change first: changes of
+    share, or with `absolute` of seconds."""
     if sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
     a, b = base.walks.totals(), new.walks.totals()
-    value_a, value_b = base.total_value or 1, new.total_value or 1
+    if absolute:  # each recording's ticks to seconds
+        value_a, value_b = 1e9 / base.tick_ns, 1e9 / new.tick_ns
+    else:
+        value_a, value_b = base.total_value or 1, new.total_value or 1
     rows = []
     for key in dict.fromkeys([*a, *b]):
         ta, tb = a.get(key, Totals()), b.get(key, Totals())
-        if sort == "total":
-            z = _z(ta.total_count, base.selected, tb.total_count, new.selected)
-        else:
-            z = _z(ta.own_count, base.selected, tb.own_count, new.selected)
+        counts = (ta.total_count, tb.total_count) if sort == "total" else \
+            (ta.own_count, tb.own_count)
+        z = _z_counts(*counts) if absolute else \
+            _z(counts[0], base.selected, counts[1], new.selected)
         rows.append(DiffRow(key, ta, tb, ta.own / value_a, tb.own / value_b,
                             ta.total / value_a, tb.total / value_b, z))
     if sort == "own":
@@ -86,10 +102,18 @@ def _change(share: float) -> str:
     return f"{100 * share:+.2f}"
 
 
+def _secs(seconds: float) -> str:
+    return f"{seconds:.3f}"
+
+
+def _secs_change(seconds: float) -> str:
+    return f"{seconds:+.3f}"
+
+
 @register
 class DiffReporter(Reporter):
     """The diff table. Written for the new recording's Profile; options: base (the base
-    recording's Profile), sort and limit."""
+    recording's Profile), sort, limit and absolute (seconds, not shares)."""
 
     name = "diff"
     description = "functions whose share of the time changed most between two recordings"
@@ -99,21 +123,31 @@ class DiffReporter(Reporter):
         base: Profile = self.options["base"]
         sort = self.options.get("sort", "own")
         limit = int(self.options.get("limit", 25))
-        rows = diff_rows(base, profile, sort)
+        absolute = bool(self.options.get("absolute"))
+        rows = diff_rows(base, profile, sort, absolute)
         w = out.write
         w(f"psrec diff\n  base: {printable(base.describe())}\n"
           f"  new:  {printable(profile.describe())}\n")
-        w("Shares are of each recording's own total; changes are in percentage points (new "
-          "minus base).\nz compares sample counts (own, or total with --sort total): beyond "
-          "about 3 it is unlikely to be sampling alone,\nthough samples close in time are not "
-          "independent, so read it as a guide.\n\n")
-        w(f"{'own %':>22} {'total %':>22} {'own samples':>19} {'z':>7}\n")
+        if absolute:
+            w("Times are in seconds (thread-seconds: every selected thread's time added up); "
+              "changes are new minus base.\nz compares sample counts (own, or total with "
+              "--sort total) as counts at one rate: beyond about 3 it is\nunlikely to be "
+              "sampling alone, though samples close in time are not independent, so read it "
+              "as a guide.\n\n")
+            pct, change, unit = _secs, _secs_change, "s"
+        else:
+            w("Shares are of each recording's own total; changes are in percentage points (new "
+              "minus base).\nz compares sample counts (own, or total with --sort total): "
+              "beyond about 3 it is unlikely to be sampling alone,\nthough samples close in "
+              "time are not independent, so read it as a guide.\n\n")
+            pct, change, unit = _pct, _change, "%"
+        w(f"{'own ' + unit:>22} {'total ' + unit:>22} {'own samples':>19} {'z':>7}\n")
         w(f"{'base':>7}{'new':>7}{'change':>8} {'base':>7}{'new':>7}{'change':>8} "
           f"{'base':>9}{'new':>10} {'':>7}  file:line(function)\n")
         shown = rows if limit <= 0 else rows[:limit]
         for r in shown:
-            w(f"{_pct(r.base_own):>7}{_pct(r.new_own):>7}{_change(r.own_change):>8} "
-              f"{_pct(r.base_total):>7}{_pct(r.new_total):>7}{_change(r.total_change):>8} "
+            w(f"{pct(r.base_own):>7}{pct(r.new_own):>7}{change(r.own_change):>8} "
+              f"{pct(r.base_total):>7}{pct(r.new_total):>7}{change(r.total_change):>8} "
               f"{r.base.own_count:>9,}{r.new.own_count:>10,} {r.z:>7.1f}  {location(r.key)}\n")
         if len(rows) > len(shown):
             w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
@@ -158,7 +192,9 @@ def diff_tree(base: Profile, new: Profile) -> dict[str, Any]:
 @register
 class DiffHtmlReporter(Reporter):
     """A differential flame graph: the merged stacks of both recordings, each frame coloured by
-    how its share of the time changed (red: grew, blue: shrank), and the diff table."""
+    how its share of the time (or, compared in seconds, its time) changed (red: grew, blue:
+    shrank), and the diff table. The page switches between shares and seconds: each row
+    carries both."""
 
     name = "diff-html"
     description = "a differential flame graph and the diff table, as one HTML page"
@@ -173,20 +209,36 @@ class DiffHtmlReporter(Reporter):
         from .page import render
 
         base: Profile = self.options["base"]
-        rows = diff_rows(base, profile, self.options.get("sort", "own"))
+        sort = self.options.get("sort", "own")
+        absolute = bool(self.options.get("absolute"))
+        rows = diff_rows(base, profile, sort)
+        seconds = {r.key: r for r in diff_rows(base, profile, sort, absolute=True)}
         limit = int(self.options.get("limit", 25)) or len(rows)
+        # The rows either measure puts first: the page orders and cuts them by the one shown.
+        keys = dict.fromkeys([*(r.key for r in rows[:limit]), *list(seconds)[:limit]])
+        share = {r.key: r for r in rows}
         data = {
             "psrec": __version__,
             "title": f"{Path(base.path).name} → {Path(profile.path).name}",
             "base": base.describe(), "new": profile.describe(), "mode": profile.view.mode,
             "tick_s": profile.tick_ns / 1e9,
             **diff_tree(base, profile),
-            "rows": [[r.key.name, r.key.filename, r.key.line, r.base_own, r.new_own,
-                      r.base_total, r.new_total, r.z] for r in rows[:limit]],
+            "absolute": absolute,
+            "limit": limit,
+            "sort": sort,
+            # name, file, line; shares: base own, new own, base total, new total, z; the same
+            # in seconds
+            "rows": [[k.name, k.filename, k.line,
+                      *(_row_values(share[k]) if k in share else [0.0] * 5),
+                      *_row_values(seconds[k])] for k in keys],
         }
         page = render(data, "diff.html", "diff.js")
         out.write(page)
         return f"{len(data['parent']):,} merged stack nodes, {len(rows):,} functions compared"
+
+
+def _row_values(r: DiffRow) -> list[float]:
+    return [r.base_own, r.new_own, r.base_total, r.new_total, r.z]
 
 
 @register

@@ -1,6 +1,7 @@
 // psrec's differential flame graph: draws psrec.analyzer.diff's merged tree of two recordings.
 // A frame is as wide as its share of one recording (new by default) and coloured by how its
-// share changed: red grew, blue shrank. Size, zoom and search live in the #fragment.
+// share changed, or compared in seconds (#compare=seconds) how its time changed: red grew,
+// blue shrank. Size, measure, zoom and search live in the #fragment.
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("psrec-data").textContent);
@@ -20,19 +21,32 @@
   const all = { base: 0, new: 0 };
   for (const r of roots) { all.base += tot.base[r]; all.new += tot.new[r]; }
   const share = (side, i) => (all[side] ? tot[side][i] / all[side] : 0);
-  let maxDelta = 1e-9;
-  for (let i = 0; i < n; i++) maxDelta = Math.max(maxDelta, Math.abs(share("new", i) - share("base", i)));
+  const secs = (side, i) => tot[side][i] * D.tick_s;
+  // The measure compared: share of each recording's total, or seconds.
+  const measure = (absolute) => (absolute ? secs : share);
+  const maxDelta = {};
+  for (const absolute of [false, true]) {
+    const m = measure(absolute);
+    let most = 1e-12;
+    for (let i = 0; i < n; i++) most = Math.max(most, Math.abs(m("new", i) - m("base", i)));
+    maxDelta[absolute] = most;
+  }
   const pct = (x) => (100 * x).toFixed(1) + "%";
   const pp = (x) => (x >= 0 ? "+" : "") + (100 * x).toFixed(2);
+  const sec = (x) => x.toFixed(3) + " s";
+  const ds = (x) => (x >= 0 ? "+" : "") + x.toFixed(3);
 
   function readState() {
     const q = new URLSearchParams(location.hash.slice(1));
+    const compare = q.get("compare");
     return { size: q.get("size") === "base" ? "base" : "new",
+             absolute: compare ? compare === "seconds" : D.absolute,
              zoom: q.get("zoom") ? q.get("zoom").split(".").map(Number) : [], q: q.get("q") || "" };
   }
   function go(changes) {
     const s = Object.assign(readState(), changes), q = new URLSearchParams();
     if (s.size !== "new") q.set("size", s.size);
+    if (s.absolute !== D.absolute) q.set("compare", s.absolute ? "seconds" : "shares");
     if (s.zoom.length) q.set("zoom", s.zoom.join("."));
     if (s.q) q.set("q", s.q);
     location.hash = "#" + q.toString();
@@ -41,6 +55,10 @@
   function render() {
     const s = readState();
     for (const b of document.querySelectorAll("#modes button")) b.classList.toggle("on", b.dataset.size === s.size);
+    for (const b of document.querySelectorAll("#compare button")) b.classList.toggle("on", (b.dataset.compare === "seconds") === s.absolute);
+    const m = measure(s.absolute), most = maxDelta[s.absolute], fmtDelta = s.absolute ? ds : pp;
+    $("#legend-unit").textContent = s.absolute ? "(seconds of each recording, new minus base)"
+      : "(share of each recording's own total, in percentage points)";
     let re = null;
     if (s.q) { try { re = new RegExp(s.q, "i"); } catch (e) { re = null; } }
     if ($("#search").value !== s.q) $("#search").value = s.q;
@@ -73,10 +91,10 @@
       const [i, x, depth] = todo.pop();
       const w = (tot[side][i] / rootTotal) * width;
       const [name, file, line] = D.keys[K[i]];
-      const delta = share("new", i) - share("base", i);
+      const delta = m("new", i) - m("base", i);
       const div = document.createElement("div");
       div.className = "frame " + (delta > 0 ? "grew" : delta < 0 ? "shrank" : "same");
-      const a = Math.min(1, Math.abs(delta) / maxDelta);
+      const a = Math.min(1, Math.abs(delta) / most);
       div.style.background = delta > 0 ? `rgba(214, 51, 108, ${0.15 + 0.85 * a})`
         : delta < 0 ? `rgba(28, 126, 214, ${0.15 + 0.85 * a})` : "#e9ecef";
       if (a < 0.45) div.style.color = "#1b1b1b";
@@ -84,8 +102,10 @@
       div.style.top = depth * rowH + "px";
       div.style.width = w + "px";
       div.dataset.name = name;
-      div.dataset.delta = pp(delta);
-      div.title = `${name} (${file}:${line})\nbase ${pct(share("base", i))} → new ${pct(share("new", i))} (${pp(delta)} points)`;
+      div.dataset.delta = fmtDelta(delta);
+      div.title = s.absolute
+        ? `${name} (${file}:${line})\nbase ${sec(secs("base", i))} → new ${sec(secs("new", i))} (${ds(delta)} s)`
+        : `${name} (${file}:${line})\nbase ${pct(share("base", i))} → new ${pct(share("new", i))} (${pp(delta)} points)`;
       if (w > 28) div.textContent = name;
       if (re && re.test(`${name} (${file}:${line})`)) div.classList.add("match");
       const zoomTo = [];
@@ -108,10 +128,22 @@
 
     const body = $("#functions tbody");
     body.innerHTML = "";
-    for (const [name, file, line, bOwn, nOwn, bTot, nTot, z] of D.rows) {
+    // Each row has both measures (shares from index 3, seconds from 8): ordered and cut as
+    // psrec diff orders them, by the measure shown.
+    const at = s.absolute ? 8 : 3;
+    const change = (r) => D.sort === "total" ? r[at + 3] - r[at + 2] : r[at + 1] - r[at];
+    const other = (r) => D.sort === "total" ? r[at + 1] - r[at] : r[at + 3] - r[at + 2];
+    const rows = [...D.rows].sort((x, y) => D.sort === "z" ? Math.abs(y[at + 4]) - Math.abs(x[at + 4])
+      : Math.abs(change(y)) - Math.abs(change(x)) || Math.abs(other(y)) - Math.abs(other(x)));
+    const own = s.absolute ? sec : pct;
+    let shown = 0;
+    for (const r of rows) {
+      const [name, file, line] = r, [bOwn, nOwn, bTot, nTot, z] = r.slice(at, at + 5);
+      if (shown >= D.limit) break;
       if (re && !re.test(`${name} (${file}:${line})`)) continue;
       body.appendChild(psrecPage.functionRow(
-        [pct(bOwn), pct(nOwn), pp(nOwn - bOwn), pp(nTot - bTot), z.toFixed(1)], name, file, line));
+        [own(bOwn), own(nOwn), fmtDelta(nOwn - bOwn), fmtDelta(nTot - bTot), z.toFixed(1)], name, file, line));
+      shown++;
     }
     const status = $("#status");
     status.dataset.ready = "1";
@@ -127,6 +159,7 @@
     $("#meta").appendChild(div);
   }
   for (const b of document.querySelectorAll("#modes button")) b.addEventListener("click", () => go({ size: b.dataset.size }));
+  for (const b of document.querySelectorAll("#compare button")) b.addEventListener("click", () => go({ absolute: b.dataset.compare === "seconds" }));
   $("#search").addEventListener("change", (ev) => go({ q: ev.target.value }));
   window.addEventListener("hashchange", render);
   window.addEventListener("resize", render);

@@ -335,3 +335,39 @@ def _diff_frames(dom: str) -> dict[str, tuple[str, str, float]]:
             r'width: ([\d.]+)px', dom):
         out[name] = (kind, delta, float(width))
     return out
+
+
+def test_differential_flame_graph_in_seconds(tmp_path: Path) -> None:
+    """compute grows from 1 s to 3 s, parse stays at 1 s. Compared in shares parse shrank
+    (50 % to 25 %); in seconds (--absolute, or the page's switch) it is unchanged."""
+    paths = []
+    for name, compute_ms in (("base", 1000), ("new", 3000)):
+        s = Synth(str(tmp_path / f"{name}.psr"))
+        s.thread("MainThread", 7)
+        for i in range(compute_ms + 1000):
+            leaf = COMPUTE if i < compute_ms else ("app.py", "parse", 52)
+            s.sample_pass(i * 1000, {"MainThread": ((MAIN, leaf), BUSY, 1000)})
+        s.close()
+        paths.append(s.path)
+    out = tmp_path / "diff.html"
+    r = CliRunner().invoke(main, ["diff", *paths, "--html", "--absolute", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    url = out.resolve().as_uri()
+    dom = render(url)
+    frames = _diff_frames(dom)
+    assert frames["compute"][:2] == ("grew", "+2.000"), frames
+    assert frames["parse"][:2] == ("same", "+0.000"), frames
+    rows = {r[5].split()[0]: r[:4] for r in _rows(dom)}
+    assert rows["compute"] == ("1.000 s", "3.000 s", "+2.000", "+2.000"), rows
+    assert rows["parse"] == ("1.000 s", "1.000 s", "+0.000", "+0.000"), rows
+    assert "(seconds of each recording, new minus base)" in dom
+    screenshot(url, "html-diff-seconds.png")
+    # the page's switch back to shares
+    frames = _diff_frames(render(url + "#compare=shares"))
+    assert frames["parse"][:2] == ("shrank", "-25.00"), frames
+    # and from a page written for shares, to seconds
+    r = CliRunner().invoke(main, ["diff", *paths, "--html", "-o", str(tmp_path / "s.html")])
+    assert r.exit_code == 0, r.output
+    dom = render((tmp_path / "s.html").resolve().as_uri() + "#compare=seconds")
+    assert _diff_frames(dom)["parse"][:2] == ("same", "+0.000")
+    assert [r[5].split()[0] for r in _rows(dom)][:1] == ["compute"], _rows(dom)

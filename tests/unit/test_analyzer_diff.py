@@ -80,6 +80,41 @@ def test_the_view_applies_to_both_recordings(tmp_path: Path) -> None:
     assert code == 0 and "window" in out and "mode gil" in out
 
 
+def grown(path: Path, compute_passes: int) -> str:
+    """MainThread busy: compute_passes ms in compute, then 1000 ms in parse2."""
+    s = Synth(str(path))
+    s.thread("MainThread", 100)
+    for i in range(compute_passes + 1000):
+        leaf = F_A if i < compute_passes else F_B
+        s.sample_pass((i + 1) * s.interval_ticks, {"MainThread": ((MAIN, leaf), BUSY, 900)})
+    s.close()
+    return s.path
+
+
+def test_absolute_compares_seconds(tmp_path: Path) -> None:
+    """compute grows from 1 s to 3 s and parse2 stays at 1 s: in shares parse2 shrank (50 % to
+    25 %); in seconds it is unchanged."""
+    base, new = grown(tmp_path / "base.psr", 1000), grown(tmp_path / "new.psr", 3000)
+    code, out, err = run("diff", base, new)
+    assert code == 0, err
+    assert rows_of(out)["parse2"][:3] == ["50.00", "25.00", "-25.00"]
+    code, out, err = run("diff", base, new, "--absolute")
+    assert code == 0, err
+    rows = rows_of(out)
+    # own s base, new, change; total s base, new, change; own samples base, new; z
+    assert rows["compute"][:8] == ["1.000", "3.000", "+2.000", "1.000", "3.000", "+2.000",
+                                   "1,000", "3,000"]
+    assert rows["parse2"][:8] == ["1.000", "1.000", "+0.000", "1.000", "1.000", "+0.000",
+                                  "1,000", "1,000"]
+    assert float(rows["parse2"][8]) == 0 and float(rows["compute"][8]) > 15
+    assert rows["main"][3:6] == ["2.000", "4.000", "+2.000"]
+    assert "Times are in seconds" in out and "own s" in out
+    by_seconds = diff_rows(Profile.load(base), Profile.load(new), absolute=True)
+    assert [r.key.name for r in by_seconds][:1] == ["compute"]
+    code, _, err = run("diff", base, new, "--absolute", "--speedscope")
+    assert code == 2 and "--absolute does not apply to --speedscope" in err
+
+
 def test_sorting_limits_and_outputs(tmp_path: Path) -> None:
     base = recording(tmp_path / "base.psr", 6)
     new = recording(tmp_path / "new.psr", 5)

@@ -30,9 +30,9 @@ def info(rec: Recording) -> dict[str, Any]:
     sampled: set[int] = set()  # threads with at least one sample (those a report counts)
     for batch in stream:
         samples += len(batch)
+        # Once every thread has samples, the rest need not be looked at (30 ms a million).
         if len(sampled) >= len(defs.threads):
-            continue  # every thread has samples: no need to look further (about 30 ms per
-            # million samples)
+            continue
         refs = batch.thread
         if isinstance(refs, (bytes, bytearray)):
             refs = memoryview(refs).cast("I")

@@ -93,7 +93,9 @@ class TableReporter(Reporter):
         for ref, samples, total_value in groups:
             total_value = total_value or 1
             if ref is not None:
-                w(f"\n== thread {printable(profile.thread_label(ref))}: {samples:,} samples, "
+                label = printable(profile.thread_label(ref))  # "thread (tid N)" when unnamed
+                label = label if label.startswith("thread (") else f"thread {label}"
+                w(f"\n== {label}: {samples:,} samples, "
                   f"{format_seconds(profile.seconds(total_value))} estimated\n")
             rows = _sorted(function_totals(profile, ref), sort)
             shown = rows if limit <= 0 else rows[:limit]

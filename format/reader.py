@@ -113,7 +113,7 @@ class ThreadInfo:
 
     @property
     def label(self) -> str:
-        return self.name or f"thread {self.os_tid or self.python_tid}"
+        return self.name or f"thread (tid {self.os_tid or self.python_tid})"
 
 
 _UNKNOWN_FUNCTION = Function(0, "<unknown>", "<unknown>", 0)

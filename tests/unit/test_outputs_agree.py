@@ -291,3 +291,19 @@ def test_gil_wait_says_once_where_a_recording_cannot_know_it(tmp_path: Path) -> 
             lines = [x for x in r.output.splitlines() if x.startswith("psrec: error")]
             assert len(lines) == 1 and words in lines[0], r.output
             assert "Traceback" not in r.output
+
+
+def test_a_thread_without_a_name_reads_alike_everywhere(tmp_path: Path) -> None:
+    s = Synth(str(tmp_path / "unnamed.psr"))
+    s.thread("", 4321)
+    for i in range(20):
+        s.sample_pass(1000 * (i + 1), {"": ((MAIN, WORK), GIL | ON_CPU, 900)})
+    s.close()
+    r = CliRunner().invoke(main, ["info", s.path])
+    assert "thread (tid 4321)" in r.output, r.output
+    r = CliRunner().invoke(main, ["report", s.path, "--per-thread"])
+    assert "== thread (tid 4321): 20 samples" in r.output, r.output
+    import psrec
+
+    run = psrec.load(s.path)
+    assert [t.label for t in run.threads.values()] == ["thread (tid 4321)"]

@@ -165,7 +165,7 @@ def test_info_and_report_count_alike(tmp_path: Path) -> None:
     assert d["data_chunks"] == d["stats"]["chunks"] == 1 and d["chunks"] > 1
     # a thread without a name reads the same in both
     assert "thread (tid 77)" in d["thread_names"]
-    assert "== thread thread (tid 77):" in report, report
+    assert "== thread (tid 77):" in report, report
     text = psrec("info", str(path)).stdout
     assert "9 missed deadlines (5 at recorded passes" in text, text
     assert "5 seen, 3 with samples:" in text and "thread (tid 77)" in text, text

@@ -160,6 +160,18 @@ def test_every_output_gives_the_reports_time_per_function(
             fc[names[stack]] += w
     _close(dict(fc), count, "firefox samples", 0)
 
+    # the HTML page: its cells' values in this mode, by the innermost key of their stack
+    # (the page sums them in the browser; tests/e2e/test_html_chromium.py checks it does)
+    _run("report", mixed.path, "--html", "-o", str(tmp_path / "a.html"), *view)
+    html = (tmp_path / "a.html").read_text()
+    blob = html.split('<script id="psrec-data" type="application/json">', 1)[1]
+    data = json.loads(blob.split("</script>", 1)[0].replace("<\\/", "</"))
+    cells = data["cells"]
+    page: Counter[str] = Counter()
+    for n, v in zip(cells["n"], cells[mode]):
+        page[data["keys"][data["key"][n]][0]] += v
+    _close(dict(page), own, "HTML page", 0.5)
+
     # pprof: the mode's values, a label filter for the modes that are one
     from psrec.analyzer.proto import profile_pb2 as pb
 

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from psrec.analyzer.profile import Profile, SelectionError, View
 from psrec.format import constants as C
 from rec_live import (
     CALL_KINDS,
@@ -196,8 +197,16 @@ def test_gil_holder_and_waiter(python: str, tmp_path: Path) -> None:
         wants = lambda s: bool(s.status & C.STATUS_GIL_REQUESTED)  # noqa: E731
         assert share(waiter, wants) > 0.5, f"waiter requested {share(waiter, wants):.2f}"
         assert share(holder, wants) < 0.2, f"holder requested {share(holder, wants):.2f}"
+        # The gil-wait view: the waiter's time, on the line that waits.
+        p = Profile.load(str(out), View(mode="gil-wait"))
+        by_name = {p.threads[r].name: v for r, (_, v) in p.thread_sums().items()}
+        assert by_name.get("gil-waiter", 0) > 0.8 * sum(by_name.values()), by_name
+        leaf = {k.name: t.own for k, t in p.walks.totals().items()}
+        assert leaf.get("want_gil", 0) > 0.8 * p.total_value, leaf
     else:
         assert not any(s.status & C.STATUS_GIL_REQUESTED_KNOWN for s in samples)
+        with pytest.raises(SelectionError, match="does not say which threads wait"):
+            Profile.load(str(out), View(mode="gil-wait"))
     assert share(holder, lambda s: s.leaf == "hold_gil") > 0.9, collapsed(holder)
     # At most one thread holds the GIL in any pass.
     per_pass: dict[tuple[int, int], int] = {}

@@ -16,12 +16,14 @@ at the same rate over comparable work.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
-from .reporters import location, printable
+from .reporters import location
+from .view import printable
 from .walks import Totals
 
 __all__ = ["DiffHtmlReporter", "DiffReporter", "DiffRow", "DiffSpeedscopeReporter", "diff_rows",
@@ -134,7 +136,9 @@ class DiffReporter(Reporter):
               "--sort total) as counts at one rate: beyond about 3 it is\nunlikely to be "
               "sampling alone, though samples close in time are not independent, so read it "
               "as a guide.\n\n")
-            pct, change, unit = _secs, _secs_change, "s"
+            pct: Callable[[float], str] = _secs
+            change: Callable[[float], str] = _secs_change
+            unit = "s"
         else:
             w("Shares are of each recording's own total; changes are in percentage points (new "
               "minus base).\nz compares sample counts (own, or total with --sort total): "

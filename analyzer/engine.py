@@ -93,6 +93,9 @@ class Runs:
     weight: array[int] | memoryview
     cpu: array[int] | memoryview
     first_ts: array[int] | memoryview
+    # each run's status bits under the query's split_mask (a run ends where they change);
+    # None: not kept (every run in one state)
+    state: array[int] | memoryview | None = None
 
     def __len__(self) -> int:
         return len(self.node)
@@ -199,12 +202,13 @@ class PyTimeline:
         self.mask, self.value = query["status_mask"], query["status_value"]
         self.cpu_view = query.get("cpu_view", False)
         self.split_at_gaps = query.get("split_at_gaps", False)
+        self.split_mask = query.get("split_mask", 0)
         self.gap: set[int] = set()  # threads with a sample left out since their last run began
         self.on_cpu: set[int] = set()  # threads whose previous selected sample was on a CPU
         self.kept: set[int] = set()  # threads whose previous selected sample is in their last run
-        # ref -> node, count, weight, cpu, first_ts columns
+        # ref -> node, count, weight, cpu, first_ts, state columns
         self.runs: dict[int, tuple[array[int], array[int], array[int], array[int],
-                                   array[int]]] = {}
+                                   array[int], array[int]]] = {}
 
     def add(self, b: Any) -> None:
         ts, th, nodes = b.ts, b.thread, b.node
@@ -231,10 +235,11 @@ class PyTimeline:
             r = self.runs.get(ref)
             if r is None:
                 r = self.runs[ref] = (array("I"), array("I"), array("Q"), array("Q"),
-                                      array("q"))
-            r_node, r_count, r_weight, r_cpu, r_first = r
+                                      array("q"), array("B"))
+            r_node, r_count, r_weight, r_cpu, r_first, r_state = r
             node = nodes[i]
-            if r_node and r_node[-1] == node and ref not in self.gap:
+            state = st & self.split_mask
+            if r_node and r_node[-1] == node and ref not in self.gap and r_state[-1] == state:
                 r_count[-1] += n
                 r_weight[-1] += w
                 r_cpu[-1] += cpu
@@ -244,6 +249,7 @@ class PyTimeline:
                 r_weight.append(w)
                 r_cpu.append(cpu)
                 r_first.append(t)
+                r_state.append(state)
                 self.gap.discard(ref)
             if counted:
                 self.kept.add(ref)

@@ -44,21 +44,17 @@ CATEGORIES = [
 OTHER, IDLE, PYTHON = 0, 1, 2
 MARKER_CAP = 200_000  # GIL intervals per thread; beyond it the rest are left out (and said)
 _CPU_BITS = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
-# A sample's CPU state, as (off its CPU, status mask, status value) over the CPU bits: off a
-# CPU, on one, not known. Together they hold every sample once.
-_CPU_STATES = ((True, _CPU_BITS, 0), (False, _CPU_BITS, C.STATUS_ON_CPU),
-               (False, C.STATUS_CPU_UNKNOWN, C.STATUS_CPU_UNKNOWN))
 
 
 @dataclass
 class Tracks:
     """What the export draws, from one decode of the view's window and threads: each thread's
     samples in time order, consecutive samples with the same stack and CPU state merged into a
-    run (node, count, weight, cpu, first_ts and idle columns), the stacks' trie, and the runs
+    run (its state: the samples' ON_CPU and CPU_UNKNOWN bits), the stacks' trie, and the runs
     of its samples holding the GIL and waiting for it (for markers; None: not drawn, and
     `wait_unknown` says why where the recording cannot know waits)."""
 
-    runs: dict[int, tuple[list[int], list[int], list[int], list[int], list[int], list[bool]]]
+    runs: dict[int, Runs]
     parents: Any
     frames: Any
     gil: dict[int, Runs] | None
@@ -66,82 +62,34 @@ class Tracks:
     wait_unknown: str | None
 
 
-def _states(mode: str) -> list[tuple[bool, int, int]]:
-    """The CPU states a view's samples can be in, each as (off a CPU, the view's status
-    filter narrowed to that state): their samples are the view's, each once."""
-    mask, value = MODES[mode]
-    out = []
-    for idle, cpu_mask, cpu_value in _CPU_STATES:
-        both = mask & cpu_mask
-        if cpu_value & both == value & both:  # the view keeps samples in this state
-            out.append((idle, mask | cpu_mask, value | cpu_value))
-    return out
-
-
 def tracks(p: Profile, markers: bool = True) -> Tracks:
     """Reads the profile's window and threads again, once, into Tracks. markers: also the
     GIL-held runs and, where the recording knows them, the GIL-wait runs."""
-    query: dict[str, Any] = {"threads": p.selected_threads, "split_at_gaps": True}
+    query: dict[str, Any] = {"threads": p.selected_threads}
     if p.from_ts is not None:
         query["from_ts"] = p.from_ts
     if p.to_ts is not None:
         query["to_ts"] = p.to_ts
     unknown = gil_wait_unknown(p.metadata)
-    states = _states(p.view.mode)
-    wanted: dict[Any, tuple[int, int, bool]] = {
-        i: (mask, value, p.view.mode == "cpu") for i, (_, mask, value) in enumerate(states)}
-    if markers:
-        wanted["gil"] = (*MODES["gil"], False)
-        if unknown is None:
-            wanted["wait"] = (*MODES["gil-wait"], False)
+    mask, value = MODES[p.view.mode]
+    wanted: dict[str, dict[str, Any]] = {"view": {
+        "status_mask": mask, "status_value": value, "cpu_view": p.view.mode == "cpu",
+        "split_mask": _CPU_BITS}}
+    for name, mode in (("gil", "gil"), ("wait", "gil-wait")):
+        if markers and (name == "gil" or unknown is None):
+            mask, value = MODES[mode]
+            wanted[name] = {"status_mask": mask, "status_value": value, "split_at_gaps": True}
     with open_recording(p.path) as rec:
         stream = rec.stream(p.from_ts, p.to_ts, native=p.native)
-        timelines = {key: engine.timeline(stream.native, {
-            **query, "status_mask": mask, "status_value": value, "cpu_view": cpu_view})
-            for key, (mask, value, cpu_view) in wanted.items()}
+        timelines = {name: engine.timeline(stream.native, {**query, **q})
+                     for name, q in wanted.items()}
         for batch in stream:
             for t in timelines.values():
                 t.add(batch)
         parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
-    done = {key: t.result() for key, t in timelines.items()}
-    return Tracks(_merge([(idle, done[i]) for i, (idle, _, _) in enumerate(states)]),
-                  parents, frames, done.get("gil"), done.get("wait"),
+    done = {name: t.result() for name, t in timelines.items()}
+    return Tracks(done["view"], parents, frames, done.get("gil"), done.get("wait"),
                   unknown if markers else None)
-
-
-def _merge(by_state: list[tuple[bool, dict[int, Runs]]]
-           ) -> dict[int, tuple[list[int], list[int], list[int], list[int], list[int],
-                                list[bool]]]:
-    """Each thread's runs of every CPU state in time order, runs of the same stack and state
-    that only a sample outside the view kept apart joined again (as one timeline of the view
-    has them)."""
-    out = {}
-    refs = sorted({ref for _, runs in by_state for ref in runs})
-    for ref in refs:
-        parts = [(runs[ref], idle) for idle, runs in by_state if ref in runs]
-        rows = sorted(((first, i, r, idle) for r, idle in parts
-                       for i, first in enumerate(r.first_ts)), key=lambda x: x[0])
-        node: list[int] = []
-        count: list[int] = []
-        weight: list[int] = []
-        cpu: list[int] = []
-        first_ts: list[int] = []
-        idles: list[bool] = []
-        for first, i, r, idle in rows:
-            n = r.node[i]
-            if node and node[-1] == n and idles[-1] == idle:
-                count[-1] += r.count[i]
-                weight[-1] += r.weight[i]
-                cpu[-1] += r.cpu[i]
-                continue
-            node.append(n)
-            count.append(r.count[i])
-            weight.append(r.weight[i])
-            cpu.append(r.cpu[i])
-            first_ts.append(first)
-            idles.append(idle)
-        out[ref] = (node, count, weight, cpu, first_ts, idles)
-    return out
 
 
 class _Strings:
@@ -170,22 +118,31 @@ def _intervals(p: Profile, by_ref: dict[int, Runs] | None, ref: int
                ) -> list[tuple[float, float]]:
     """A thread's spans in a state (holding the GIL, waiting for it), in ticks: the runs of
     its samples in that state (split wherever a sample was not), each from its first sample to
-    about an interval after its last, joined where they touch."""
+    about an interval after its last, joined where they touch. No more than MARKER_CAP + 1:
+    the export keeps MARKER_CAP, and says it cut them when there are more."""
     if by_ref is None or ref not in by_ref:
         return []
     runs = by_ref[ref]
-    out: list[list[float]] = []
-    gap = 1.5 * p.interval_ticks
+    out: list[tuple[float, float]] = []
+    interval = p.interval_ticks
+    gap = 1.5 * interval
+    lo = hi = -1.0  # the span being joined (none while hi < 0)
     for first, weight, count in zip(runs.first_ts, runs.weight, runs.count):
         # a run's weight is the time its samples stand for; its first sample stands for the
         # time before it, so the span ends about one interval after its last sample
-        start = first
-        end = first + max(weight - weight / count, 0) + p.interval_ticks if count else first
-        if out and start - out[-1][1] <= gap:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
+        end = first + weight - weight / count + interval if count else first
+        if hi >= 0 and first - hi <= gap:
+            if end > hi:
+                hi = end
+            continue
+        if hi >= 0:
+            out.append((lo, hi))
+            if len(out) > MARKER_CAP:
+                return out
+        lo, hi = first, end
+    if hi >= 0:
+        out.append((lo, hi))
+    return out
 
 
 def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
@@ -273,9 +230,13 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
     capped = []
     refs = sorted(tr.runs, key=lambda r: (p.threads[r].start_ts if r in p.threads else 0, r))
     for ref in refs:
-        nodes, counts, weights, cpus, firsts, idles = tr.runs[ref]
-        if not nodes:
+        runs = tr.runs[ref]
+        if not len(runs):
             continue
+        nodes, weights, cpus, firsts = runs.node, runs.weight, runs.cpu, runs.first_ts
+        counts = list(runs.count)
+        assert runs.state is not None
+        idles = [not state & _CPU_BITS for state in runs.state]  # off a CPU, known
         t = p.threads.get(ref)
         # A sample's CPU delta is what the thread used since the sample before, which the
         # app draws over the time between them: the CPU of a run goes on the sample after it,

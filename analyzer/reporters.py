@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import marshal
-import re
 from collections import defaultdict
 from typing import IO, Any
 
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
-from .view import gil_wait_unknown
+from .view import gil_wait_unknown, printable
 from .walks import SliceSums, Totals
 
 __all__ = [
@@ -34,16 +33,6 @@ def format_seconds(s: float) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.2f}ms"
     return f"{s * 1e6:.0f}us"
-
-
-# Control characters (C0, DEL, C1) in names read from a target or a file: shown escaped in
-# text meant for a terminal, where they would otherwise move the cursor, recolour or retitle.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """text with control characters escaped as \\xNN (a backslash stays as it is)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def location(k: FrameKey) -> str:

@@ -18,6 +18,7 @@ __all__ = [
     "MODES",
     "MODE_HELP",
     "gil_wait_unknown",
+    "printable",
     "WEIGHTS",
     "STATES",
     "STATE_SLICES",
@@ -180,6 +181,16 @@ def to_ticks(text: str, rec: Recording, option: str) -> int:
         raise ViewUsageError(f"{option}: {text!r} is out of range (timestamps in this "
                              f"recording reach {limit:.3g} s)")
     return round(ticks)
+
+
+# Control characters (C0, DEL, C1) in names read from a target or a file: shown escaped in
+# text meant for a terminal, where they would otherwise move the cursor, recolour or retitle.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """text with control characters escaped as \\xNN (a backslash stays as it is)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def gil_wait_unknown(metadata: dict[str, Any]) -> str | None:

@@ -336,12 +336,13 @@ SpeedscopeText = Union[PySpeedscopeText, NativeSpeedscopeText]
 
 
 def _merge(runs: Runs, canon: dict[int, int]) -> Runs:
-    """Runs with consecutive runs of the same canonical node merged into one."""
-    node, count, weight, cpu, first_ts = (array("I"), array("I"), array("Q"), array("Q"),
-                                          array("q"))
-    prev = -1
+    """Runs with consecutive runs of the same canonical node (and state) merged into one."""
+    node, count, weight, cpu, first_ts, state = (array("I"), array("I"), array("Q"),
+                                                 array("Q"), array("q"), array("B"))
+    prev: tuple[int, int] | int = -1
+    states = runs.state if runs.state is not None else bytes(len(runs.node))
     for i, n in enumerate(runs.node):
-        c = canon[n]
+        c = canon[n], states[i]
         if c == prev:
             count[-1] += runs.count[i]
             weight[-1] += runs.weight[i]
@@ -352,5 +353,6 @@ def _merge(runs: Runs, canon: dict[int, int]) -> Runs:
         weight.append(runs.weight[i])
         cpu.append(runs.cpu[i])
         first_ts.append(runs.first_ts[i])
+        state.append(c[1])
         prev = c
-    return Runs(node, count, weight, cpu, first_ts)
+    return Runs(node, count, weight, cpu, first_ts, state)

@@ -108,16 +108,17 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](Timeline* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
-             uint8_t status_value, bool cpu_view, bool split_at_gaps) {
+             uint8_t status_value, bool cpu_view, bool split_at_gaps, uint8_t split_mask) {
             AccumulatorQuery q =
                 makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
             q.split_at_gaps = split_at_gaps;
+            q.split_mask = split_mask;
             new (self) Timeline(std::move(q));
           },
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
           nb::arg("status_value") = 0, nb::arg("cpu_view") = false,
-          nb::arg("split_at_gaps") = false)
+          nb::arg("split_at_gaps") = false, nb::arg("split_mask") = 0)
       .def("add",
            [](Timeline& t, const SampleColumns& b) {
              nb::gil_scoped_release release;
@@ -128,7 +129,7 @@ NB_MODULE(_engine, m) {
       .def("runs", [](const Timeline& t, uint32_t ref) {
         const TimelineRuns& r = t.runs(ref);
         return nb::make_tuple(asBytes(r.node), asBytes(r.count), asBytes(r.weight),
-                              asBytes(r.cpu), asBytes(r.first_ts));
+                              asBytes(r.cpu), asBytes(r.first_ts), asBytes(r.state));
       })
       .def("runs_view", [](nb::handle self, uint32_t ref) {
         // The same columns without a copy: read-only buffers into the timeline, which they
@@ -136,7 +137,7 @@ NB_MODULE(_engine, m) {
         const TimelineRuns& r = nb::cast<const Timeline&>(self).runs(ref);
         return nb::make_tuple(viewOf(r.node, self), viewOf(r.count, self),
                               viewOf(r.weight, self), viewOf(r.cpu, self),
-                              viewOf(r.first_ts, self));
+                              viewOf(r.first_ts, self), viewOf(r.state, self));
       });
 
   nb::class_<StackKeys>(m, "StackKeys")

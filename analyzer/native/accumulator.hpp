@@ -37,6 +37,10 @@ struct AccumulatorQuery {
   // that runs of the samples kept never span time the thread spent otherwise (for intervals
   // such as "holding the GIL"); without it, runs join across what was left out.
   bool split_at_gaps = false;
+  // Timelines only: a run also ends where the status bits under this mask change, and each run
+  // keeps those bits of its samples (its state): runs then say, for example, whether their
+  // samples were on a CPU (ON_CPU | CPU_UNKNOWN), at no cost when the mask is 0.
+  uint8_t split_mask = 0;
   // Accumulators only: false sums by (slice, thread), every stack together (node 0), for
   // per-thread states over time at a cost that does not grow with stacks.
   bool by_node = true;

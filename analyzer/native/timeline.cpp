@@ -25,9 +25,12 @@ void Timeline::add(const SampleColumns& c) {
     const bool counted = f.counted;  // else its CPU time only
     const uint32_t cpu = f.cpu == AccumulatorQuery::Cpu::kOwn ? c.cpu[i] : 0;
     const uint32_t node = c.node[i];
-    if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX || tr.gap) {
+    const uint8_t state = c.status[i] & q_.split_mask;
+    if (r.size() == 0 || r.node.back() != node || r.count.back() == UINT32_MAX || tr.gap ||
+        r.state.back() != state) {
       tr.gap = false;
       r.node.push_back(node);
+      r.state.push_back(state);
       r.count.push_back(counted ? 1 : 0);
       r.weight.push_back(counted ? c.weight[i] : 0);
       r.cpu.push_back(cpu);
@@ -62,7 +65,8 @@ TimelineRuns mergeRuns(const RunsView& r, const std::vector<uint32_t>& canon) {
   for (size_t i = 0; i < r.n; ++i) {
     const uint32_t node = r.node[i];
     const uint32_t c = node < canon.size() ? canon[node] : node;
-    if (out.size() != 0 && c == prev &&
+    const uint8_t state = r.state != nullptr ? r.state[i] : 0;
+    if (out.size() != 0 && c == prev && out.state.back() == state &&
         static_cast<uint64_t>(out.count.back()) + r.count[i] <= UINT32_MAX) {
       out.count.back() += r.count[i];
       out.weight.back() += r.weight[i];
@@ -74,6 +78,7 @@ TimelineRuns mergeRuns(const RunsView& r, const std::vector<uint32_t>& canon) {
     out.weight.push_back(r.weight[i]);
     out.cpu.push_back(r.cpu[i]);
     out.first_ts.push_back(r.first_ts[i]);
+    out.state.push_back(state);
     prev = c;
   }
   return out;

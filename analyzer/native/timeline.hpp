@@ -83,6 +83,7 @@ struct TimelineRuns {
   RunColumn<uint64_t> weight;   // sum of their weights (ticks)
   RunColumn<uint64_t> cpu;      // sum of their CPU ticks
   RunColumn<int64_t> first_ts;  // timestamp of the run's first sample
+  RunColumn<uint8_t> state;     // its samples' status bits under the query's split_mask
   size_t size() const { return node.size(); }
 };
 
@@ -94,15 +95,17 @@ struct RunsView {
   const uint64_t* cpu;
   const int64_t* first_ts;
   size_t n;
+  const uint8_t* state = nullptr;  // none: every run in the same state
   static RunsView of(const TimelineRuns& r) {
     return {r.node.data(), r.count.data(), r.weight.data(), r.cpu.data(), r.first_ts.data(),
-            r.size()};
+            r.size(), r.state.data()};
   }
 };
 
 // Merges consecutive runs whose nodes map to the same value of canon (indexed by node; nodes
 // past its end map to themselves), e.g. stacks that render alike when grouped by function.
-// A merged run keeps its first node and first_ts and sums count, weight and cpu.
+// A merged run keeps its first node and first_ts and sums count, weight and cpu; runs in
+// different states are not merged.
 TimelineRuns mergeRuns(const RunsView& runs, const std::vector<uint32_t>& canon);
 inline TimelineRuns mergeRuns(const TimelineRuns& runs, const std::vector<uint32_t>& canon) {
   return mergeRuns(RunsView::of(runs), canon);

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from psrec.analyzer.cli import CliUsageError, length
-from psrec.analyzer.reporters import printable
-from psrec.analyzer.view import MODES, View, gil_wait_unknown
+from psrec.analyzer.view import MODES, View, gil_wait_unknown, printable
 from psrec.format import PsrecError, open_recording
 
 if TYPE_CHECKING:

@@ -319,3 +319,29 @@ def test_a_thread_without_a_name_reads_alike_everywhere(tmp_path: Path) -> None:
 
     run = psrec.load(s.path)
     assert [t.label for t in run.threads.values()] == ["thread (tid 4321)"]
+
+
+def test_timelines_split_by_state_alike_native_and_python(mixed: Synth) -> None:
+    """A timeline with split_mask ends a run where its samples' CPU state changes and keeps
+    that state per run (the Firefox export's idle samples): the engines agree, and no run mixes
+    states."""
+    from psrec.analyzer import engine
+    from psrec.format import open_recording
+
+    cpu_bits = ON_CPU | CPU_UNKNOWN
+    results = []
+    for native in (True, False):
+        with open_recording(mixed.path) as rec:
+            stream = rec.stream(native=native)
+            t = engine.timeline(native, {"status_mask": 0, "status_value": 0,
+                                         "split_mask": cpu_bits})
+            for batch in stream:
+                t.add(batch)
+            results.append({ref: tuple(list(col) for col in (r.node, r.count, r.cpu, r.state))
+                            for ref, r in t.result().items()})
+    assert results[0] == results[1]
+    states = {s for runs in results[0].values() for s in runs[3]}
+    assert states == {0, ON_CPU, CPU_UNKNOWN}
+    # the burster's runs alternate with its CPU state, though its stack stays the same
+    burster = results[0][mixed.refs["python-2"]]
+    assert len(burster[0]) > 2 * len(set(burster[0]))

@@ -218,6 +218,7 @@ def _load(recording: str, view: Any, reporter: Any) -> Any:
         recording, view, slice_seconds=reporter.slice_seconds(),
         slice_count=reporter.slice_count, also=reporter.also(view.mode),
         timelines=reporter.needs_timelines,
+        more_timelines=reporter.more_timelines(view.mode),
         warn=lambda w: click.echo(f"psrec: warning: {w}", err=True),
     )
 

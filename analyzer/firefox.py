@@ -62,33 +62,52 @@ class Tracks:
     wait_unknown: str | None
 
 
-def tracks(p: Profile, markers: bool = True) -> Tracks:
-    """Reads the profile's window and threads again, once, into Tracks. markers: also the
-    GIL-held runs and, where the recording knows them, the GIL-wait runs."""
-    query: dict[str, Any] = {"threads": p.selected_threads}
-    if p.from_ts is not None:
-        query["from_ts"] = p.from_ts
-    if p.to_ts is not None:
-        query["to_ts"] = p.to_ts
-    unknown = gil_wait_unknown(p.metadata)
-    mask, value = MODES[p.view.mode]
-    wanted: dict[str, dict[str, Any]] = {"view": {
-        "status_mask": mask, "status_value": value, "cpu_view": p.view.mode == "cpu",
+def _queries(mode: str, markers: bool) -> dict[str, dict[str, Any]]:
+    """The timelines the export draws, as named query fields: the view's samples in runs split
+    where their CPU state changes; with markers, the runs holding the GIL and waiting for it
+    (split wherever a sample was not)."""
+    mask, value = MODES[mode]
+    out: dict[str, dict[str, Any]] = {"view": {
+        "status_mask": mask, "status_value": value, "cpu_view": mode == "cpu",
         "split_mask": _CPU_BITS}}
-    for name, mode in (("gil", "gil"), ("wait", "gil-wait")):
-        if markers and (name == "gil" or unknown is None):
-            mask, value = MODES[mode]
-            wanted[name] = {"status_mask": mask, "status_value": value, "split_at_gaps": True}
-    with open_recording(p.path) as rec:
-        stream = rec.stream(p.from_ts, p.to_ts, native=p.native)
-        timelines = {name: engine.timeline(stream.native, {**query, **q})
-                     for name, q in wanted.items()}
-        for batch in stream:
-            for t in timelines.values():
-                t.add(batch)
-        parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
-    done = {name: t.result() for name, t in timelines.items()}
-    return Tracks(done["view"], parents, frames, done.get("gil"), done.get("wait"),
+    if markers:
+        for name, marker_mode in (("gil", "gil"), ("wait", "gil-wait")):
+            mask, value = MODES[marker_mode]
+            out[name] = {"status_mask": mask, "status_value": value, "split_at_gaps": True}
+    return out
+
+
+def _markers(mode: str) -> bool:
+    """GIL markers go over a view that is not itself a GIL state (every sample, or those on a
+    CPU), where they say what the samples do not."""
+    return mode in ("wall", "cpu")
+
+
+def tracks(p: Profile, markers: bool = True) -> Tracks:
+    """The profile's Tracks: from the timelines it was loaded with (Profile.more_timelines, as
+    the exporter asks for them), else read from its window and threads again, once. markers:
+    also the GIL-held runs and, where the recording knows them, the GIL-wait runs."""
+    wanted = _queries(p.view.mode, markers)
+    done = p.more_timelines
+    parents, frames = p.parents, p.frames
+    if not all(name in done for name in wanted):
+        query: dict[str, Any] = {"threads": p.selected_threads}
+        if p.from_ts is not None:
+            query["from_ts"] = p.from_ts
+        if p.to_ts is not None:
+            query["to_ts"] = p.to_ts
+        with open_recording(p.path) as rec:
+            stream = rec.stream(p.from_ts, p.to_ts, native=p.native)
+            timelines = {name: engine.timeline(stream.native, {**query, **q})
+                         for name, q in wanted.items()}
+            for batch in stream:
+                for t in timelines.values():
+                    t.add(batch)
+            parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
+        done = {name: t.result() for name, t in timelines.items()}
+    unknown = gil_wait_unknown(p.metadata)
+    return Tracks(done["view"], parents, frames, done.get("gil") if markers else None,
+                  done.get("wait") if markers and unknown is None else None,
                   unknown if markers else None)
 
 
@@ -361,11 +380,11 @@ class FirefoxExporter(Reporter):
     command = "export"
     suffix = ".firefox.json"
 
+    def more_timelines(self, profile_mode: str) -> dict[str, dict[str, Any]]:
+        return _queries(profile_mode, _markers(profile_mode))
+
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        # GIL markers over a view that is not itself a GIL state (every sample, or those on a
-        # CPU), where they say what the samples do not
-        doc, summary = build(profile, tracks(profile, markers=profile.view.mode in (
-            "wall", "cpu")))
+        doc, summary = build(profile, tracks(profile, markers=_markers(profile.view.mode)))
         # json.dumps, not json.dump: dump encodes in Python, dumps in C (2.5x faster here).
         # Thread by thread, so that one thread's text is in memory at a time.
         threads = doc.pop("threads")

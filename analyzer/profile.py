@@ -161,6 +161,10 @@ class Profile:
     # switches between views, or draws each thread's states, needs from one decode.
     also: dict[str, CellColumns] = field(default_factory=dict)
     also_slices: dict[str, int] = field(default_factory=dict)  # their slice ticks
+    # More timelines of the same samples, by name, each under its own status filter and run
+    # options (Profile.load's `more_timelines`): what an export that draws states over time
+    # needs from the same decode.
+    more_timelines: dict[str, dict[int, Runs]] = field(default_factory=dict)
     _walks: Walks | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
@@ -177,6 +181,7 @@ class Profile:
         warn: Any = None,
         also: tuple[str, ...] = (),
         slice_count: int = 0,
+        more_timelines: dict[str, dict[str, Any]] | None = None,
     ) -> Profile:
         """Reads the recording once and aggregates the samples the view selects.
 
@@ -185,7 +190,10 @@ class Profile:
         selected thread's samples in time order (for speedscope), and timelines="split" ends
         a thread's run wherever the view left a sample of it out (for intervals); `also` sums
         the same samples under other status filters too (names of STATES, into
-        ``Profile.also``). No view: every sample, weighted by time.
+        ``Profile.also``); `more_timelines` keeps more timelines of the view's window and
+        threads, by name, each with its own query fields (status_mask, status_value,
+        cpu_view, split_at_gaps, split_mask), into ``Profile.more_timelines``. No view: every
+        sample, weighted by time.
         """
         view = view or View()
         if view.mode not in MODES:
@@ -194,7 +202,7 @@ class Profile:
             if slice_count > 0 and slice_ticks <= 0 and slice_seconds <= 0:
                 slice_ticks = _slice_for(rec, view, slice_count, native)
             return cls._load(rec, view, slice_ticks, slice_seconds, timelines, native, warn,
-                             also)
+                             also, more_timelines or {})
 
     @classmethod
     def _load(
@@ -207,6 +215,7 @@ class Profile:
         native: bool | None,
         warn: Any,
         also: tuple[str, ...] = (),
+        more_timelines: dict[str, dict[str, Any]] | None = None,
     ) -> Profile:
         tick_ns = rec.tick_ns
         defs = rec.definitions()
@@ -246,6 +255,11 @@ class Profile:
         if want_timelines:
             timeline = engine.timeline(stream.native, {**query, "split_at_gaps": (
                 want_timelines == "split")})
+        # the view's window and threads, under each named timeline's own filter
+        named = {name: engine.timeline(stream.native, {
+            "threads": refs, **{k: v for k, v in query.items() if k.endswith("_ts")},
+            "status_mask": 0, "status_value": 0, **fields})
+            for name, fields in (more_timelines or {}).items()}
         others = {}
         also_slices = {}
         for name in also:
@@ -263,6 +277,8 @@ class Profile:
             acc.add(batch)
             if timeline is not None:
                 timeline.add(batch)
+            for t in named.values():
+                t.add(batch)
             for other in others.values():
                 other.add(batch)
 
@@ -296,6 +312,7 @@ class Profile:
             native=bool(stream.native),
             also={name: _columns(other) for name, other in others.items()},
             also_slices=also_slices,
+            more_timelines={name: t.result() for name, t in named.items()},
         )
         prof.defs.apply_renames(prof.events + stream.outside_renames)
         if warn is not None:

@@ -41,6 +41,11 @@ class Reporter:
         besides its own mode's (Profile.also)."""
         return ()
 
+    def more_timelines(self, profile_mode: str) -> dict[str, dict[str, Any]]:
+        """Named timelines the Profile must keep besides its own (Profile.more_timelines):
+        name -> query fields (status filter, run options), read in the same decode."""
+        return {}
+
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         """Writes the output; returns a short summary for stderr, or None."""
         raise NotImplementedError

@@ -180,13 +180,19 @@ def _health(p: Profile) -> dict[str, Any]:
             "sample_errors": p.sample_errors}
 
 
+_SCRIPT_SAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
 def render(data: dict[str, Any], template: str = "report.html",
            script: str = "report.js") -> str:
     """A page: an HTML template with the shared style and scripts, its own script and its data
     inline (no network at view time)."""
     page = (ASSETS / template).read_text(encoding="utf-8")
-    # Inside <script>, "</" would end the element: JSON allows writing it as "<\/".
-    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # Names come from the profiled program: "</script" would end the element early and
+    # "<!--<script" would make the parser swallow the rest of the page. With <, > and & written
+    # as JSON escapes no name can change how the page parses, and each parses back the same.
+    # (U+2028 and U+2029 too, which some JavaScript parsers take for line ends.)
+    blob = json.dumps(data, separators=(",", ":")).translate(_SCRIPT_SAFE)
     title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
     code = "\n".join((ASSETS / name).read_text(encoding="utf-8") for name in ("common.js", script))
     # The data goes in last, so that nothing in it is taken for a placeholder.

@@ -371,3 +371,34 @@ def test_differential_flame_graph_in_seconds(tmp_path: Path) -> None:
     dom = render((tmp_path / "s.html").resolve().as_uri() + "#compare=seconds")
     assert _diff_frames(dom)["parse"][:2] == ("same", "+0.000")
     assert [r[5].split()[0] for r in _rows(dom)][:1] == ["compute"], _rows(dom)
+
+
+def test_hostile_names_leave_the_pages_whole(tmp_path: Path) -> None:
+    """Names that would end the data element or open a comment around the page's script
+    (`<!--<script>`, `</script>`): the report still draws a strip per thread and a table row
+    per function, and the diff page its flame graph and table, each showing the names as
+    they are."""
+    names = ("<!--<script>", "</script>", "<!--", "-->")
+    paths = []
+    for name in ("base", "new"):
+        s = Synth(str(tmp_path / f"{name}.psr"))
+        for i, n in enumerate(names):
+            s.thread(n, 7 + i)
+        for p in range(1000):
+            s.sample_pass(p * 1000, {n: ((MAIN, (n + ".py", n, 12)), BUSY, 1000) for n in names})
+        s.close()
+        paths.append(s.path)
+    page = tmp_path / "hostile.html"
+    r = CliRunner().invoke(main, ["report", "--html", paths[1], "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    dom = render(page.resolve().as_uri())
+    assert _ready(dom) == "wall"
+    assert set(_threads(dom)) == {f"{n} (tid {7 + i})" for i, n in enumerate(names)}, dom[-3000:]
+    assert {r[4] for r in _rows(dom)} >= {f"{n} {n}.py:10" for n in names}, _rows(dom)
+
+    diff = tmp_path / "hostile.diff.html"
+    r = CliRunner().invoke(main, ["diff", *paths, "--html", "-o", str(diff)])
+    assert r.exit_code == 0, r.output
+    dom = render(diff.resolve().as_uri())
+    assert 'data-ready="1"' in dom, dom[-2000:]
+    assert {r[5] for r in _rows(dom)} >= {f"{n} {n}.py:10" for n in names}, _rows(dom)

@@ -1,0 +1,82 @@
+"""Names from the profiled program are untrusted: a function, file or thread name may hold
+HTML that would end the page's data early, terminal escapes, line breaks that forge a
+collapsed stack, or bidi controls that reorder a table. The HTML pages keep every name as
+data that cannot change how the page parses; the text outputs show such characters escaped
+(\\xNN, \\uNNNN) and keep one line per stack; pprof and the JSON outputs carry names verbatim
+and stay valid."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from analyzer_synth import BUSY, MAIN, Synth
+from click.testing import CliRunner
+from psrec.cli import main
+
+# Each breaks or drives a different consumer: an HTML parser, a terminal, a line reader.
+HTML_NAMES = ("<!--<script>", "</script>", "<!--", "-->")
+TERMINAL_NAMES = ("esc\x1b]0;pwned\x07", "bs\x08del\x7f", "c1\x9b31m", "nl\nforged 999",
+                  "rlo\u202egnp.exe", "isolate\u2066x\u2069", "mark\u200e\u200f", "cr\rx")
+# Characters none of the text outputs may print raw.
+RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
+                 "\u2066-\u2069]")
+
+
+def _recording(path: Path, names: tuple[str, ...]) -> Synth:
+    """One thread per name, each named after it, running a function of that name in a file
+    of that name (with a frame above it that holds them all)."""
+    s = Synth(str(path))
+    for i, name in enumerate(names):
+        s.thread(name, 100 + i)
+    for p in range(200):
+        s.sample_pass((p + 1) * 1000, {
+            name: ((MAIN, (name + ".py", name, 10 + i), (name, "inner " + name, 20)), BUSY, 900)
+            for i, name in enumerate(names)})
+    s.close()
+    return s
+
+
+def _run(*args: str) -> str:
+    r = CliRunner().invoke(main, list(args))
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _page_blob(page: str) -> str:
+    m = re.search(r'<script id="psrec-data" type="application/json">(.*?)</script>', page,
+                  re.DOTALL)
+    assert m, page[:2000]
+    return m.group(1)
+
+
+def _strings(value: object) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*map(_strings, value.values()), *map(_strings, value.keys()))
+    if isinstance(value, list):
+        return set().union(set(), *map(_strings, value))
+    return set()
+
+
+def test_html_pages_keep_hostile_names_as_data(tmp_path: Path) -> None:
+    """The report and the diff page: the data between the psrec-data script tags holds no
+    '<' at all (nothing in it can end the element or open a comment), and parses back to
+    exactly the names that went in."""
+    s = _recording(tmp_path / "a.psr", HTML_NAMES)
+    b = _recording(tmp_path / "b.psr", HTML_NAMES)
+    _run("report", "--html", s.path, "-o", str(tmp_path / "a.html"))
+    _run("diff", "--html", s.path, b.path, "-o", str(tmp_path / "d.html"))
+    for page in ("a.html", "d.html"):
+        text = (tmp_path / page).read_text(encoding="utf-8")
+        blob = _page_blob(text)
+        assert "<" not in blob and ">" not in blob and "&" not in blob, blob[:2000]
+        strings = _strings(json.loads(blob))
+        for name in HTML_NAMES:
+            assert name in strings and name + ".py" in strings, (page, name)
+            assert "inner " + name in strings, (page, name)
+        if page == "a.html":  # the report labels its threads; the diff page has none
+            labels = [t["label"] for t in json.loads(blob)["threads"]]
+            assert labels == [f"{n} (tid {100 + i})" for i, n in enumerate(HTML_NAMES)]

@@ -182,10 +182,15 @@ def _pstats_key(k: FrameKey) -> tuple[str, int, str]:
     return (k.filename, k.line, k.name)
 
 
+def collapsed_name(text: str) -> str:
+    """A name as a collapsed stack can hold it: never the `;` separator, and control, bidi and
+    line-break characters escaped (a line break would end the stack and forge another)."""
+    return printable(text.replace(";", ":"))
+
+
 def collapsed_frame(k: FrameKey) -> str:
     """`name (file:line)`: never ends in a number, never holds the `;` separator."""
-    text = f"{k.name} ({k.filename}:{k.line})"
-    return text.replace(";", ":").replace("\n", " ").replace("\r", " ")
+    return collapsed_name(f"{k.name} ({k.filename}:{k.line})")
 
 
 @register
@@ -206,7 +211,7 @@ class CollapsedReporter(Reporter):
             if text is None:
                 parts = []
                 if per_thread:
-                    parts.append("thread " + profile.thread_label(c.thread).replace(";", ":"))
+                    parts.append("thread " + collapsed_name(profile.thread_label(c.thread)))
                 for k in profile.keys(c.node):
                     n = names.get(k)
                     if n is None:

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from analyzer_synth import BUSY, MAIN, Synth
 from click.testing import CliRunner
 from psrec.cli import main
@@ -80,3 +81,48 @@ def test_html_pages_keep_hostile_names_as_data(tmp_path: Path) -> None:
         if page == "a.html":  # the report labels its threads; the diff page has none
             labels = [t["label"] for t in json.loads(blob)["threads"]]
             assert labels == [f"{n} (tid {100 + i})" for i, n in enumerate(HTML_NAMES)]
+
+
+@pytest.mark.parametrize("args", [
+    (), ("--per-thread",), ("--collapsed", "-o", "-"), ("--collapsed", "--per-thread", "-o", "-"),
+    ("--slices", "50ms"), ("--by", "line", "--limit", "0")],
+    ids=["table", "per-thread", "collapsed", "collapsed-per-thread", "slices", "lines"])
+def test_text_reports_show_control_and_bidi_characters_escaped(tmp_path: Path,
+                                                               args: tuple[str, ...]) -> None:
+    """No terminal escape, bell, backspace, DEL, C1, carriage return, bidi control or line
+    break of a name reaches a text report raw; each shows as \\xNN or \\uNNNN."""
+    s = _recording(tmp_path / "t.psr", TERMINAL_NAMES)
+    out = _run("report", s.path, *args)
+    assert not RAW.search(out), repr(RAW.findall(out))
+    assert "esc\\x1b]0:pwned\\x07" in out or "esc\\x1b]0;pwned\\x07" in out, out
+    if "--slices" not in args:  # the slices name threads and the top function of each slice
+        assert "rlo\\u202egnp.exe" in out, out
+
+
+@pytest.mark.parametrize("per_thread", [False, True], ids=["all", "per-thread"])
+def test_collapsed_stacks_hold_one_line_per_stack(tmp_path: Path, per_thread: bool) -> None:
+    """A line break in a function, file or thread name cannot split a stack line and forge
+    another: every line is one stack, `frames count`, and the counts add up."""
+    s = _recording(tmp_path / "c.psr", TERMINAL_NAMES)
+    out = tmp_path / "c.collapsed"
+    _run("report", "--collapsed", s.path, "-o", str(out), *(["--per-thread"] if per_thread else []))
+    text = out.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(text.split("\n")) == len(lines) + 1  # nothing else Python takes for a line end
+    assert not RAW.search(text), repr(RAW.findall(text))
+    # the names' threads all run one stack each: one line per name (per thread as well)
+    assert len(lines) == len(TERMINAL_NAMES), lines
+    assert all(re.fullmatch(r"[^ ].* \d+", line) for line in lines), lines
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in lines) == len(s.samples)
+    if per_thread:
+        roots = {line.split(";", 1)[0] for line in lines}
+        assert len(roots) == len(TERMINAL_NAMES), roots
+        assert {"thread nl\\x0aforged 999 (tid 103)", "thread cr\\x0dx (tid 107)",
+                "thread rlo\\u202egnp.exe (tid 104)"} <= roots, roots
+
+
+def test_info_shows_thread_names_escaped(tmp_path: Path) -> None:
+    s = _recording(tmp_path / "i.psr", TERMINAL_NAMES)
+    out = _run("info", s.path)
+    assert not RAW.search(out), repr(RAW.findall(out))
+    assert "nl\\x0aforged 999" in out and "rlo\\u202egnp.exe" in out, out

@@ -22,7 +22,7 @@ from . import _constants as C
 from ._layout import ChunkHeader, Header, pack_trailer
 from .errors import FormatError, OutputExistsError, PsrecError
 
-__all__ = ["PsrWriter", "open_output", "is_stream", "Output"]
+__all__ = ["PsrWriter", "open_output", "is_stream", "Output", "check_link"]
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
@@ -53,10 +53,24 @@ def _names_a_descriptor(p: str) -> bool:
     return False
 
 
+def check_link(path: str) -> None:
+    """Refuses an output named by a symbolic link (dangling or not) that is not a stream: the
+    file would be created or replaced wherever the link points, which a link planted in a
+    shared folder chooses. With force the link itself is replaced (see Output, open_output)
+    and what it points to is left alone. Links to a stream (/dev/null, /dev/stdout) are fine:
+    they are written in place and replace nothing."""
+    if os.path.islink(path) and not is_stream(path):
+        raise PsrecError(
+            f"{path} is a symbolic link",
+            help="pass --force to replace the link itself (what it points to is left alone), "
+                 "or choose another path with -o",
+        )
+
+
 class Output:
     """Where an output goes, so that a failed write destroys nothing: a regular file is
     written beside its final name and renamed over it only once complete (an existing file
-    is replaced only with force; a link to a file keeps pointing at the new one); a stream
+    is replaced only with force; so is a link, itself, never what it points to); a stream
     ('-', a device, a pipe) is written in place. Only what psrec created is ever removed."""
 
     def __init__(self, path: str | os.PathLike[str], force: bool = False,
@@ -78,12 +92,16 @@ class Output:
                                          help="give a file name with -o")
             self.file = open_output(self.path, force=True)
             return
-        final = os.path.realpath(self.path)
-        if os.path.lexists(self.path) and not force:
-            raise OutputExistsError(self.path)
+        if not force:
+            check_link(self.path)
+            if os.path.lexists(self.path):
+                raise OutputExistsError(self.path)
+        # The link itself is the final name: renaming over it replaces the link.
+        final = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(self.path))),
+                             os.path.basename(self.path))
         # The checks and messages of open_output, on the final name, without creating it.
         folder = os.path.dirname(final) or "."
-        if os.path.isdir(final):
+        if os.path.isdir(final) and not os.path.islink(final):
             raise PsrecError(f"{self.path} is a directory", help="give a file name with -o")
         if not os.path.isdir(folder):
             raise PsrecError(
@@ -136,10 +154,22 @@ def _umask() -> int:
 
 
 def open_output(path: str | os.PathLike[str], force: bool = False) -> BinaryIO:
-    """Opens path for writing; refuses to overwrite it unless force, with errors that help."""
+    """Opens path for writing; refuses to overwrite it unless force, with errors that help.
+    A symbolic link is never written through, unless it names a stream (see check_link):
+    with force the link itself is replaced by a new file."""
     p = os.fspath(path)
     try:
-        return open(p, "wb" if force else "xb")
+        if is_stream(p):
+            return open(p, "wb")
+        if not force:
+            check_link(p)
+        elif os.path.islink(p):
+            os.unlink(p)
+        # O_NOFOLLOW: a link put there after the checks above makes the open fail
+        # instead of creating a file wherever it points.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(p, flags | (os.O_TRUNC if force else os.O_EXCL), 0o666)
+        return os.fdopen(fd, "wb")
     except FileExistsError:
         raise OutputExistsError(p) from None
     except IsADirectoryError:
@@ -155,6 +185,8 @@ def open_output(path: str | os.PathLike[str], force: bool = False) -> BinaryIO:
             help="choose a folder you can write to with -o",
         ) from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            check_link(p)
         if exc.errno in (errno.EROFS, errno.ENOSPC):
             raise PsrecError(f"cannot create {p}: {exc.strerror}") from None
         raise

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from psrec.format import PsrWriter
 from psrec.format.errors import OutputExistsError, PsrecError
-from psrec.format.writer import is_stream
+from psrec.format.writer import check_link, is_stream
 
 from .errors import (
     CommandNotFoundError,
@@ -116,7 +116,9 @@ def _check_output(path: str, force: bool) -> None:
             raise PsrecError("the recording is binary and stdout is a terminal",
                              help="give a file name with -o, or redirect stdout")
         return
-    if os.path.isdir(path):
+    if not force:
+        check_link(path)  # dangling or not: never created or written through
+    if os.path.isdir(path) and not os.path.islink(path):
         raise PsrecError(f"{path} is a directory", help="give a file name with -o")
     if os.path.exists(path) and not force:
         raise OutputExistsError(path)

@@ -52,9 +52,13 @@ def handle_errors(fn: F) -> F:
         except PsrecError as exc:
             if _verbose():
                 raise
-            click.echo(f"psrec: error: {exc.message}", err=True)
+            # Messages name files and targets, which may hold terminal escapes or line breaks:
+            # escaped here, once, they can neither drive the terminal nor add a line.
+            from psrec.analyzer.view import printable
+
+            click.echo(f"psrec: error: {printable(exc.message)}", err=True)
             if exc.help:
-                click.echo(f"psrec: {exc.help}", err=True)
+                click.echo(f"psrec: {printable(exc.help)}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             if _verbose():
@@ -69,7 +73,10 @@ def handle_errors(fn: F) -> F:
         except Exception as exc:
             if _verbose():
                 raise
-            click.echo(f"psrec: internal error: {type(exc).__name__}: {exc}", err=True)
+            from psrec.analyzer.view import printable
+
+            click.echo(f"psrec: internal error: {type(exc).__name__}: {printable(str(exc))}",
+                       err=True)
             click.echo("psrec: run again with -v for the traceback, and please report it", err=True)
             sys.exit(1)
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from analyzer_synth import BUSY, MAIN, Synth
 from click.testing import CliRunner
+from psrec.analyzer.view import printable
 from psrec.cli import main
 
 # Each breaks or drives a different consumer: an HTML parser, a terminal, a line reader.
@@ -126,3 +129,21 @@ def test_info_shows_thread_names_escaped(tmp_path: Path) -> None:
     out = _run("info", s.path)
     assert not RAW.search(out), repr(RAW.findall(out))
     assert "nl\\x0aforged 999" in out and "rlo\\u202egnp.exe" in out, out
+
+
+@pytest.mark.parametrize("name", ["bad\x1b]0;x\x07.psr", "two\nlines.psr", "rlo\u202ersp.psr"],
+                         ids=["title-escape", "newline", "rlo"])
+@pytest.mark.parametrize("exists", [True, False], ids=["garbage", "missing"])
+def test_error_messages_show_file_names_escaped(tmp_path: Path, name: str, exists: bool) -> None:
+    """The one-line error about a recording whose name holds a terminal escape, a line break
+    or a bidi override: one line (and its help), exit status 1, the name escaped."""
+    path = tmp_path / name
+    if exists:
+        path.write_bytes(b"not a recording")
+    r = subprocess.run([sys.executable, "-m", "psrec", "report", str(path)], capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == "" and len(r.stderr.splitlines()) <= 2, r.stderr
+    assert r.stderr.startswith("psrec: error: ") and "Traceback" not in r.stderr, r.stderr
+    assert not RAW.search(r.stderr), repr(r.stderr)
+    assert printable(str(path)) in r.stderr.splitlines()[0], r.stderr

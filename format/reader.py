@@ -209,8 +209,7 @@ class Recording:
         the index when the trailer is valid but the index is not."""
         if self.file_size < C.HEADER_SIZE + C.TRAILER_SIZE:
             return False, None
-        self._fh.seek(self.file_size - C.TRAILER_SIZE)
-        trailer = unpack_trailer(self._fh.read(C.TRAILER_SIZE))
+        trailer = unpack_trailer(self._read_at(self.file_size - C.TRAILER_SIZE, C.TRAILER_SIZE))
         if trailer is None:
             return False, None
         index_offset, _ = trailer
@@ -250,11 +249,24 @@ class Recording:
         self.chunks = chunks
         return True, None
 
+    def _read_at(self, offset: int, size: int) -> bytes:
+        """size bytes from offset, fewer only at the end of the file. The file is unbuffered
+        (see open_recording), so a read can return less than asked (the system gives at most
+        2 GiB per read): ask again for the rest."""
+        self._fh.seek(offset)
+        parts = []
+        while size > 0:
+            part = self._fh.read(size)
+            if not part:
+                break
+            parts.append(part)
+            size -= len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     def _chunk_at(self, offset: int) -> ChunkInfo | None:
         if offset < C.HEADER_SIZE or offset + C.CHUNK_HEADER_SIZE > self.file_size:
             return None
-        self._fh.seek(offset)
-        head = unpack_chunk_header(self._fh.read(C.CHUNK_HEADER_SIZE))
+        head = unpack_chunk_header(self._read_at(offset, C.CHUNK_HEADER_SIZE))
         if head is None or offset + C.CHUNK_HEADER_SIZE + head.length > self.file_size:
             return None
         return ChunkInfo(offset, head.type, head.flags, head.length, head.raw_length, head.crc)
@@ -265,8 +277,7 @@ class Recording:
         pos = start
         block = 1 << 20
         while pos < self.file_size:
-            self._fh.seek(pos)
-            buf = self._fh.read(block + 3)
+            buf = self._read_at(pos, block + 3)
             i = buf.find(sync)
             while i >= 0:
                 if self._chunk_at(pos + i) is not None:
@@ -302,8 +313,7 @@ class Recording:
         self.chunks = chunks
 
     def _looks_truncated(self, pos: int) -> bool:
-        self._fh.seek(pos)
-        raw = self._fh.read(C.CHUNK_HEADER_SIZE)
+        raw = self._read_at(pos, C.CHUNK_HEADER_SIZE)
         return len(raw) < C.CHUNK_HEADER_SIZE or raw[:4] == struct.pack("<I", C.CHUNK_SYNC)
 
     def _open(self) -> None:
@@ -377,8 +387,7 @@ class Recording:
                 most = f"more than the {self._raw_limit(info):,} a {info.type_name} chunk may hold"
             raise CorruptRecordingError(
                 f"{where} is {info.raw_length:,} bytes uncompressed, {most}")
-        self._fh.seek(info.offset + C.CHUNK_HEADER_SIZE)
-        payload = self._fh.read(info.length)
+        payload = self._read_at(info.offset + C.CHUNK_HEADER_SIZE, info.length)
         if len(payload) != info.length or zlib.crc32(payload) != info.crc:
             raise CorruptRecordingError(f"{where} is damaged (checksum mismatch)")
         if info.flags & C.CHUNK_FLAG_ZSTD:
@@ -716,7 +725,10 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
     """Opens and checks a .psr file; raises a FormatError subclass that names the file."""
     p = os.fspath(path)
     try:
-        fh = open(p, "rb")
+        # Unbuffered: every read asks the system for the bytes it needs and no more. A
+        # buffered file reads 4 KiB or more for each 24-byte chunk header the index is checked
+        # against, so opening a recording read most of it; payloads are one read each anyway.
+        fh = open(p, "rb", buffering=0)
     except FileNotFoundError:
         raise FormatError(f"{p}: no such file") from None
     except IsADirectoryError:

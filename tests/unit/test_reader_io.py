@@ -1,0 +1,123 @@
+"""How much of a recording the reader reads: opening a cleanly closed file reads its header,
+trailer and index (not every chunk's header), a full report reads each byte about once, and
+a window reads the chunks it needs and little more.
+
+The bytes are counted where they leave the operating system: the reader's file is opened on
+a counting raw file, under whatever buffering the reader asks for, so a 4 KiB read-ahead of
+a buffered file counts as the 4 KiB it costs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from analyzer_synth import F_A, F_B, MAIN, Synth
+from click.testing import CliRunner
+from psrec.cli import main
+from psrec.format import _constants as C
+from psrec.format import open_recording
+from psrec.format import reader as reader_module
+
+PASSES = 30_000  # 30 s at 1 kHz
+CHUNK_PASSES = 100  # 300 data chunks
+THREADS = 16
+
+
+class _CountingFile(io.FileIO):
+    """A raw file that adds every byte it returns to a shared total."""
+
+    def __init__(self, path: str, total: list[int]) -> None:
+        super().__init__(path, "r")
+        self._total = total
+
+    def readinto(self, b: Any) -> int | None:
+        n = super().readinto(b)
+        self._total[0] += n or 0
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)  # FileIO.read does not go through readinto
+        self._total[0] += len(data or b"")
+        return data
+
+    def readall(self) -> bytes:
+        data = super().readall()
+        self._total[0] += len(data)
+        return data
+
+
+@pytest.fixture
+def bytes_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """A one-item list holding the bytes read so far from every file psrec.format opens."""
+    total = [0]
+
+    def counting_open(path: Any, mode: str = "r", buffering: int = -1, *a: Any, **k: Any) -> Any:
+        assert mode == "rb" and not a and not k, "the reader opens recordings as binary"
+        raw = _CountingFile(os.fspath(path), total)
+        return raw if buffering == 0 else io.BufferedReader(raw)
+
+    monkeypatch.setattr(reader_module, "open", counting_open, raising=False)
+    yield total
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("io") / "many.psr")
+    s = Synth(path, chunk_passes=CHUNK_PASSES)
+    workers = [f"worker-{n}" for n in range(THREADS)]
+    for n, name in enumerate(workers):
+        s.thread(name, 100 + n)
+    rnd = random.Random(21)  # CPU times that do not compress away: chunks of a few KB
+    ts = 0
+    for i in range(PASSES):
+        ts += s.interval_ticks
+        if i == 30:  # a name given in the first chunk: every window must show it
+            s.rename("worker-1", ts, "parser")
+        s.sample_pass(ts, {
+            name: (((MAIN, F_A) if rnd.random() < 0.5 else (MAIN, F_B)), 0x03,
+                   rnd.randrange(1, 1000))
+            for name in workers
+        })
+    return s.close()
+
+
+def _report(path: str, *args: str) -> str:
+    result = CliRunner().invoke(main, ["report", path, *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _sizes(path: str) -> dict[str, int]:
+    """Bytes the file holds per chunk type (headers included), and its chunk count."""
+    out = {"chunks": 0}
+    with open_recording(path) as rec:
+        for c in rec.chunks:
+            out[c.type_name] = out.get(c.type_name, 0) + c.end - c.offset
+            out["chunks"] += 1
+        # the index is not one of the chunks it lists: it fills the file up to the trailer
+        out["INDEX"] = rec.file_size - C.TRAILER_SIZE - max(c.end for c in rec.chunks)
+    return out
+
+
+def test_opening_a_closed_file_reads_its_index_not_its_chunks(
+        recording: str, bytes_read: list[int]) -> None:
+    sizes = _sizes(recording)
+    bytes_read[0] = 0
+    with open_recording(recording) as rec:
+        assert rec.clean and not rec.warnings
+    # the header, the trailer, the index, the maps opening decodes, and each chunk's header
+    most = (C.HEADER_SIZE + C.TRAILER_SIZE + sizes["INDEX"] + sizes["METADATA"]
+            + sizes["STATS"] + C.CHUNK_HEADER_SIZE * sizes["chunks"])
+    assert bytes_read[0] <= most, (bytes_read[0], most, sizes)
+
+
+def test_a_full_report_reads_each_byte_about_once(recording: str, bytes_read: list[int]) -> None:
+    size = os.path.getsize(recording)
+    _report(recording)
+    assert bytes_read[0] <= 1.1 * size, f"{bytes_read[0]:,} bytes read of {size:,}"
+

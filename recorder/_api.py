@@ -417,6 +417,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         raise
     # SIGTERM is handled from before the output exists: a recording interrupted at any point
     # from here on is closed cleanly. Until the loop below runs, the handler only notes it.
+    # SIGHUP (the terminal psrec ran in was closed) is a request to end like SIGTERM: the
+    # default would kill psrec and leave the file unclosed, its last second lost.
     terminated = [False]
     in_loop = [False]
 
@@ -425,9 +427,12 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         if in_loop[0]:
             raise _Terminate()
 
-    old_term: Any = None
+    old_term: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        old_term = signal.signal(signal.SIGTERM, on_term)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            # Under nohup (SIGHUP ignored) a closed terminal must not end the recording.
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                old_term[sig] = signal.signal(sig, on_term)
     if not command:
         command = rec.command_line(pid).split()
 
@@ -510,8 +515,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         sampler.stop()
         if child is not None:
             _stop_child(child)
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        for sig, handler in old_term.items():
+            signal.signal(sig, handler)
         raise
     finally:
         in_loop[0] = False
@@ -523,8 +528,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
                 writer = open_writer(info)
                 writer_thread.start()
     finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        for sig, handler in old_term.items():
+            signal.signal(sig, handler)
     exit_code: int | None = None
     if child is not None:
         # After Ctrl-C the program got the SIGINT too (same process group) and should be

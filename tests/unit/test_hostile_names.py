@@ -7,6 +7,7 @@ and stay valid."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -28,10 +29,10 @@ RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u2
                  "\u2066-\u2069]")
 
 
-def _recording(path: Path, names: tuple[str, ...]) -> Synth:
+def _recording(path: Path, names: tuple[str, ...], command: tuple[str, ...] = ()) -> Synth:
     """One thread per name, each named after it, running a function of that name in a file
     of that name (with a frame above it that holds them all)."""
-    s = Synth(str(path))
+    s = Synth(str(path), metadata={"command": list(command)} if command else {})
     for i, name in enumerate(names):
         s.thread(name, 100 + i)
     for p in range(200):
@@ -147,3 +148,86 @@ def test_error_messages_show_file_names_escaped(tmp_path: Path, name: str, exist
     assert r.stderr.startswith("psrec: error: ") and "Traceback" not in r.stderr, r.stderr
     assert not RAW.search(r.stderr), repr(r.stderr)
     assert printable(str(path)) in r.stderr.splitlines()[0], r.stderr
+
+
+ALL_NAMES = HTML_NAMES + TERMINAL_NAMES
+
+
+def test_pprof_and_json_outputs_carry_names_verbatim(tmp_path: Path) -> None:
+    """speedscope, Firefox Profiler, `info --json` and pprof keep every name exactly as the
+    target wrote it (their consumers escape for themselves) and stay valid JSON and protobuf."""
+    command = ("python", "-c", "<!--<script>", "esc\x1b]0;x\x07", "nl\nx")
+    s = _recording(tmp_path / "v.psr", ALL_NAMES, command)
+    for flag, out in (("--speedscope", "v.speedscope.json"), ("--firefox", "v.firefox.json")):
+        _run("export", flag, s.path, "-o", str(tmp_path / out))
+        doc = json.loads((tmp_path / out).read_text(encoding="utf-8"))
+        strings = _strings(doc)
+        for name in ALL_NAMES:
+            assert {name, "inner " + name} <= strings, (flag, name)
+            if flag == "--speedscope":  # the Firefox format keeps function names only
+                assert {name + ".py"} <= strings, (flag, name)
+        if flag == "--speedscope":  # a profile per thread, named after it and its id
+            threads = [p["name"] for p in doc["profiles"]]
+        else:
+            threads = [t["name"] for t in doc["threads"]]
+        assert threads == ([f"{n} (tid {100 + i})" for i, n in enumerate(ALL_NAMES)]
+                           if flag == "--speedscope" else list(ALL_NAMES)), (flag, threads)
+
+    info = json.loads(_run("info", "--json", s.path))
+    assert sorted(info["thread_names"]) == sorted(ALL_NAMES)
+    assert tuple(info["metadata"]["command"]) == command
+
+    pb = pytest.importorskip("psrec.analyzer.proto.profile_pb2",
+                             reason="the protobuf package (>= 7.35, Python 3.10+) is not installed")
+    _run("export", "--pprof", s.path, "-o", str(tmp_path / "v.pb.gz"))
+    prof = pb.Profile()
+    prof.ParseFromString(gzip.decompress((tmp_path / "v.pb.gz").read_bytes()))
+    table = list(prof.string_table)
+    names = {table[f.name] for f in prof.function}
+    files = {table[f.filename] for f in prof.function}
+    labels = {table[lb.str] for x in prof.sample for lb in x.label
+              if table[lb.key] == "thread"}
+    for name in ALL_NAMES:
+        assert {name, "inner " + name} <= names and {name, name + ".py"} <= files, name
+    assert labels == set(ALL_NAMES), labels
+
+
+# A live target whose thread, function and file carry the hostile names; it says "ready" from
+# the function so named, then waits there for its stdin to close.
+_TARGET = """
+import sys, threading
+names = sys.argv[1:]
+ns = {"sys": sys}
+src = "def f():\\n    print('ready', flush=True)\\n    sys.stdin.read()\\n"
+exec(compile(src, names[1], "exec"), ns)
+f = ns["f"]
+f.__code__ = f.__code__.replace(co_name=names[0], co_qualname=names[0])
+threading.current_thread().name = names[2]
+f()
+"""
+
+
+def test_dump_json_of_a_process_carries_names_verbatim(tmp_path: Path) -> None:
+    """`psrec dump PID --json`: the thread's name, and its frame's function and file, exactly
+    as the target has them, in valid JSON."""
+    pytest.importorskip("psrec.recorder._recorder", reason="the native recorder is not built")
+    name, file, thread = "nl\nrlo\u202e<!--<script>", "esc\x1b]0;x\x07\n</script>.py", \
+        "t\x1b[31m\n\u202e</script>"
+    script = tmp_path / "target.py"
+    script.write_text(_TARGET)
+    proc = subprocess.Popen([sys.executable, str(script), name, file, thread],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        r = subprocess.run([sys.executable, "-m", "psrec", "dump", str(proc.pid), "--json"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    if r.returncode != 0 and "permission" in r.stderr.lower():
+        pytest.skip(f"cannot read the target: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    [main_thread] = [t for t in doc["threads"] if t["native_tid"] == proc.pid]
+    assert main_thread["name"] == thread
+    assert (main_thread["frames"][0]["function"], main_thread["frames"][0]["file"]) == (name, file)

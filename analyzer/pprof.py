@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from psrec.format import PsrecError
 from psrec.format import constants as C
-from psrec.format.writer import Output
+from psrec.format.writer import Output, write_failed
 
 from .profile import CellColumns, Profile
 from .registry import Reporter, default_output, register
@@ -253,8 +253,11 @@ def write_windows(p: Profile, output: str | None, force: bool) -> list[str]:
         try:
             out.file.write(gzip.compress(build(p, sl).SerializeToString(), mtime=0))
             out.commit()
-        except BaseException:
+        except BaseException as exc:
             out.discard()
-            raise
+            failed = write_failed(name, exc)
+            if failed is None:
+                raise
+            raise failed from None
         written.append(name)
     return written

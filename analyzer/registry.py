@@ -13,7 +13,7 @@ import sys
 from typing import IO, Any, ClassVar
 
 from psrec.format import PsrecError
-from psrec.format.writer import Output
+from psrec.format.writer import Output, write_failed
 
 from .profile import Profile
 
@@ -100,12 +100,18 @@ def write_output(
                 f"{reporter.name} output is binary and stdout is a terminal",
                 help="give a file name with -o",
             )
-        if reporter.binary:
-            summary = reporter.write(profile, sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-        else:
-            summary = reporter.write(profile, sys.stdout)
-            sys.stdout.flush()
+        try:
+            if reporter.binary:
+                summary = reporter.write(profile, sys.stdout.buffer)
+                sys.stdout.buffer.flush()
+            else:
+                summary = reporter.write(profile, sys.stdout)
+                sys.stdout.flush()
+        except OSError as exc:
+            failed = write_failed("standard output", exc)
+            if failed is None:
+                raise
+            raise failed from None
         return "<stdout>", summary
     if os.path.abspath(output) == os.path.abspath(profile.path):
         raise PsrecError(f"{output} is the recording itself", help="choose another name with -o")
@@ -119,7 +125,10 @@ def write_output(
             text.flush()
             text.detach()
         out.commit()
-    except BaseException:
-        out.discard()
-        raise
+    except BaseException as exc:
+        out.discard()  # a file asked for is left as it was: no partial output at its name
+        failed = write_failed(output, exc)
+        if failed is None:
+            raise
+        raise failed from None
     return output, summary

@@ -22,7 +22,7 @@ from . import _constants as C
 from ._layout import ChunkHeader, Header, pack_trailer
 from .errors import FormatError, OutputExistsError, PsrecError
 
-__all__ = ["PsrWriter", "open_output", "is_stream", "Output", "check_link"]
+__all__ = ["PsrWriter", "open_output", "is_stream", "Output", "check_link", "write_failed"]
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
@@ -145,6 +145,18 @@ class Output:
             except OSError:
                 pass
             self._temp = None
+
+
+def write_failed(path: str, exc: BaseException) -> PsrecError | None:
+    """The one-line error for an output that could not be written (a full disk, a quota, an
+    I/O error), or None for any other failure, which keeps its own report. Errors psrec
+    already words (they may be OSErrors too) are left as they are."""
+    if not isinstance(exc, OSError) or isinstance(exc, PsrecError) or not exc.strerror:
+        return None
+    why = exc.strerror[:1].lower() + exc.strerror[1:]
+    help = ("free some space, or write to another disk with -o"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None)
+    return PsrecError(f"cannot write {path}: {why}", help=help)
 
 
 def _umask() -> int:

@@ -3,6 +3,7 @@ output format, written by the real CLI from a real (golden) recording."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,53 @@ def test_a_link_output_is_refused_and_with_force_replaced(output: str, tmp_path:
     assert r.returncode == 0, r.stderr
     assert not planted.exists()
     assert not out.is_symlink() and out.stat().st_size > 0
+
+
+@pytest.mark.parametrize("output", list(OUTPUTS))
+def test_a_full_disk_is_said_in_one_line(output: str) -> None:
+    """Every output written to a full disk (/dev/full): one line that says so, exit 1."""
+    r = psrec(*OUTPUTS[output], "-o", "/dev/full", str(RECORDING))
+    assert r.returncode == 1, r.stderr
+    first = r.stderr.splitlines()[0]
+    assert first == "psrec: error: cannot write /dev/full: no space left on device", r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_full_standard_output_is_said_in_one_line() -> None:
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run([sys.executable, "-m", "psrec", "report", "--collapsed", "-o", "-",
+                            str(RECORDING)], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("psrec: error: cannot write standard output: no space left"), \
+        r.stderr
+
+
+def test_pprof_windows_on_a_full_disk_are_said_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "w.0.pb.gz").symlink_to("/dev/full")
+    r = psrec("export", "--pprof", "--window", "50ms", "-o", str(tmp_path / "w"),
+              str(RECORDING))
+    assert r.returncode == 1, r.stderr
+    assert "cannot write" in r.stderr and "no space left on device" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("output", list(OUTPUTS))
+def test_a_file_on_a_full_disk_leaves_nothing_behind(output: str, tmp_path: Path) -> None:
+    """A real file asked for on a disk that fills: one line, and no partial file (or
+    temporary one) left in the folder."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "psrec-test", str(disk)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {r.stderr.strip()}")
+    try:
+        (disk / "filler").write_bytes(b"x" * 4096)
+        r = psrec(*OUTPUTS[output], "-o", str(disk / "out"), str(RECORDING))
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.startswith(f"psrec: error: cannot write {disk / 'out'}: no space"), \
+            r.stderr
+        assert sorted(os.listdir(disk)) == ["filler"]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -194,6 +194,10 @@ class Recording:
         self.warnings: list[str] = []
         self.corrupt_chunks = 0
         self._defs: Definitions | None = None
+        # (chunk offset, native) -> what _chunk_renames found there
+        self._renames: dict[tuple[int, bool],
+                            tuple[int | None, list[tuple[int, int, int, int, int]]] | None] = {}
+        self._renames_held = 0
 
     # -- opening -------------------------------------------------------------------------
     def _warn(self, msg: str) -> None:
@@ -486,24 +490,43 @@ class Recording:
         PASS record is skipped by its length). A chunk that cannot be read is left out without
         a word: reading its samples says why."""
         use_native = _HAVE_NATIVE if native is None else native
-        scan = _native.thread_renames if use_native and _HAVE_NATIVE else ref_thread_renames
         out: list[tuple[int, int, int, int, int]] = []
         seqs: set[int] = set()
         for info in self.data_chunks():
-            try:
-                payload = self._payload(info)
-            except CorruptRecordingError:
+            found = self._chunk_renames(info, use_native)
+            if found is None:
                 continue
-            seq = _chunk_seq(payload)
+            seq, renames = found
             if seq is not None:
                 if seq in seqs:  # a chunk written twice: counted once, as SampleStream does
                     continue
                 seqs.add(seq)
-            try:
-                out.extend(scan(payload, max(0, self.max_records - len(out))))
-            except (_DecodeError, RefDecodeError):
+            if len(renames) > self.max_records - len(out):
                 continue
+            out.extend(renames)
         return out
+
+    def _chunk_renames(self, info: ChunkInfo, native: bool
+                       ) -> tuple[int | None, list[tuple[int, int, int, int, int]]] | None:
+        """A data chunk's sequence number and THREAD_RENAME events, or None when it cannot be
+        read. Kept for the file's life: a windowed stream reads the renames of the chunks
+        outside its window, and `--thread NAME` the renames of every chunk before it, so
+        without it a chunk outside the window was read and decompressed twice. What is kept
+        stays within the file's budget of events (spec section 9.2, rule 5)."""
+        key = (info.offset, native)
+        if key in self._renames:
+            return self._renames[key]
+        found: tuple[int | None, list[tuple[int, int, int, int, int]]] | None = None
+        try:
+            payload = self._payload(info)
+            scan = _native.thread_renames if native else ref_thread_renames
+            renames = scan(payload, max(0, self.max_records - self._renames_held))
+            found = (_chunk_seq(payload), renames)
+            self._renames_held += len(renames)
+        except (CorruptRecordingError, _DecodeError, RefDecodeError):
+            pass
+        self._renames[key] = found
+        return found
 
     def close(self) -> None:
         self._fh.close()
@@ -687,21 +710,16 @@ class SampleStream:
         """The renames of a data chunk the window skips, into outside_renames. A chunk that
         cannot be read is left out without a word, as Recording.thread_renames does: it holds
         no sample of the window."""
-        try:
-            payload = self.rec._payload(info)
-        except CorruptRecordingError:
+        found = self.rec._chunk_renames(info, self.native)
+        if found is None:
             return
-        seq = _chunk_seq(payload)
+        seq, renames = found
         if seq is not None:
             if seq in seqs:
                 return
             seqs.add(seq)
-        scan = _native.thread_renames if self.native else ref_thread_renames
-        budget = max(0, self.rec.max_records - len(self.events) - len(self.outside_renames))
-        try:
-            self.outside_renames.extend(scan(payload, budget))
-        except (_DecodeError, RefDecodeError):
-            return
+        if len(renames) <= self.rec.max_records - len(self.events) - len(self.outside_renames):
+            self.outside_renames.extend(renames)
 
 
 def _chunk_seq(payload: bytes) -> int | None:

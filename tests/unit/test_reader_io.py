@@ -121,3 +121,24 @@ def test_a_full_report_reads_each_byte_about_once(recording: str, bytes_read: li
     _report(recording)
     assert bytes_read[0] <= 1.1 * size, f"{bytes_read[0]:,} bytes read of {size:,}"
 
+
+
+def test_a_window_reads_its_chunks_and_the_renames_of_the_others_once(
+        recording: str, bytes_read: list[int]) -> None:
+    """A window decodes the samples of its chunks only, but reads every other data chunk for
+    its THREAD_RENAME records (a thread's name can come from any chunk, and the index does not
+    say which hold one): each byte once, not the 1.85 times it was."""
+    size = os.path.getsize(recording)
+    out = _report(recording, "--from", "15", "--to", "16.5")  # 5% of the 30 s
+    assert "24,000 samples over 1.499 s" in out, out
+    assert bytes_read[0] <= 1.02 * size, f"{bytes_read[0]:,} bytes read of {size:,}"
+
+
+def test_a_thread_named_by_a_rename_in_a_window_reads_each_chunk_once(
+        recording: str, bytes_read: list[int]) -> None:
+    """`--thread NAME` reads every chunk's renames to find the thread; the window then takes
+    the renames of the chunks outside it from that read instead of reading them again."""
+    size = os.path.getsize(recording)
+    out = _report(recording, "--thread", "parser", "--from", "15", "--to", "16.5")
+    assert "1,500 samples over 1.499 s in 1 thread" in out, out
+    assert bytes_read[0] <= 1.1 * size, f"{bytes_read[0]:,} bytes read of {size:,}"

@@ -232,8 +232,19 @@ class PsrWriter:
         self.header = Header(
             C.FORMAT_MAJOR, C.FORMAT_MINOR, created_wall_ns, created_mono_ns, tick_ns
         )
-        self._write(self.header.pack())
-        self.write_chunk(C.CHUNK_METADATA, msgpack.packb(metadata, use_bin_type=True))
+        try:
+            self._write(self.header.pack())
+            self.write_chunk(C.CHUNK_METADATA, msgpack.packb(metadata, use_bin_type=True))
+        except OSError:
+            # Not even the header and metadata could be written (a disk full from the start):
+            # the empty or torn file psrec just created holds nothing, and is removed.
+            self.abandon()
+            if not is_stream(self.path):
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+            raise
 
     def _write(self, data: bytes) -> None:
         self._file.write(data)

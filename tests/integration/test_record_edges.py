@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rec_live import load, one_python, psrec, psrec_async, stop, target, wait_samples
+from test_record_output import small_disk
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120),
               pytest.mark.parametrize("python", one_python())]
@@ -84,3 +85,18 @@ def test_sighup_closes_the_recording_as_sigterm_does(python: str, tmp_path: Path
         # The summary (a hint about late passes may follow, as the machine's load decides).
         results[sig.name] = (status, [" samples in " in err, "psrec: wrote " in err], err)
     assert results["SIGHUP"][:2] == results["SIGTERM"][:2] == (0, [True, True]), results
+
+
+def test_a_disk_full_from_the_start_leaves_no_file(python: str, tmp_path: Path) -> None:
+    """Nothing could be written (not even the header): one line, exit 1, and no empty .psr
+    left behind."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, "4k"):
+        (disk / "filler").write_bytes(b"x" * 4096)
+        out = disk / "run.psr"
+        with target(python, "rec_finite.py", "60") as t:
+            r = psrec("record", "-q", "-d", "2", "-o", str(out), str(t.pid))
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.startswith(f"psrec: error: cannot write {out}: "), r.stderr
+        assert "Traceback" not in r.stderr
+        assert sorted(os.listdir(disk)) == ["filler"]

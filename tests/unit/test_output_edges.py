@@ -3,12 +3,14 @@ output format, written by the real CLI from a real (golden) recording."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from format_helpers import new_writer
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 RECORDING = DATA / "two_threads.psr"
@@ -96,3 +98,21 @@ def test_a_file_on_a_full_disk_leaves_nothing_behind(output: str, tmp_path: Path
         assert sorted(os.listdir(disk)) == ["filler"]
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_info_on_a_recording_without_samples_says_so_and_fails_alike(as_json: bool,
+                                                                     tmp_path: Path) -> None:
+    """A recorder killed in its first second leaves the header and metadata only. info, as
+    text or JSON, prints what it can on stdout (the JSON stays valid) and exits 1 with one
+    line on stderr that says the recording holds no samples."""
+    path = tmp_path / "killed.psr"
+    new_writer(path).abandon()  # no data chunk, no index, no trailer: as SIGKILL leaves it
+    r = psrec("info", *(["--json"] if as_json else []), str(path))
+    assert r.returncode == 1, r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if "error" in ln]
+    assert errors == [f"psrec: error: {path}: the recording holds no samples"], r.stderr
+    if as_json:
+        assert json.loads(r.stdout)["samples"] == 0
+    else:
+        assert "recovered (not closed cleanly)" in r.stdout

@@ -262,6 +262,21 @@ def _start_recorder(pid: int, path: str, rate: str, force: bool) -> subprocess.P
         cmd.insert(-1, "--force")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
+    try:
+        _wait_started(proc, path)
+    except BaseException:
+        # Not started (or Ctrl-C meanwhile): the recorder ends before its file is removed, so
+        # that it cannot create the file again afterwards.
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
+    """Until the recorder has written its file's header and metadata; its own error if it
+    stops first."""
     deadline = time.monotonic() + 30
     while not (os.path.exists(path) and os.path.getsize(path) >= 200):
         if proc.poll() is not None:
@@ -271,10 +286,8 @@ def _start_recorder(pid: int, path: str, rate: str, force: bool) -> subprocess.P
             raise PsrecError(lines[0] if lines else f"psrec record exited ({proc.returncode})",
                              help=lines[1] if len(lines) > 1 else None)
         if time.monotonic() > deadline:
-            proc.kill()
             raise PsrecError(f"psrec record wrote nothing to {path} in 30 s")
         time.sleep(0.05)
-    return proc
 
 
 @click.command()
@@ -331,14 +344,18 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) 
 
     temporary = output is None
     if temporary:
-        fd, path = tempfile.mkstemp(prefix=f"psrec-top-{pid}-", suffix=".psr")
+        # Removed on every way out top controls (a failed start, q, Ctrl-C); only a top killed
+        # outright (SIGKILL) leaves it, and its name says what it is, for whoever finds it.
+        fd, path = tempfile.mkstemp(prefix=f"psrec-top-{pid}-", suffix=".temporary.psr")
         os.close(fd)
     else:
         path = output  # type: ignore[assignment]
-    proc = _start_recorder(pid, path, rate, force or temporary)
-    screen.extra["what"] = f"pid {pid}" + ("" if temporary else f" → {os.path.basename(path)}")
+    proc: subprocess.Popen[bytes] | None = None
     ended = ""
     try:
+        proc = _start_recorder(pid, path, rate, force or temporary)
+        screen.extra["what"] = (f"pid {pid}"
+                                + ("" if temporary else f" → {os.path.basename(path)}"))
         screen.gil_wait_unknown = _gil_wait_unknown(path)
         screen.console = _console()
         with _keys() as read, Live(console=screen.console, screen=True,
@@ -367,9 +384,10 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) 
                 if key:
                     due = 0.0  # every key redraws at once
     except KeyboardInterrupt:
-        pass
+        if proc is None:  # Ctrl-C while the recorder started: it got the SIGINT too
+            raise
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
                 proc.wait(timeout=20)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from rec_live import load, one_python, psrec, psrec_async, stop, target, wait_samples
+from rec_live import dead_pid, load, one_python, psrec, psrec_async, stop, target, wait_samples
 from test_record_output import small_disk
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120),
@@ -100,3 +102,21 @@ def test_a_disk_full_from_the_start_leaves_no_file(python: str, tmp_path: Path) 
         assert r.stderr.startswith(f"psrec: error: cannot write {out}: "), r.stderr
         assert "Traceback" not in r.stderr
         assert sorted(os.listdir(disk)) == ["filler"]
+
+
+def test_a_failed_top_leaves_no_temporary_file(python: str, tmp_path: Path) -> None:
+    """psrec top on a pid that does not exist, in a real terminal: one line, exit 1, and the
+    temporary recording it made for the recorder is removed."""
+    import pty
+
+    main, terminal = pty.openpty()
+    try:
+        r = subprocess.run([sys.executable, "-m", "psrec", "top", str(dead_pid())],
+                           stdin=terminal, stdout=terminal, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=60)
+    finally:
+        os.close(terminal)
+        os.close(main)
+    assert r.returncode == 1, r.stderr
+    assert "no process with pid" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert os.listdir(tmp_path) == []

@@ -77,8 +77,7 @@ def info(rec: Recording) -> dict[str, Any]:
         "processes": [{"pid": p.pid, "parent_pid": p.parent_pid, "command": p.command,
                        "start_s": p.start_ts * rec.tick_ns / 1e9} for p in defs.processes],
         # named as psrec report names them: a thread without a name as "thread (tid N)"
-        "thread_names": sorted({t.name or f"thread (tid {t.os_tid or t.python_tid})"
-                                for t in defs.threads.values()}),
+        "thread_names": sorted({t.label for t in defs.threads.values()}),
         "functions": len(defs.functions),
         "frames": len(defs.frames) - 1,
         "bytes_per_sample": data_bytes / samples if samples else None,

@@ -104,6 +104,11 @@ class Runs:
 NONE, OWN, PREVIOUS = 0, 1, 2  # where a sample's CPU time goes (native: AccumulatorQuery::Cpu)
 
 
+def known_on_cpu(status: int) -> bool:
+    """Known to be on a CPU (native: AccumulatorQuery::onCpu)."""
+    return bool(status & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN) == C.STATUS_ON_CPU)
+
+
 def fate(q: Any, ts: int, th: int, status: int, cpu: int,
          previous_on_cpu: bool) -> tuple[bool, bool, int]:
     """(selected, counted, where its CPU time goes) of a sample under a query with from_ts,
@@ -165,7 +170,7 @@ class PyAccumulator:
                 continue
             if goes == PREVIOUS and previous is not None:
                 previous[2] += cpu
-            now_on = st & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN) == C.STATUS_ON_CPU
+            now_on = known_on_cpu(st)
             if not counted and goes != OWN:
                 self._last[th] = (now_on, None)
                 continue
@@ -222,7 +227,7 @@ class PyTimeline:
             self.on_cpu.discard(ref)
             self.kept.discard(ref)
             selected, counted, goes = fate(self, t, ref, st, cpus[i], previous_on_cpu)
-            if selected and st & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN) == C.STATUS_ON_CPU:
+            if selected and known_on_cpu(st):
                 self.on_cpu.add(ref)
             if goes == PREVIOUS and previous_kept:
                 self.runs[ref][3][-1] += cpus[i]

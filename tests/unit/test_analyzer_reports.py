@@ -107,15 +107,21 @@ def test_by_line_sort_and_limit(rec: Synth) -> None:
     assert len(rows) == 1 and "more (use -l 0" in out
 
 
-def test_pstats_loads_and_totals_equal_selection(rec: Synth, tmp_path: Path) -> None:
-    out = tmp_path / "run.pstats"
-    code, _, err = run("report", rec.path, "--pstats", "-o", str(out))
+def _pstats(rec: Synth, out: Path, *options: str) -> tuple[pstats.Stats, dict[Any, Any]]:
+    """report --pstats into out, checked to load with the selection's calls and own time;
+    the Stats and the raw dict."""
+    code, _, err = run("report", rec.path, "--pstats", *options, "-o", str(out))
     assert code == 0, err
     st = pstats.Stats(str(out))
     assert st.total_calls == len(rec.samples)  # type: ignore[attr-defined]
     assert st.total_tt == pytest.approx(  # type: ignore[attr-defined]
         sum(x.weight for x in rec.samples) / 1e6)
-    raw = marshal.loads(out.read_bytes())
+    return st, marshal.loads(out.read_bytes())
+
+
+def test_pstats_loads_and_totals_equal_selection(rec: Synth, tmp_path: Path) -> None:
+    out = tmp_path / "run.pstats"
+    _, raw = _pstats(rec, out)
     for key, (_cc, nc, tt, ct, callers) in raw.items():
         assert isinstance(key, tuple) and len(key) == 3
         assert ct >= tt - 1e-12
@@ -502,13 +508,7 @@ def test_pstats_per_thread_gives_each_thread_a_root_under_all_threads(rec: Synth
     frames, under one `<all threads>` root that a viewer starting from the largest
     cumulative time (snakeviz, gprof2dot) takes; the file's totals stay the report's."""
     out = tmp_path / "threads.pstats"
-    code, _, err = run("report", rec.path, "--pstats", "--per-thread", "-o", str(out))
-    assert code == 0, err
-    st = pstats.Stats(str(out))
-    assert st.total_calls == len(rec.samples)  # type: ignore[attr-defined]
-    assert st.total_tt == pytest.approx(  # type: ignore[attr-defined]
-        sum(x.weight for x in rec.samples) / 1e6)
-    raw = marshal.loads(out.read_bytes())
+    st, raw = _pstats(rec, out, "--per-thread")
     roots = {k[2]: v for k, v in raw.items() if k[0] == "<thread>"}
     assert set(roots) == {"<all threads>", "thread MainThread (tid 100)",
                           "thread worker (tid 101)"}

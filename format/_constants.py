@@ -75,6 +75,15 @@ RECORDS_BASE = 65536
 RECORDS_PER_BYTE = 2
 DEFS_RAW_BASE = 16 << 20
 DEFS_RAW_PER_BYTE = 64
+# What reading a whole file may cost (spec section 9.3), for a file of S bytes: DATA chunks of
+# DATA_RAW_BASE + DATA_RAW_PER_BYTE * S bytes uncompressed in all, a stack trie of
+# TRIE_BASE + TRIE_PER_BYTE * S nodes, and THREADS_BASE + S // THREAD_BYTES thread refs.
+DATA_RAW_BASE = 64 << 20
+DATA_RAW_PER_BYTE = 64
+TRIE_BASE = 1 << 20
+TRIE_PER_BYTE = 4
+THREADS_BASE = 1 << 14
+THREAD_BYTES = 8
 INDEX_ENTRY_MAX = 55  # bytes of msgpack one INDEX entry takes at most (6 integers)
 
 CHUNK_NAMES = {

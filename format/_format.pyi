@@ -9,6 +9,9 @@ from collections.abc import Sequence
 class DecodeError(Exception):
     pass
 
+class BudgetError(DecodeError):
+    pass
+
 class Encoder:
     def __init__(
         self, chunk_bytes: int = 1048576, max_span_ticks: int = 1000000,
@@ -72,8 +75,11 @@ class SampleBatch:
 class Decoder:
     def __init__(self, weight_cap_ticks: int, first_weight_ticks: int) -> None: ...
     def decode_data(
-        self, payload: bytes, batch: SampleBatch, max_events: int = 18446744073709551615
+        self, payload: bytes, batch: SampleBatch, max_events: int = 18446744073709551615,
+        max_nodes: int = 18446744073709551615, max_threads: int = 18446744073709551615,
     ) -> tuple[list[tuple[int, int, int, int, int]], dict[str, int]]: ...
     def trie_size(self) -> int: ...
+    @property
+    def threads_seen(self) -> int: ...
     def trie_parents(self) -> memoryview: ...
     def trie_frames(self) -> memoryview: ...

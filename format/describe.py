@@ -9,7 +9,9 @@ from typing import Any
 from . import _constants as C
 from ._layout import RECORD_FIELDS
 from .reader import (
+    BUDGET_ENV,
     Recording,
+    _BudgetError,
     _chunk_seq,
     _decode_defs,
     _DecodeError,
@@ -129,23 +131,39 @@ def _fields(rtype: int, b: _Reader) -> str:
 
 # Records of a chunk the reader refuses that dump still shows, to see where it goes wrong.
 DUMP_REFUSED_RECORDS = 100
+# Record lines dump shows for a file of S bytes: DUMP_LINES_BASE + DUMP_LINES_PER_BYTE * S
+# (scaled as the budgets of spec section 9.3 are), runs of identical lines shown once.
+DUMP_LINES_BASE = 1 << 16
+DUMP_LINES_PER_BYTE = 16
 
 
 def dump_lines(rec: Recording) -> Iterator[str]:
     """One line per chunk and per record. A DEFS or DATA chunk the reader refuses (malformed,
     or past a limit of spec section 9) shows its first records and why: its whole content
-    could be millions of lines from a few bytes."""
+    could be millions of lines from a few bytes. Where the reader stops at a budget of the
+    whole file (section 9.3), dump stops too; records repeated back to back are one line."""
     import msgpack
 
     h = rec.header
     yield (f"HEADER format={h.major}.{h.minor} created_wall_ns={h.created_wall_ns} "
            f"created_mono_ns={h.created_mono_ns} tick_ns={h.tick_ns}")
-    budget = {"records": rec.max_records, "events": rec.max_records}
+    check = _Checker(rec)
+    lines_left = rec.budgets.scaled(DUMP_LINES_BASE + DUMP_LINES_PER_BYTE * rec.file_size)
     seqs: dict[int, int] = {}  # sequence number -> offset of the first DATA chunk with it
+    stopped: str | None = None
     for info in rec.chunks:
         yield (f"CHUNK @{info.offset} {info.type_name} stored={info.length} raw={info.raw_length}"
                + (f" ts={info.first_ts}..{info.last_ts} passes={info.passes} samples={info.samples}"
                   if info.type == C.CHUNK_DATA and info.passes else ""))
+        if stopped is not None and info.type == C.CHUNK_DATA:
+            yield "  (not read: the reader stopped before it)"
+            continue
+        if info.type == C.CHUNK_DATA:
+            over = check.raw(info)
+            if over is not None:
+                stopped = over
+                yield f"  (not read: {over}; the reader stops here)"
+                continue
         payload = rec.payload(info)
         if payload is None:
             yield "  (damaged: skipped)"
@@ -160,43 +178,87 @@ def dump_lines(rec: Recording) -> Iterator[str]:
             continue
         if info.type not in (C.CHUNK_DEFS, C.CHUNK_DATA):
             continue
-        refused = _refused(payload, info.type, budget)
+        refused, past_budget = check.refused(payload, info.type)
+        if past_budget:
+            stopped = refused
         seq = _chunk_seq(payload) if info.type == C.CHUNK_DATA else None
         if refused is None and seq is not None:
             if seq in seqs:
                 yield (f"  (repeats sequence number {seq} of the chunk at byte {seqs[seq]}: "
                        "the reader counts it once)")
             seqs.setdefault(seq, info.offset)
+        last, repeats = "", 0
         try:
             for i, (rtype, body) in enumerate(_Reader(payload).records()):
                 if refused is not None and i == DUMP_REFUSED_RECORDS:
                     break
                 name = C.RECORD_NAMES.get(rtype, f"RECORD{rtype:#x}")
-                yield f"  {name} {_fields(rtype, body)}"
+                line = f"  {name} {_fields(rtype, body)}"
+                if line == last:
+                    repeats += 1
+                    continue
+                if repeats:
+                    yield f"  (the record above {repeats:,} more time{'s' if repeats > 1 else ''})"
+                    repeats = 0
+                if lines_left <= 0:
+                    yield (f"  (dump stops here: a file of {rec.file_size:,} bytes shows at most "
+                           f"that many record lines; {BUDGET_ENV}=unlimited shows them all)")
+                    return
+                lines_left -= 1
+                last = line
+                yield line
         except RefDecodeError as exc:
             if refused is None:
                 refused = str(exc)
-        if refused is not None:
+        if repeats:
+            yield f"  (the record above {repeats:,} more time{'s' if repeats > 1 else ''})"
+        if past_budget:
+            yield f"  ({refused}; the reader stops here)"
+        elif refused is not None:
             yield f"  (malformed: {refused}; the reader skips this chunk)"
 
 
-def _refused(payload: bytes, ctype: int, budget: dict[str, int]) -> str | None:
-    """Why the reader refuses a DEFS or DATA payload, if it does (what it reads is taken from
-    the file's budgets)."""
-    try:
-        if ctype == C.CHUNK_DEFS:
-            decoded = _decode_defs(payload, budget["records"])
-            budget["records"] -= sum(len(part) for part in decoded[:5])
-        else:
-            if native_available():
-                from . import _format
+class _Checker:
+    """What the reader makes of each DEFS and DATA chunk, in file order, with the file's
+    limits and budgets (spec sections 9.2 and 9.3) as the reader spends them."""
 
-                dec: Any = _format.Decoder(1, 1)
-                batch: Any = _format.SampleBatch()
+    def __init__(self, rec: Recording) -> None:
+        self.rec = rec
+        self.records = self.events = rec.max_records
+        self.raw_read = 0
+        if native_available():
+            from . import _format
+
+            self.decoder: Any = _format.Decoder(1, 1)
+            self.batch: Any = _format.SampleBatch()
+        else:
+            self.decoder, self.batch = RefDecoder(1, 1), RefBatch()
+
+    def raw(self, info: Any) -> str | None:
+        """Why a DATA chunk is not read at all (past the budget of uncompressed bytes)."""
+        self.raw_read += info.raw_length
+        if self.raw_read > self.rec.budgets.data_raw:
+            return (f"past the file's budget of {self.rec.budgets.data_raw:,} uncompressed "
+                    "bytes of DATA chunks")
+        return None
+
+    def refused(self, payload: bytes, ctype: int) -> tuple[str | None, bool]:
+        """Why the reader refuses a DEFS or DATA payload, if it does, and whether that is a
+        budget of the whole file (reading stops there)."""
+        try:
+            if ctype == C.CHUNK_DEFS:
+                decoded = _decode_defs(payload, self.records)
+                self.records -= sum(len(part) for part in decoded[:5])
             else:
-                dec, batch = RefDecoder(1, 1), RefBatch()
-            events, _ = dec.decode_data(payload, batch, budget["events"])
-            budget["events"] -= len(events)
-    except (RefDecodeError, _DecodeError) as exc:
-        return str(exc)
-    return None
+                self.batch.clear()
+                b = self.rec.budgets
+                events, _ = self.decoder.decode_data(payload, self.batch, self.events,
+                                                     b.nodes, b.threads)
+                self.batch.clear()
+                self.events -= len(events)
+        except _BudgetError as exc:
+            what, budget = str(exc).rsplit(" ", 1)
+            return f"past the file's budget of {int(budget):,} {what}", True
+        except (RefDecodeError, _DecodeError) as exc:
+            return str(exc), False
+        return None, False

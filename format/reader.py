@@ -20,7 +20,7 @@ import zstandard
 from . import _constants as C
 from ._layout import Header, unpack_chunk_header, unpack_header, unpack_trailer
 from .errors import CorruptRecordingError, FormatError, NotARecordingError, UnsupportedVersionError
-from .reference import RefBatch, RefDecodeError, RefDecoder
+from .reference import RefBatch, RefBudgetError, RefDecodeError, RefDecoder
 from .reference import decode_defs as ref_decode_defs
 from .reference import thread_renames as ref_thread_renames
 
@@ -39,6 +39,8 @@ __all__ = [
     "Definitions",
     "Recording",
     "SampleStream",
+    "Budgets",
+    "BUDGET_ENV",
     "open_recording",
     "native_available",
 ]
@@ -179,6 +181,52 @@ class Definitions:
         return f
 
 
+BUDGET_ENV = "PSREC_BUDGET"
+WARNINGS_SHOWN = 20  # warnings a file gives one by one; the others are counted
+_UNLIMITED = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """What reading a whole file may cost, from its size (spec section 9.3): uncompressed
+    bytes of DATA chunks, stack-trie nodes and thread refs. PSREC_BUDGET scales them for a
+    file the user trusts: a factor (10: ten times each) or `unlimited`."""
+
+    data_raw: int
+    nodes: int
+    threads: int
+    factor: float | None  # PSREC_BUDGET's factor; None: unlimited
+
+    @classmethod
+    def of(cls, size: int, scale: str | None = None) -> Budgets:
+        factor = _budget_factor(os.environ.get(BUDGET_ENV) if scale is None else scale)
+        b = cls(0, 0, 0, factor)
+        return cls(b.scaled(C.DATA_RAW_BASE + C.DATA_RAW_PER_BYTE * size),
+                   b.scaled(C.TRIE_BASE + C.TRIE_PER_BYTE * size),
+                   b.scaled(C.THREADS_BASE + size // C.THREAD_BYTES), factor)
+
+    def scaled(self, n: int) -> int:
+        """A budget of n, as PSREC_BUDGET scales it."""
+        return _UNLIMITED if self.factor is None else min(_UNLIMITED, int(n * self.factor))
+
+
+def _budget_factor(value: str | None) -> float | None:
+    """PSREC_BUDGET as a factor of the budgets (1 when unset), or None for no budget."""
+    if value is None or not value.strip():
+        return 1.0
+    if value.strip().lower() == "unlimited":
+        return None
+    try:
+        factor = float(value)
+    except ValueError:
+        factor = 0.0
+    if not 1 <= factor < float("inf"):
+        raise FormatError(f"{BUDGET_ENV}={value!r} is not a budget factor",
+                          help=f"give a number of 1 or more ({BUDGET_ENV}=10 reads ten times "
+                               "past each budget) or 'unlimited'")
+    return factor
+
+
 class Recording:
     """An open .psr file. Use open_recording(); close() or use as a context manager."""
 
@@ -192,16 +240,45 @@ class Recording:
         self.chunks: list[ChunkInfo] = []
         self.clean = False  # closed with index and trailer
         self.warnings: list[str] = []
+        self._unshown = 0  # warnings past WARNINGS_SHOWN, counted in the last one
+        self._given: set[str] = set()  # every warning given
+        self._skipped_at: set[int] = set()  # offsets of the chunks counted in corrupt_chunks
         self.corrupt_chunks = 0
         self._defs: Definitions | None = None
         # (chunk offset, native) -> what _chunk_renames found there
         self._renames: dict[tuple[int, bool],
                             tuple[int | None, list[tuple[int, int, int, int, int]]] | None] = {}
         self._renames_held = 0
+        self._renames_raw = 0  # uncompressed bytes read for renames (within budgets.data_raw)
+        self.budgets = Budgets.of(size)
+        # Set when a stream stopped at a budget: the warning that says where and why.
+        self.budget_stop: str | None = None
 
     # -- opening -------------------------------------------------------------------------
-    def _warn(self, msg: str) -> None:
-        self.warnings.append(f"{self.path}: {msg}")
+    def _skipped(self, info: ChunkInfo, msg: str) -> None:
+        """A chunk that cannot be read: counted and said once however often it is read."""
+        if info.offset not in self._skipped_at:
+            self._skipped_at.add(info.offset)
+            self.corrupt_chunks += 1
+            self._warn(msg)
+
+    def _warn(self, msg: str, always: bool = False) -> None:
+        """Adds a warning, once. Past WARNINGS_SHOWN of them, the others are counted in one
+        last line (100,000 damaged chunks said so in 100,000 lines); `always` is for the one
+        that says reading stopped."""
+        if msg in self._given:
+            return
+        self._given.add(msg)
+        if self._unshown:
+            self.warnings.pop()  # the count, put back below
+        if len(self.warnings) < WARNINGS_SHOWN or always:
+            self.warnings.append(f"{self.path}: {msg}")
+        else:
+            self._unshown += 1
+        if self._unshown:
+            self.warnings.append(
+                f"{self.path}: {self._unshown:,} more warning{'s' if self._unshown > 1 else ''} "
+                "like these not shown (`psrec dump` shows every chunk and what is wrong with it)")
 
     @property
     def max_chunks(self) -> int:
@@ -333,6 +410,7 @@ class Recording:
                     "was not closed cleanly (the recorder was killed or the file was cut "
                     f"short); recovered {found} data chunks"
                 )
+        metadata_at: int | None = None
         for info in self.chunks:
             if info.type in (C.CHUNK_METADATA, C.CHUNK_STATS):
                 try:
@@ -348,6 +426,11 @@ class Recording:
                     self._warn(f"{_where(info)} holds {_kind(value)}, not a map; skipped")
                     continue
                 if info.type == C.CHUNK_METADATA:
+                    if metadata_at is not None:  # the recording is described once (spec 2)
+                        self._warn(f"{_where(info)} repeats the METADATA chunk at byte "
+                                   f"{metadata_at}; ignored")
+                        continue
+                    metadata_at = info.offset
                     self.metadata = self._typed(info, value, _METADATA_TYPES)
                 else:
                     self.stats = self._typed(info, value, _STATS_TYPES)
@@ -408,8 +491,7 @@ class Recording:
         try:
             return self._payload(info)
         except CorruptRecordingError as exc:
-            self.corrupt_chunks += 1
-            self._warn(str(exc).split(": ", 1)[-1] + "; skipped")
+            self._skipped(info, str(exc).split(": ", 1)[-1] + "; skipped")
             return None
 
     def payloads(self, ctype: int) -> Iterator[tuple[ChunkInfo, bytes]]:
@@ -517,6 +599,9 @@ class Recording:
         if key in self._renames:
             return self._renames[key]
         found: tuple[int | None, list[tuple[int, int, int, int, int]]] | None = None
+        if self._renames_raw + info.raw_length > self.budgets.data_raw:
+            return None  # past the budget (spec section 9.3): the stream says where it stopped
+        self._renames_raw += info.raw_length
         try:
             payload = self._payload(info)
             scan = _native.thread_renames if native else ref_thread_renames
@@ -539,6 +624,9 @@ class Recording:
 
 
 _DecodeError: type[Exception] = _native.DecodeError if _HAVE_NATIVE else RefDecodeError
+_BudgetError: type[Exception] = _native.BudgetError if _HAVE_NATIVE else RefBudgetError
+_BUDGET_NAMES = {"raw": "uncompressed bytes of DATA chunks", "stack-trie": "stack-trie nodes",
+                 "thread": "thread refs"}
 
 
 def _decode_defs(payload: bytes, max_records: int) -> Any:
@@ -659,13 +747,23 @@ class SampleStream:
         self.summaries: list[dict[str, int]] = []
         self.errors = 0
         self.duplicates = 0  # data chunks skipped: their sequence number came before
+        self.stopped_at: int | None = None  # the chunk where a budget stopped reading
         self._seqs: dict[int, int] = {}  # sequence number -> offset of its chunk
 
     def __iter__(self) -> Iterator[Any]:
         first_duplicate: tuple[int, int, int] | None = None
         inside = {c.offset for c in self.rec.data_chunks(self.from_ts, self.to_ts)}
         outside_seqs: set[int] = set()
-        for info in self.rec.data_chunks():
+        every = self.rec.data_chunks()
+        budgets = self.rec.budgets
+        raw = 0  # uncompressed bytes of the DATA chunks read
+        for n, info in enumerate(every):
+            # The whole file's budgets (spec section 9.3): reading stops at the chunk that
+            # would go past one, before it is decompressed when its header tells.
+            raw += info.raw_length
+            if raw > budgets.data_raw:
+                self._stop(info, n, len(every), "raw", budgets.data_raw)
+                break
             if info.offset not in inside:
                 self._renames_outside(info, outside_seqs)
                 continue
@@ -683,10 +781,15 @@ class SampleStream:
             self.batch.clear()
             try:
                 events, summary = self.decoder.decode_data(
-                    payload, self.batch, max(0, self.rec.max_records - len(self.events)))
+                    payload, self.batch, max(0, self.rec.max_records - len(self.events)),
+                    budgets.nodes, budgets.threads)
+            except _BudgetError as exc:
+                self.batch.clear()
+                self._stop(info, n, len(every), str(exc).split(" ", 1)[0],
+                           int(str(exc).rsplit(" ", 1)[-1]))
+                break
             except (_DecodeError, RefDecodeError) as exc:
-                self.rec.corrupt_chunks += 1
-                self.rec._warn(f"{_where(info)} is malformed ({exc}); skipped")
+                self.rec._skipped(info, f"{_where(info)} is malformed ({exc}); skipped")
                 self.batch.clear()
                 continue
             if seq is not None:
@@ -702,9 +805,18 @@ class SampleStream:
                    f"sequence number of an earlier one (first: the chunk at byte {off}, "
                    f"sequence number {seq}, as the chunk at byte {earlier}); each sequence "
                    "number was counted once")
-            if f"{self.rec.path}: {msg}" not in self.rec.warnings:
-                self.rec._warn(msg)
+            self.rec._warn(msg)
 
+    def _stop(self, info: ChunkInfo, n: int, total: int, what: str, budget: int) -> None:
+        """Says, once for the file, that reading stopped at a budget, and how to lift it."""
+        self.stopped_at = info.offset
+        msg = (f"reading stopped at the {_where(info)}: it would take the file past its budget "
+               f"of {budget:,} {_BUDGET_NAMES[what]} (a file of {self.rec.file_size:,} bytes, "
+               f"spec section 9.3); {n:,} of {total:,} data chunks were read. For a file you "
+               f"trust, {BUDGET_ENV}=10 raises the budgets tenfold, {BUDGET_ENV}=unlimited "
+               "lifts them")
+        self.rec.budget_stop = msg
+        self.rec._warn(msg, always=True)
 
     def _renames_outside(self, info: ChunkInfo, seqs: set[int]) -> None:
         """The renames of a data chunk the window skips, into outside_renames. A chunk that

@@ -12,11 +12,16 @@ from typing import Any
 from . import _constants as C
 from ._layout import RECORD_FIELDS
 
-__all__ = ["RefDecodeError", "decode_defs", "RefBatch", "RefDecoder"]
+__all__ = ["RefBudgetError", "RefDecodeError", "decode_defs", "RefBatch", "RefDecoder"]
 
 
 class RefDecodeError(ValueError):
     pass
+
+
+class RefBudgetError(RefDecodeError):
+    """A chunk would take the file past a budget of spec section 9.3 (the native decoder's
+    BudgetError): "<what> <budget>"."""
 
 
 _U32_MAX = (1 << 32) - 1
@@ -195,6 +200,11 @@ class RefDecoder:
         self.frames = [0]
         self.depths = [0]
         self._index: dict[tuple[int, int], int] = {}
+        self._seen: set[int] = set()  # refs given state, in all chunks
+
+    @property
+    def threads_seen(self) -> int:
+        return len(self._seen)
 
     def _child(self, parent: int, frame: int) -> int:
         key = (parent, frame)
@@ -216,7 +226,8 @@ class RefDecoder:
     def trie_frames(self) -> array[int]:
         return array("I", self.frames)
 
-    def decode_data(self, payload: bytes, out: RefBatch, max_events: int | None = None
+    def decode_data(self, payload: bytes, out: RefBatch, max_events: int | None = None,
+                    max_nodes: int | None = None, max_threads: int | None = None,
                     ) -> tuple[list[Any], dict[str, int]]:
         threads: dict[int, _Thread] = {}
         live: dict[int, None] = {}  # refs in order of first entry (a dict: O(1) removal)
@@ -242,6 +253,10 @@ class RefDecoder:
                 raise RefDecodeError("thread reference out of range")
             t = threads.get(ref)
             if t is None:
+                if ref not in self._seen:
+                    self._seen.add(ref)
+                    if max_threads is not None and len(self._seen) > max_threads:
+                        raise RefBudgetError(f"thread refs {max_threads}")
                 t = threads[ref] = _Thread()
             return t
 
@@ -285,6 +300,8 @@ class RefDecoder:
                             node = self.parents[node]
                         for _ in range(push):
                             node = self._child(node, b.u32("bad frame id"))
+                        if max_nodes is not None and len(self.parents) > max_nodes:
+                            raise RefBudgetError(f"stack-trie nodes {max_nodes}")
                         t.node = node
                     if flags & C.ENTRY_STATUS:
                         t.status = b.byte("status byte")

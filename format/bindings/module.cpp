@@ -21,7 +21,8 @@ using psrec::bindings::asBytes;
 using psrec::bindings::viewOf;
 
 NB_MODULE(_format, m) {
-  nb::exception<DecodeError>(m, "DecodeError");
+  nb::exception<DecodeError> decode_error(m, "DecodeError");
+  nb::exception<BudgetError>(m, "BudgetError", decode_error);
 
   nb::class_<Encoder>(m, "Encoder")
       .def(nb::init<size_t, uint64_t, uint32_t>(), nb::arg("chunk_bytes") = 1 << 20,
@@ -120,13 +121,15 @@ NB_MODULE(_format, m) {
       .def(nb::init<uint32_t, uint32_t>(), nb::arg("weight_cap_ticks"),
            nb::arg("first_weight_ticks"))
       .def("decode_data",
-           [](Decoder& d, const nb::bytes& payload, SampleColumns& batch, uint64_t max_events) {
+           [](Decoder& d, const nb::bytes& payload, SampleColumns& batch, uint64_t max_events,
+              uint64_t max_nodes, uint64_t max_threads) {
              std::vector<Event> events;
              ChunkSummary s;
              {
                nb::gil_scoped_release release;
                s = d.decodeData(reinterpret_cast<const uint8_t*>(payload.c_str()),
-                                payload.size(), batch, events, max_events);
+                                payload.size(), batch, events, max_events,
+                                Budgets{max_nodes, max_threads});
              }
              nb::list ev;
              for (auto& e : events) ev.append(nb::make_tuple(e.type, e.ts, e.a, e.b, e.c));
@@ -140,8 +143,10 @@ NB_MODULE(_format, m) {
              sum["last_ts"] = s.last_ts;
              return nb::make_tuple(ev, sum);
            },
-           nb::arg("payload"), nb::arg("batch"), nb::arg("max_events") = UINT64_MAX)
+           nb::arg("payload"), nb::arg("batch"), nb::arg("max_events") = UINT64_MAX,
+           nb::arg("max_nodes") = UINT64_MAX, nb::arg("max_threads") = UINT64_MAX)
       .def("trie_size", [](Decoder& d) { return d.trie().size(); })
+      .def_prop_ro("threads_seen", &Decoder::threadsSeen)
       // The trie's columns without a copy: read-only buffers into the decoder, which they keep
       // alive. Valid until the decoder decodes again (its trie may grow and move).
       .def("trie_parents",

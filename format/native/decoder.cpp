@@ -14,6 +14,9 @@ static_assert(kMaxDepth == 8192 && kMaxChunkSamples == 4194304 && kMaxChunkPasse
 namespace {
 
 [[noreturn]] void fail(const char* what) { throw DecodeError(what); }
+[[noreturn]] void overBudget(const char* what, uint64_t budget) {
+  throw BudgetError(std::string(what) + " " + std::to_string(budget));
+}
 
 inline uint64_t need(ByteReader& r, const char* what) {
   uint64_t v;
@@ -163,6 +166,10 @@ Decoder::Decoder(uint32_t weight_cap_ticks, uint32_t first_weight_ticks)
 Decoder::Thread& Decoder::thread(uint64_t ref) {
   if (ref == 0 || ref > kMaxThreadRef) fail("thread reference out of range");
   Thread& t = threads_[static_cast<uint32_t>(ref)];
+  if (t.chunk == 0 && ++threads_seen_ > max_threads_) {  // a ref no chunk used before
+    t.chunk = chunk_;  // counted once, as if it had been read
+    overBudget("thread refs", max_threads_);
+  }
   if (t.chunk != chunk_) {  // first use in this chunk: every thread starts unknown, not live
     t = Thread();
     t.chunk = chunk_;
@@ -208,8 +215,10 @@ std::vector<Event> Decoder::threadRenames(const uint8_t* data, size_t size,
 }
 
 ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns& out,
-                                 std::vector<Event>& events, uint64_t max_events) {
+                                 std::vector<Event>& events, uint64_t max_events,
+                                 Budgets budgets) {
   ChunkSummary sum;
+  max_threads_ = budgets.max_threads;
   // A chunk needs nothing before it: every thread starts unknown and not live (thread()
   // resets a thread's state on its first use in the chunk).
   ++chunk_;
@@ -273,6 +282,8 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
             for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
             for (uint64_t i = 0; i < push; ++i)
               node = trie_.child(node, need32(b, "bad frame id"));
+            // Checked once per delta: the trie passes its budget by at most kMaxDepth nodes.
+            if (trie_.size() > budgets.max_nodes) overBudget("stack-trie nodes", budgets.max_nodes);
             t.node = node;
           }
           if (flags & kEntryStatus) {

@@ -87,6 +87,23 @@ class DecodeError : public std::exception {
   std::string msg_;
 };
 
+// A chunk that would take the whole file past one of its budgets (spec section 9.3): the
+// stack-trie nodes or the thread refs a reader keeps for all its chunks. The chunk is as
+// well-formed as the file may be; the reader stops reading there.
+class BudgetError : public DecodeError {
+ public:
+  using DecodeError::DecodeError;
+};
+
+// What a reader may keep for a whole file, in all (spec section 9.3): decodeData throws
+// BudgetError when a chunk would take the trie past max_nodes nodes, or the decoder past
+// max_threads thread refs.
+struct Budgets {
+  uint64_t max_nodes = UINT64_MAX;
+  uint64_t max_threads = UINT64_MAX;
+};
+
+
 // Per-thread state by thread ref (1 .. kMaxThreadRef). Refs below kDense, which is what real
 // files use, index a vector; larger ones go to a hash map. So per-thread state costs memory for
 // the threads a file uses, not for its largest ref (one ref of 2^24 made every reader allocate,
@@ -182,9 +199,14 @@ class Decoder {
 
   // Appends the chunk's samples to out and its events to events. Throws DecodeError on a
   // malformed chunk: bad records, a thread ref out of range, a stack deeper than kMaxDepth,
-  // more than kMaxChunkSamples samples or more than max_events events.
+  // more than kMaxChunkSamples samples or more than max_events events; BudgetError on one
+  // that would take the decoder past budgets.
   ChunkSummary decodeData(const uint8_t* data, size_t size, SampleColumns& out,
-                          std::vector<Event>& events, uint64_t max_events = UINT64_MAX);
+                          std::vector<Event>& events, uint64_t max_events = UINT64_MAX,
+                          Budgets budgets = {});
+
+  // Thread refs the decoder has kept state for, over every chunk it decoded.
+  uint64_t threadsSeen() const { return threads_seen_; }
 
   StackTrie& trie() { return trie_; }
 
@@ -209,6 +231,8 @@ class Decoder {
   std::vector<uint32_t> live_;   // refs of live threads in order of first entry
   bool stale_ = false;           // live_ holds threads that exited
   uint64_t chunk_ = 0;           // chunks begun
+  uint64_t threads_seen_ = 0;    // refs given state, in all chunks
+  uint64_t max_threads_ = UINT64_MAX;
 };
 
 }  // namespace psrec::format

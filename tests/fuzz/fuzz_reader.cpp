@@ -41,6 +41,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       dec.decodeData(data, size, cols, events);
       // Decode twice with one decoder: the trie is shared across chunks.
       dec.decodeData(data, size, cols, events);
+      // Within small budgets of the whole file (spec section 9.3): past one is a BudgetError,
+      // and what the decoder keeps stays within them (the trie by at most one delta).
+      Decoder small(4000, 1000);
+      psrec::format::SampleColumns small_cols;
+      const psrec::format::Budgets budgets{64, 2};
+      try {
+        small.decodeData(data, size, small_cols, events, UINT64_MAX, budgets);
+      } catch (const psrec::format::BudgetError&) {
+      } catch (const DecodeError&) {
+      }
+      if (small.trie().size() > budgets.max_nodes + psrec::format::kMaxDepth) std::abort();
+      if (small.threadsSeen() > budgets.max_threads + 1) std::abort();
       for (uint32_t node : cols.node)
         if (node >= dec.trie().size()) std::abort();
     }

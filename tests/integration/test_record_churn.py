@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from psrec.format import _constants as C
 from psrec.format import open_recording
 from rec_live import TARGETS, minor_of, one_python, psrec, python_params
 
@@ -63,6 +64,24 @@ def test_thread_churn_keeps_threads_apart(python: str, rate: str, tmp_path: Path
     # psrec info and report count the same threads.
     info = json.loads(psrec("info", "--json", str(out)).stdout)
     assert info["threads"] == len(threads)
+    # The file is well inside every budget of the whole file (spec section 9.3), whatever its
+    # length: each grows with the file, and churn is the most threads a byte measured (one per
+    # 45-50 bytes; the budget allows one per THREAD_BYTES).
+    raw, nodes, refs, size = _budget_use(out)
+    assert refs * C.THREAD_BYTES * 2 <= size, (refs, size)
+    assert raw * 4 <= C.DATA_RAW_PER_BYTE * size and nodes * 4 <= C.TRIE_PER_BYTE * size
+
+
+def _budget_use(path: Path) -> tuple[int, int, int, int]:
+    """Uncompressed DATA bytes, stack-trie nodes and thread refs a reader keeps for a file,
+    and the file's size."""
+    with open_recording(path) as rec:
+        stream = rec.stream()
+        for _ in stream:
+            pass
+        assert rec.budget_stop is None, rec.budget_stop
+        return (sum(c.raw_length for c in rec.data_chunks()), stream.decoder.trie_size(),
+                stream.decoder.threads_seen, rec.file_size)
 
 
 @pytest.mark.parametrize("python", one_python())

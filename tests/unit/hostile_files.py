@@ -36,7 +36,7 @@ from format_helpers import (  # noqa: E402
     zigzag,
 )
 from psrec.format import _constants as C  # noqa: E402
-from psrec.format._layout import ChunkHeader  # noqa: E402
+from psrec.format._layout import ChunkHeader, Header  # noqa: E402
 
 TICKS_PER_S = 1_000_000  # the files' tick is 1 µs
 INTERVAL = 1000  # ticks (the metadata's 1 ms)
@@ -353,6 +353,101 @@ def duplicate_chunk() -> bytes:
     return layout([*chunks, chunks[-1]])
 
 
+# -- files that respect every per-chunk limit and multiply across chunks (spec 9.3) ---------
+
+CHURN_PASSES = 6000
+
+
+def trie_churn() -> bytes:
+    """Every pass pops the whole MAX_DEPTH - 1 frame stack and pushes one that differs at its
+    root: MAX_DEPTH - 1 new stack-trie nodes a pass, from a few bytes of zstandard (every
+    reader needed 1.9-2.3 GB; `internal error: MemoryError: std::bad_alloc` under 1 GiB)."""
+    depth = C.MAX_DEPTH - 1
+    parts = [begin(1), pass_(INTERVAL, entry(1, [100] + [1] * (depth - 1), status=3))]
+    parts += [pass_(INTERVAL, entry(1, [100 + i] + [1] * (depth - 1), pop=depth))
+              for i in range(1, CHURN_PASSES)]
+    return layout([*good_chunks(), zchunk(C.CHUNK_DATA, b"".join(parts))])
+
+
+UNKNOWN_CHUNKS = 4
+UNKNOWN_RECORD = bytes([0x7F, 0])  # a record of a type no reader knows, with an empty body
+
+
+def unknown_flood() -> bytes:
+    """DATA chunks of MAX_RAW bytes of 2-byte records of an unknown type, 8 KB each stored
+    (forty took every command 12 s; `dump` past 20 s with one)."""
+    chunks = good_chunks()
+    for seq in range(1, UNKNOWN_CHUNKS + 1):
+        head = begin(seq, 1000 + seq)
+        raw = head + UNKNOWN_RECORD * ((C.MAX_RAW - len(head)) // 2)
+        chunks.append(zchunk(C.CHUNK_DATA, raw, level=1))
+    return layout(chunks)
+
+
+CAP_THREADS = 4096
+CAP_CHUNKS = 25
+
+
+def samples_at_cap() -> bytes:
+    """CAP_CHUNKS chunks of MAX_CHUNK_SAMPLES samples each (CAP_THREADS threads, passes that
+    change nothing): 105M samples from a 111 KB file (`report --html` failed with 6 GB)."""
+    refs = list(range(1, CAP_THREADS + 1))
+    passes = C.MAX_CHUNK_SAMPLES // CAP_THREADS
+    chunks = [metadata_chunk(), zchunk(C.CHUNK_DEFS, defs_raw(refs))]
+    first = b"".join(entry(r, [1], status=3) for r in refs)
+    for seq in range(CAP_CHUNKS):
+        base = 1000 + seq * passes * INTERVAL
+        raw = begin(seq, base, base - INTERVAL + 1 if seq else 0) + pass_(0, first)
+        raw += pass_(INTERVAL) * (passes - 1)
+        chunks.append(zchunk(C.CHUNK_DATA, raw, level=19))
+    return layout(chunks)
+
+
+MANY_REFS = 1_000_000
+REFS_PER_CHUNK = 1 << 16
+
+
+def many_threads() -> bytes:
+    """MANY_REFS distinct thread refs, each sampled once, in chunks of REFS_PER_CHUNK (a 4.7 MB
+    file: `report` took 655 MB, `report --html` aborted, the exports passed 1 GB)."""
+    chunks = [*good_chunks()]
+    for seq, lo in enumerate(range(1, MANY_REFS + 1, REFS_PER_CHUNK), start=1):
+        refs = range(lo, min(MANY_REFS + 1, lo + REFS_PER_CHUNK))
+        base = 100_000 + seq * INTERVAL
+        raw = begin(seq, base) + pass_(0, b"".join(entry(r, [1], status=3) for r in refs))
+        chunks.append(zchunk(C.CHUNK_DATA, raw, level=19))
+    return layout(chunks)
+
+
+DAMAGED = 100_000
+
+
+def damaged_chunks() -> bytes:
+    """The good recording, then DAMAGED chunks whose checksums are wrong (100,001 warning
+    lines, twice for `report --html`)."""
+    bad = bytearray(zchunk(C.CHUNK_DATA, begin(5, 5000)))
+    bad[-1] ^= 0xFF
+    return layout([*good_chunks(), *[bytes(bad)] * DAMAGED], index=False)
+
+
+def second_metadata() -> bytes:
+    """A second METADATA chunk after the data, naming another target (it silently replaced
+    the first: "pid 1: evil")."""
+    evil = {**DEFAULT_METADATA, "pid": 1, "command": ["evil"]}
+    return layout([*good_chunks(), zchunk(C.CHUNK_METADATA, msgpack.packb(evil))])
+
+
+def far_times() -> bytes:
+    """A file created 2^63 - 1 ns after the epoch whose samples span 2^62 ticks (`export
+    --pprof`: ValueError)."""
+    data = bytearray(layout([metadata_chunk(), zchunk(C.CHUNK_DEFS, defs_raw()),
+                             zchunk(C.CHUNK_DATA, begin() + pass_(0, entry(1, [1], status=3))
+                                    + pass_(1 << 62))]))
+    head = Header(C.FORMAT_MAJOR, C.FORMAT_MINOR, (1 << 63) - 1, 1, 1000).pack()
+    data[:len(head)] = head
+    return bytes(data)
+
+
 FILES: dict[str, Callable[[], bytes]] = {
     "bomb_inflate": bomb_inflate,
     "bomb_inflate_unsized": bomb_inflate_unsized,
@@ -370,6 +465,13 @@ FILES: dict[str, Callable[[], bytes]] = {
     "slice_wrap": slice_wrap,
     "duplicate_chunk": duplicate_chunk,
     "wrong_types": wrong_types,
+    "trie_churn": trie_churn,
+    "unknown_flood": unknown_flood,
+    "samples_at_cap": samples_at_cap,
+    "many_threads": many_threads,
+    "damaged_chunks": damaged_chunks,
+    "second_metadata": second_metadata,
+    "far_times": far_times,
 }
 
 

@@ -442,10 +442,168 @@ def test_a_duration_that_is_no_number_of_seconds_is_a_usage_error(tmp_path: Path
     assert not out.exists()
 
 
+# -- budgets of the whole file (spec section 9.3) ---------------------------------------------
+
+def budget_stop(path: Path, off: int, n: int, total: int, what: str, budget: int) -> str:
+    return warning(path, f"reading stopped at the DATA chunk at byte {off}: it would take the "
+                         f"file past its budget of {budget:,} {what} (a file of "
+                         f"{path.stat().st_size:,} bytes, spec section 9.3); {n:,} of {total:,} "
+                         f"data chunks were read. For a file you trust, PSREC_BUDGET=10 raises "
+                         "the budgets tenfold, PSREC_BUDGET=unlimited lifts them")
+
+
+def trie_budget(path: Path) -> int:
+    return C.TRIE_BASE + C.TRIE_PER_BYTE * path.stat().st_size
+
+
+def raw_budget(path: Path) -> int:
+    return C.DATA_RAW_BASE + C.DATA_RAW_PER_BYTE * path.stat().st_size
+
+
+def thread_budget(path: Path) -> int:
+    return C.THREADS_BASE + path.stat().st_size // C.THREAD_BYTES
+
+
+BUDGET_COMMANDS = [("info",), ("report",), ("report", "--collapsed", "-o", "-"),
+                   ("report", "--pstats", "-o", "{out}.pstats"),
+                   ("export", "--speedscope", "-o", "{out}.json"),
+                   ("export", "--pprof", "-o", "{out}.pb.gz"),
+                   ("export", "--firefox", "-o", "{out}.ff.json")]
+
+
+def _run_all(path: Path, tmp_path: Path, commands: list[tuple[str, ...]] = BUDGET_COMMANDS
+             ) -> dict[str, subprocess.CompletedProcess[str]]:
+    out = {}
+    for cmd in commands:
+        args = [a.format(out=tmp_path / "out") for a in cmd]
+        out[" ".join(cmd[:2])] = r = psrec(*args[:1], path, *args[1:])
+        no_crash(r)
+        assert r.returncode == 0, (cmd, r.stderr)
+    return out
+
+
+def test_a_trie_that_grows_with_every_pass_stops_at_its_budget(tmp_path: Path) -> None:
+    """Each pass pops the whole stack and pushes one that differs at its root: MAX_DEPTH - 1
+    new trie nodes a pass from a 25 KB file (every reader needed 1.9-2.3 GB)."""
+    path = write("trie_churn", tmp_path)
+    stop = budget_stop(path, offset_of(path, C.CHUNK_DATA, 1), 1, 2, "stack-trie nodes",
+                       trie_budget(path))
+    for cmd, r in _run_all(path, tmp_path, BUDGET_COMMANDS[1:]).items():
+        assert lines(r.stderr)[0] == stop, (cmd, r.stderr)
+        if cmd == "report":
+            assert_good_report(r)
+
+
+def test_chunks_of_unknown_records_stop_at_the_budget_of_uncompressed_bytes(
+        tmp_path: Path) -> None:
+    """Chunks of MAX_RAW bytes of 2-byte unknown records, 8 KB each stored (forty took every
+    command 12 s, and `dump` past 20 s with one)."""
+    path = write("unknown_flood", tmp_path)
+    stop = budget_stop(path, offset_of(path, C.CHUNK_DATA, 1), 1, 5,
+                       "uncompressed bytes of DATA chunks", raw_budget(path))
+    for cmd, r in _run_all(path, tmp_path, BUDGET_COMMANDS[1:]).items():
+        assert lines(r.stderr)[0] == stop, (cmd, r.stderr)
+        if cmd == "report":
+            assert_good_report(r)
+    # PSREC_BUDGET=4.6 makes room for one of the four.
+    env = {**os.environ, "PSREC_BUDGET": "4.6"}
+    r = subprocess.run([sys.executable, "-m", "psrec", "report", str(path)], check=False,
+                       capture_output=True, text=True, timeout=SECONDS, env=env,
+                       preexec_fn=_limit_memory)
+    assert lines(r.stderr)[0] == budget_stop(
+        path, offset_of(path, C.CHUNK_DATA, 2), 2, 5, "uncompressed bytes of DATA chunks",
+        int(raw_budget(path) * 4.6))
+    assert_good_report(r)
+
+
+def test_a_million_thread_refs_stop_at_the_budget_of_thread_refs(tmp_path: Path) -> None:
+    """1M distinct thread refs in a 690 KB file (`report` took 655 MB, `report --html`
+    aborted, the exports passed 1 GB)."""
+    path = write("many_threads", tmp_path)
+    # The good chunk, then chunks of 65,536 refs: the third would pass the budget.
+    budget = thread_budget(path)
+    assert 1 + 65536 <= budget < 1 + 2 * 65536
+    stop = budget_stop(path, offset_of(path, C.CHUNK_DATA, 2), 2, 17, "thread refs", budget)
+    commands = [*BUDGET_COMMANDS[1:], ("report", "--html", "-o", "{out}.html")]
+    for cmd, r in _run_all(path, tmp_path, commands).items():
+        assert lines(r.stderr)[0] == stop, (cmd, r.stderr)
+        if cmd == "report":
+            assert ": 65,546 samples over" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("name", ["trie_churn", "unknown_flood", "many_threads"])
+def test_dump_stops_where_the_reader_stops(tmp_path: Path, name: str) -> None:
+    path = write(name, tmp_path)
+    r = psrec("dump", path)
+    no_crash(r)
+    assert r.returncode == 0, r.stderr
+    out = lines(r.stdout)
+    stops = [x for x in out if "the reader stops here" in x]
+    assert len(stops) == 1 and "past the file's budget of" in stops[0], stops
+    assert out.count("  (not read: the reader stopped before it)") == sum(
+        1 for x in out if x.startswith("CHUNK ") and " DATA " in x) - (
+            2 if name == "unknown_flood" else 3 if name == "many_threads" else 2)
+
+
+def test_dump_shows_a_run_of_identical_records_once(tmp_path: Path) -> None:
+    path = write("duplicate_chunk", tmp_path)
+    out = lines(psrec("dump", path).stdout)
+    at = out.index("  PASS +1000")
+    assert out[at + 1] == f"  (the record above {GOOD_SAMPLES - 2} more times)"
+    assert out[at + 2].startswith("CHUNK ")
+
+
+def test_a_bad_budget_factor_is_one_line_that_says_what_to_give(tmp_path: Path) -> None:
+    path = write("duplicate_chunk", tmp_path)
+    for value in ("0.5", "lots", "nan", "inf"):
+        env = {**os.environ, "PSREC_BUDGET": value}
+        r = subprocess.run([sys.executable, "-m", "psrec", "report", str(path)], check=False,
+                           capture_output=True, text=True, timeout=SECONDS, env=env)
+        assert r.returncode == 1, r.stderr
+        assert lines(r.stderr)[0] == f"psrec: error: PSREC_BUDGET={value!r} is not a budget factor"
+        assert "'unlimited'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_many_damaged_chunks_give_a_bounded_number_of_warnings(tmp_path: Path) -> None:
+    """100,000 chunks whose checksums are wrong printed 100,001 warning lines (200,002 for
+    `report --html`)."""
+    from psrec.format.reader import WARNINGS_SHOWN
+
+    path = write("damaged_chunks", tmp_path)
+    for args in (("report",), ("info",), ("report", "--html", "-o", str(tmp_path / "p.html"))):
+        r = psrec(args[0], path, *args[1:])
+        no_crash(r)
+        assert r.returncode == 0, r.stderr
+        warns = [x for x in lines(r.stderr) if x.startswith("psrec: warning:")]
+        assert len(warns) == WARNINGS_SHOWN + 1, (args, len(warns))
+        more = 100_000 + 1 - WARNINGS_SHOWN
+        assert warns[-1] == warning(path, f"{more:,} more warnings like these not shown "
+                                          "(`psrec dump` shows every chunk and what is wrong "
+                                          "with it)"), warns[-1]
+        if args == ("report",):
+            assert_good_report(r)
+
+
+def test_a_second_metadata_chunk_does_not_replace_the_target(tmp_path: Path) -> None:
+    path = write("second_metadata", tmp_path)
+    second = offset_of(path, C.CHUNK_METADATA, 1)
+    first = offset_of(path, C.CHUNK_METADATA, 0)
+    r = psrec("info", path, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["metadata"]["pid"] == 4242
+    assert lines(r.stderr) == [warning(path, f"METADATA chunk at byte {second} repeats the "
+                                             f"METADATA chunk at byte {first}; ignored")]
+    r = psrec("report", path)
+    assert "evil" not in r.stdout and "pid 1" not in r.stdout
+    assert_good_report(r)
+
+
 # -- the limits at their edges, in both decoders, and under mutation --------------------------
 
-def _decode(payload: bytes, native: bool, max_events: int | None = None) -> object:
-    """What a decoder makes of a DATA payload: its samples and events, or "error"."""
+def _decode(payload: bytes, native: bool, max_events: int | None = None,
+            budgets: tuple[int, int] | None = None) -> object:
+    """What a decoder makes of a DATA payload: its samples and events, or "error". budgets:
+    (stack-trie nodes, thread refs) the decoder may keep."""
     from format_helpers import _column, resolve, stacks_of
     from psrec.format import _format
     from psrec.format.reference import RefBatch, RefDecodeError, RefDecoder
@@ -457,6 +615,8 @@ def _decode(payload: bytes, native: bool, max_events: int | None = None) -> obje
     else:
         dec, batch = RefDecoder(4000, 1000), RefBatch()
         kw = {} if max_events is None else {"max_events": max_events}
+    if budgets is not None:
+        kw.update(max_nodes=budgets[0], max_threads=budgets[1])
     try:
         events, summary = dec.decode_data(payload, batch, **kw)
     except (RefDecodeError, _format.DecodeError) as exc:
@@ -490,22 +650,63 @@ def _edges() -> dict[str, bytes]:
         + _pass_with(entry(3, [5], status=3)) + record(C.REC_THREAD_EXIT, 2, 9) + _pass_with(),
         "five events": begin() + record(C.REC_MARKER, 5, 1) * 5,
         "six events": begin() + record(C.REC_MARKER, 5, 1) * 6,
+        # The trie holds its root and every distinct prefix: 1 + 4000 + 4207 = EDGE_NODES.
+        "trie of its budget": begin() + _pass_with(entry(1, [1] * 4000, status=3))
+        + _pass_with(entry(1, [2] + [1] * 4206, pop=4000)),
+        "trie past its budget": begin() + _pass_with(entry(1, [1] * 4000, status=3))
+        + _pass_with(entry(1, [2] + [1] * 4207, pop=4000)),
+        "threads of their budget": begin()
+        + _pass_with(*(entry(r, [1], status=3) for r in range(1, EDGE_THREADS + 1))),
+        "threads past their budget": begin()
+        + _pass_with(*(entry(r, [1], status=3) for r in range(1, EDGE_THREADS + 1)))
+        + _pass_with(entry(EDGE_THREADS + 7, [1], status=3)),
     }
 
 
 EDGES = ["stack of MAX_DEPTH in two deltas", "stack of MAX_DEPTH + 1 in two deltas",
          "pop then push past MAX_DEPTH", "thread ref MAX_THREAD_REF",
          "thread ref MAX_THREAD_REF + 1", "exit and start again in one chunk", "five events",
-         "six events"]
+         "six events", "trie of its budget", "trie past its budget", "threads of their budget",
+         "threads past their budget"]
+EDGE_NODES = 8208  # the budgets of spec section 9.3, made small
+EDGE_THREADS = 3
 
 
 @pytest.mark.parametrize("name", EDGES)
 def test_the_limits_are_the_same_in_both_decoders(name: str) -> None:
     payload = _edges()[name]
-    native, ref = _decode(payload, True, 5), _decode(payload, False, 5)
+    budgets = (EDGE_NODES, EDGE_THREADS)
+    native, ref = _decode(payload, True, 5, budgets), _decode(payload, False, 5, budgets)
     assert native == ref
     failed = isinstance(native, tuple) and native[0] == "error"
     assert failed == any(w in name for w in ("+ 1", "past", "six")), native
+    if "budget" in name and failed:
+        what = "stack-trie nodes" if "trie" in name else "thread refs"
+        assert native == ("error", f"{what} {EDGE_NODES if 'trie' in name else EDGE_THREADS}")
+
+
+def test_a_budget_carries_over_chunks_in_both_decoders() -> None:
+    """The budgets are of the whole file: a decoder counts the trie and the thread refs of
+    every chunk it decoded, a ref once however many chunks use it."""
+    from psrec.format import _format
+    from psrec.format.reference import RefBatch, RefDecoder
+
+    chunk = begin() + _pass_with(entry(1, [1], status=3), entry(2, [2], status=3))
+    other = begin(1) + _pass_with(entry(2, [2], status=3), entry(3, [3], status=3))
+    for dec, batch in ((_format.Decoder(4000, 1000), _format.SampleBatch()),
+                       (RefDecoder(4000, 1000), RefBatch())):
+        dec.decode_data(chunk, batch, max_threads=3)
+        dec.decode_data(chunk, batch, max_threads=3)
+        assert dec.threads_seen == 2
+        dec.decode_data(other, batch, max_threads=3)
+        assert dec.threads_seen == 3
+        with pytest.raises(Exception, match="^thread refs 3$") as info:
+            dec.decode_data(begin(2) + _pass_with(entry(4, [1], status=3)), batch,
+                            max_threads=3)
+        assert type(info.value).__name__ in ("BudgetError", "RefBudgetError")
+        with pytest.raises(Exception, match="^stack-trie nodes 4$"):
+            dec.decode_data(begin(3) + _pass_with(entry(1, [1, 2], status=3)), batch,
+                            max_nodes=4)
 
 
 def test_a_chunk_of_exactly_max_chunk_samples_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -561,7 +762,8 @@ def test_mutated_hostile_payloads_are_read_alike_and_within_limits() -> None:
     outcomes = {"read": 0, "malformed": 0}
     for i in range(1500):
         payload = mutate(rng, seeds[i % len(seeds)])
-        native, ref = _decode(payload, True, 10), _decode(payload, False, 10)
+        budgets = (C.MAX_DEPTH + 64, 36)  # within reach of the seeds' stacks and threads
+        native, ref = _decode(payload, True, 10, budgets), _decode(payload, False, 10, budgets)
         failed = [isinstance(x, tuple) and x[0] == "error" for x in (native, ref)]
         # (Their messages for bad varints differ; what they make of a payload may not.)
         assert failed[0] == failed[1] and (failed[0] or native == ref), (
@@ -575,4 +777,5 @@ def test_mutated_hostile_payloads_are_read_alike_and_within_limits() -> None:
         assert len(events) <= 10
         assert all(len(stack) <= C.MAX_DEPTH for _, _, stack in rows)
         assert all(1 <= th <= C.MAX_THREAD_REF for _, th, _ in rows)
+        assert len({th for _, th, _ in rows}) <= budgets[1]
     assert outcomes["read"] > 100 and outcomes["malformed"] > 100, outcomes

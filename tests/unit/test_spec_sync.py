@@ -27,7 +27,8 @@ TABLES = {
 # Limits only the Python reader enforces (it works out the file-size limits and gives the
 # native decoder what is left of them with each chunk).
 PYTHON_ONLY = {"MAX_PAYLOAD", "MAX_RAW", "MAX_MAP_RAW", "RECORDS_BASE", "RECORDS_PER_BYTE",
-               "DEFS_RAW_BASE", "DEFS_RAW_PER_BYTE", "INDEX_ENTRY_MAX"}
+               "DEFS_RAW_BASE", "DEFS_RAW_PER_BYTE", "INDEX_ENTRY_MAX", "DATA_RAW_BASE",
+               "DATA_RAW_PER_BYTE", "TRIE_BASE", "TRIE_PER_BYTE", "THREADS_BASE", "THREAD_BYTES"}
 
 
 def checked_tables() -> dict[str, dict[str, int]]:
@@ -107,7 +108,7 @@ def test_every_limit_in_code_is_in_the_spec() -> None:
     every file-size limit in code has its row."""
     specified = {name for rows in checked_tables().values() for name in rows}
     for name in dir(C):
-        if re.fullmatch(r"MAX_\w+|\w+_(BASE|PER_BYTE)|INDEX_ENTRY_MAX", name):
+        if re.fullmatch(r"MAX_\w+|\w+_(BASE|PER_BYTE)|INDEX_ENTRY_MAX|THREAD_BYTES", name):
             assert name in specified, f"{name} is in format/_constants.py but not in the spec"
 
 

@@ -44,7 +44,9 @@ class RunColumn {
   ~RunColumn() { std::free(data_); }
 
   void push_back(T v) {
-    if (size_ == cap_) reserve(cap_ ? cap_ * 2 : 256);
+    // Small at first: a recording of many short-lived threads has as many timelines, most
+    // of a run or two (256 values a column made 8 KiB a thread).
+    if (size_ == cap_) reserve(cap_ ? cap_ * 2 : 4);
     data_[size_++] = v;
   }
   void reserve(size_t n) {

@@ -1,9 +1,16 @@
-"""psrec.format: the .psr recording format. Depends on nothing else in psrec."""
+"""psrec.format: the .psr recording format. Depends on nothing else in psrec.
+
+The reader and writer (and with them msgpack, zstandard and the native codec) are imported on
+first use of a name that needs them, so that a module of the package that needs neither (the
+errors, psrec.format.text) costs only itself: `psrec dump PID` imports those.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import _constants as constants
-from ._layout import Header
 from .errors import (
     CorruptRecordingError,
     EmptyRecordingError,
@@ -13,19 +20,41 @@ from .errors import (
     PsrecError,
     UnsupportedVersionError,
 )
-from .reader import (
-    ChunkInfo,
-    Definitions,
-    Frame,
-    Function,
-    ProcessInfo,
-    Recording,
-    SampleStream,
-    ThreadInfo,
-    native_available,
-    open_recording,
-)
-from .writer import PsrWriter, open_output
+
+if TYPE_CHECKING:
+    from ._layout import Header
+    from .reader import (
+        ChunkInfo,
+        Definitions,
+        Frame,
+        Function,
+        ProcessInfo,
+        Recording,
+        SampleStream,
+        ThreadInfo,
+        native_available,
+        open_recording,
+    )
+    from .writer import PsrWriter, open_output
+
+_LAZY = {
+    "Header": "._layout",
+    **dict.fromkeys(("ChunkInfo", "Definitions", "Frame", "Function", "ProcessInfo",
+                     "Recording", "SampleStream", "ThreadInfo", "native_available",
+                     "open_recording"), ".reader"),
+    "PsrWriter": ".writer",
+    "open_output": ".writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "constants",

@@ -1,7 +1,8 @@
 """`psrec dump PID`: every thread's current Python stack, read once, as text or as JSON.
 
 psrec's entry point (``psrec.__main__.main``) sends ``psrec [-v] dump PID [--json]`` here before
-it imports anything else: no click, no format package, no recording machinery. What a dump
+it imports anything else: no click, no reader or writer, no recording machinery (only the
+format package's errors and psrec.format.text, which import nothing). What a dump
 needs is the native recorder and these few functions, so it starts about as fast as Python
 itself (the read takes well under a millisecond). Errors are worded, and exit with the status,
 exactly as the click command words them (``psrec.cli.handle_errors``); the modules
@@ -33,9 +34,11 @@ def _short_path(path: str) -> str:
 def format_dump(d: dict[str, Any]) -> list[str]:
     """The text form of a dump (the native recorder's dict, with the command line in
     d["info"]["command"]): a header, then one block per thread, innermost frame first."""
+    from psrec.format.text import printable as p
+
     info = d["info"]
     lines = [
-        f"Process {info['pid']}: {info.get('command') or info['executable']}",
+        f"Process {info['pid']}: {p(info.get('command') or info['executable'])}",
         f"Python {info['version']}{' free-threaded' if info['free_threaded'] else ''} "
         f"({info['binary']})",
         "",
@@ -47,16 +50,16 @@ def format_dump(d: dict[str, Any]) -> list[str]:
         gil = (f"{label}: ?" if not t["gil_known"]
                else (f"{label}: {held}" if t["gil_held"] else f"{label}: -"))
         cpu = "cpu: ?" if not t["cpu_known"] else ("cpu: running" if t["on_cpu"] else "cpu: idle")
-        name = f' "{t["name"]}"' if t["name"] else ""
+        name = f' "{p(t["name"])}"' if t["name"] else ""
         lines.append(
             f"Thread {t['python_tid']:#x} (tid {t['native_tid'] or '?'}){name}  [{gil}, {cpu}]"
         )
         for filename, func, line in t["frames"]:
-            lines.append(f"    {func} ({_short_path(filename)}:{line})")
+            lines.append(f"    {p(func)} ({p(_short_path(filename))}:{line})")
         if t["truncated"]:
             lines.append("    [truncated stack]")
         if t["error"]:
-            lines.append(f"    [{t['error']}]")
+            lines.append(f"    [{p(t['error'])}]")
         if not t["frames"] and not t["error"]:
             lines.append("    [no Python frames]")
         lines.append("")
@@ -204,13 +207,9 @@ def render(pid: int, as_json: bool, blocking: bool = False) -> str:
 
 
 def _echo(text: str, err: bool = False) -> None:
-    """click.echo's behaviour, for what a dump prints: ANSI escapes (from a thread name, say)
-    dropped when the stream is not a terminal, and text the stream cannot encode replaced."""
+    """What a dump prints, text the stream cannot encode replaced (names from the target
+    are escaped by format_dump, so nothing here can drive a terminal)."""
     stream = sys.stderr if err else sys.stdout
-    if "\x1b" in text and not stream.isatty():
-        import re
-
-        text = re.sub(r"\033\[[0-?]*[ -/]*[@-~]", "", text)
     try:
         stream.write(text)
     except UnicodeEncodeError:
@@ -259,12 +258,13 @@ def main(args: list[str]) -> int | None:
         return 1
     except Exception as exc:
         from psrec.format.errors import PsrecError
+        from psrec.format.text import printable
 
         if verbose:
             raise
         if isinstance(exc, PsrecError):
-            _echo(f"psrec: error: {exc.message}\n"
-                  + (f"psrec: {exc.help}\n" if exc.help else ""), err=True)
+            _echo(f"psrec: error: {printable(exc.message)}\n"
+                  + (f"psrec: {printable(exc.help)}\n" if exc.help else ""), err=True)
             return int(exc.exit_code)
         _echo(f"psrec: internal error: {type(exc).__name__}: {exc}\n"
               "psrec: run again with -v for the traceback, and please report it\n", err=True)

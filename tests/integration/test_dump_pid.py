@@ -34,11 +34,15 @@ PYTHONS = python_params()
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 # What `psrec dump PID` must not import: the command line and reports (click, the analyzer),
-# the recording machinery and the format package, importlib.metadata (for __version__).
-HEAVY = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format", "importlib.metadata")
-# Wording an error imports the error classes, and with them psrec.format (their base class):
-# still no click, analyzer or importlib.metadata.
-HEAVY_ON_ERROR = ("click", "psrec.analyzer", "psrec.recorder._api", "importlib.metadata")
+# the recording machinery, the format's reader, writer and codecs, importlib.metadata (for
+# __version__). (It imports psrec.format.text, which escapes names, and the package's root.)
+HEAVY = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format.reader",
+         "psrec.format.writer", "psrec.format._format", "msgpack", "zstandard",
+         "importlib.metadata")
+# Wording an error imports the error classes: still no click, analyzer, reader or
+# importlib.metadata.
+HEAVY_ON_ERROR = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format.reader",
+                  "importlib.metadata")
 
 
 def psrec_imports(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -216,6 +220,21 @@ def test_json_keeps_names_as_threading_has_them(python: str) -> None:
         doc = dump_json(t.pid)
     names = {th["name"] for th in doc["threads"]}
     assert {"main-renamed", "before-rename", "ünïcode-名前", "os-only"} <= names, names
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_text_escapes_names_that_would_drive_a_terminal(python: str) -> None:
+    """A function named "sp<ESC>[2Jin" (clear screen) and a thread "bad<ESC>[41mname" (red
+    background): the text form shows the escapes, JSON keeps the names as they are."""
+    with target(python, "rec_escapes.py", "30") as t:
+        r, modules = psrec_imports("dump", str(t.pid))
+        doc = dump_json(t.pid)
+    assert r.returncode == 0, r.stderr
+    assert_lean(modules)
+    assert "\x1b" not in r.stdout
+    assert 'Thread ' in r.stdout and ' "bad\\x1b[41mname"  [' in r.stdout, r.stdout
+    assert "    sp\\x1b[2Jin (" in r.stdout, r.stdout
+    assert "bad\x1b[41mname" in {th["name"] for th in doc["threads"]}
 
 
 def _zombie_child_of(parent: int, timeout: float = 10.0) -> int:

@@ -244,6 +244,9 @@ class Recording:
         self._given: set[str] = set()  # every warning given
         self._skipped_at: set[int] = set()  # offsets of the chunks counted in corrupt_chunks
         self.corrupt_chunks = 0
+        # Offsets of the DATA chunks that hold a THREAD_RENAME, when the index says (format
+        # 1.2): the others need not be read for renames. None: any chunk may hold one.
+        self.renamed: set[int] | None = None
         self._defs: Definitions | None = None
         # (chunk offset, native) -> what _chunk_renames found there
         self._renames: dict[tuple[int, bool],
@@ -305,6 +308,10 @@ class Recording:
             if len(entries) > self.max_chunks:
                 return False, (f"{where} lists {len(entries):,} chunks, more than a file of "
                                f"{self.file_size:,} bytes can hold ({self.max_chunks:,})")
+            renamed = index.get("renames")  # since format 1.2
+            if renamed is not None and (type(renamed) is not list or len(renamed) > len(entries)
+                                        or not all(type(v) is int for v in renamed)):
+                return False, f"{where} holds a `renames` that is not a list of chunk offsets"
             chunks = []
             end = C.HEADER_SIZE
             for entry in entries:
@@ -323,9 +330,14 @@ class Recording:
                               head.crc, first, last, passes, samples)
                 )
                 end = head.end
+            if renamed is not None:
+                data_at = {c.offset for c in chunks if c.type == C.CHUNK_DATA}
+                if not data_at.issuperset(renamed):
+                    return False, f"{where} names a renaming chunk that is no DATA chunk it lists"
+                self.renamed = set(renamed)
         except CorruptRecordingError as exc:
             return False, str(exc).split(": ", 1)[-1]
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as exc:
             return False, f"{where} is not a valid index ({type(exc).__name__}: {exc})"[:300]
         self.chunks = chunks
         return True, None
@@ -575,6 +587,8 @@ class Recording:
         out: list[tuple[int, int, int, int, int]] = []
         seqs: set[int] = set()
         for info in self.data_chunks():
+            if self.renamed is not None and info.offset not in self.renamed:
+                continue
             found = self._chunk_renames(info, use_native)
             if found is None:
                 continue
@@ -757,7 +771,10 @@ class SampleStream:
         every = self.rec.data_chunks()
         budgets = self.rec.budgets
         raw = 0  # uncompressed bytes of the DATA chunks read
+        renamed = self.rec.renamed
         for n, info in enumerate(every):
+            if info.offset not in inside and renamed is not None and info.offset not in renamed:
+                continue  # outside the window, and the index says it renames no thread
             # The whole file's budgets (spec section 9.3): reading stops at the chunk that
             # would go past one, before it is decompressed when its header tells.
             raw += info.raw_length

@@ -21,6 +21,12 @@ import zstandard
 from . import _constants as C
 from ._layout import ChunkHeader, Header, pack_trailer
 from .errors import FormatError, OutputExistsError, PsrecError
+from .reference import thread_renames as _ref_thread_renames
+
+try:
+    from ._format import thread_renames as _thread_renames
+except ImportError:  # the native codec could not be built or loaded here
+    _thread_renames = _ref_thread_renames
 
 __all__ = ["PsrWriter", "open_output", "is_stream", "Output", "check_link", "write_failed"]
 
@@ -204,6 +210,15 @@ def open_output(path: str | os.PathLike[str], force: bool = False) -> BinaryIO:
         raise
 
 
+def _holds_renames(raw: bytes) -> bool:
+    """Whether a DATA payload holds a THREAD_RENAME record (or cannot be read to tell): the
+    index lists those chunks, so that a window reads the others' renames not at all."""
+    try:
+        return bool(_thread_renames(raw, 1))
+    except Exception:  # noqa: BLE001 - a second rename, or records that do not read
+        return True
+
+
 class PsrWriter:
     def __init__(
         self,
@@ -225,6 +240,7 @@ class PsrWriter:
             self._file = open_output(self.path, force)
         self._zstd = zstandard.ZstdCompressor(level=level, write_content_size=True)
         self._index: list[list[int]] = []
+        self._renamed: list[int] = []  # offsets of the DATA chunks that rename a thread
         self._closed = False
         self.bytes_written = 0
         self.samples = 0
@@ -271,6 +287,8 @@ class PsrWriter:
         if flush:
             self._file.flush()
         self._index.append([offset, ctype, first_ts, last_ts, passes, samples])
+        if ctype == C.CHUNK_DATA and _holds_renames(raw):
+            self._renamed.append(offset)
         return offset
 
     def write_sealed(
@@ -298,7 +316,7 @@ class PsrWriter:
         try:
             if stats is not None:
                 self.write_chunk(C.CHUNK_STATS, msgpack.packb(stats, use_bin_type=True))
-            index = {"chunks": self._index}
+            index = {"chunks": self._index, "renames": self._renamed}
             index_offset = self.write_chunk(
                 C.CHUNK_INDEX, msgpack.packb(index, use_bin_type=True), flush=False
             )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from format_helpers import new_writer, record
+from format_helpers import header, new_writer, record
 from hostile_files import (
     BIG_REF,
     BIG_REF_CHUNKS,
@@ -582,6 +582,34 @@ def test_many_damaged_chunks_give_a_bounded_number_of_warnings(tmp_path: Path) -
                                           "with it)"), warns[-1]
         if args == ("report",):
             assert_good_report(r)
+
+
+@pytest.mark.parametrize(("renames", "problem"), [
+    ([7], "names a renaming chunk that is no DATA chunk it lists"),
+    ("all", "holds a `renames` that is not a list of chunk offsets"),
+    ([1] * 9, "holds a `renames` that is not a list of chunk offsets"),
+], ids=["not-a-chunk", "not-a-list", "too-long"])
+def test_an_index_whose_renames_are_wrong_is_damaged(tmp_path: Path, renames: Any,
+                                                     problem: str) -> None:
+    """The index's `renames` (format 1.2) tells a window which chunks to read for thread
+    names: one that lists what is no DATA chunk of the file is not trusted."""
+    import msgpack
+    from hostile_files import good_chunks, layout, zchunk
+
+    chunks = good_chunks()
+    entries, at = [], len(header())
+    for c in chunks:
+        entries.append([at, c[4], 0, 0, 0, 0])
+        at += len(c)
+    index = zchunk(C.CHUNK_INDEX, msgpack.packb({"chunks": entries, "renames": renames}))
+    path = tmp_path / "renames.psr"
+    path.write_bytes(layout(chunks, index_chunk=index))
+    r = psrec("report", path)
+    no_crash(r)
+    assert lines(r.stderr) == [warning(
+        path, f"its index is damaged: INDEX chunk at byte {at} {problem}; the file was "
+              "scanned instead (1 data chunk found)")], r.stderr
+    assert_good_report(r)
 
 
 def test_a_second_metadata_chunk_does_not_replace_the_target(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from psrec.format import PsrWriter
 from psrec.format.errors import OutputExistsError, PsrecError
 from psrec.format.writer import check_link, is_stream
 
+from ._children import end_with_parent
 from .errors import (
     CommandNotFoundError,
     NativeRecorderMissingError,
@@ -275,23 +276,6 @@ class _Terminate(Exception):
     pass
 
 
-def _end_with_parent() -> Any:
-    """For a launched program: it gets SIGTERM when psrec dies, however psrec dies (even
-    SIGKILL), instead of running on under init unrecorded."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def in_child() -> None:
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # psrec died before the line above
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return in_child
-
-
 def _why(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or \
         type(exc).__name__
@@ -391,7 +375,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         # output: the program's goes to standard error then.
         child_stdout = sys.stderr.fileno() if _to_stdout(opts.output) else None
         try:
-            child = subprocess.Popen(argv, preexec_fn=_end_with_parent(), stdout=child_stdout)
+            child = subprocess.Popen(argv, preexec_fn=end_with_parent(), stdout=child_stdout)
         except FileNotFoundError:
             raise CommandNotFoundError(f"command not found: {argv[0]}") from None
         except PermissionError:

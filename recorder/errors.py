@@ -92,6 +92,10 @@ def _ptrace_help(pid: int | None, owner: str | None, user: str, yama_scope: int 
         return ("kernel.yama.ptrace_scope is 3: no process may read another's memory, root "
                 "included, until the machine restarts with a lower setting")
     cap = "grant it CAP_SYS_PTRACE (in Docker: --cap-add SYS_PTRACE)"
+    if user == "root":  # root refused: CAP_SYS_PTRACE was taken away (a container, setpriv)
+        who = f"process {pid} runs as {owner}" if owner is not None else f"process {pid}"
+        return (f"{who} and psrec as root without CAP_SYS_PTRACE (as in a container by "
+                f"default): {cap}" + (f", or run psrec as {owner}" if owner else ""))
     if owner is not None and owner != user:
         lead = f"process {pid} runs as {owner} and psrec as {user}: "
         same_user = f"run psrec as {owner}"

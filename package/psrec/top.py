@@ -27,6 +27,7 @@ import click
 from psrec.analyzer.cli import CliUsageError, length
 from psrec.analyzer.view import MODES, View, gil_wait_unknown, printable
 from psrec.format import PsrecError, open_recording
+from psrec.recorder._children import end_with_parent
 
 if TYPE_CHECKING:
     from psrec.analyzer.profile import FrameKey, Profile
@@ -256,12 +257,17 @@ def _apply(key: str, s: Screen) -> bool:
     return True
 
 
-def _start_recorder(pid: int, path: str, rate: str, force: bool) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "psrec", "record", "-q", "-r", rate, "-o", path, str(pid)]
+def _start_recorder(pid: int, path: str, rate: str, force: bool,
+                    to_fd: int | None = None) -> subprocess.Popen[bytes]:
+    """`psrec record` on pid into path, or with to_fd into that open file (its stdout). It
+    ends with top, however top ends (SIGTERM on top's death: it closes the file cleanly)."""
+    out = "-" if to_fd is not None else path
+    cmd = [sys.executable, "-m", "psrec", "record", "-q", "-r", rate, "-o", out, str(pid)]
     if force:
         cmd.insert(-1, "--force")
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                            stdout=to_fd if to_fd is not None else subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, preexec_fn=end_with_parent())
     try:
         _wait_started(proc, path)
     except BaseException:
@@ -278,7 +284,7 @@ def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
     """Until the recorder has written its file's header and metadata; its own error if it
     stops first."""
     deadline = time.monotonic() + 30
-    while not (os.path.exists(path) and os.path.getsize(path) >= 200):
+    while not (os.path.exists(path) and os.stat(path).st_size >= 200):
         if proc.poll() is not None:
             err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
             lines = [ln.removeprefix("psrec: ").removeprefix("error: ")
@@ -343,17 +349,20 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) 
     from rich.live import Live
 
     temporary = output is None
+    fd: int | None = None
     if temporary:
-        # Removed on every way out top controls (a failed start, q, Ctrl-C); only a top killed
-        # outright (SIGKILL) leaves it, and its name says what it is, for whoever finds it.
-        fd, path = tempfile.mkstemp(prefix=f"psrec-top-{pid}-", suffix=".temporary.psr")
-        os.close(fd)
+        # A file without a name: made and removed at once, the recorder writes it through its
+        # standard output and top reads it through /proc/self/fd. Nothing is left behind
+        # however top ends, even killed outright (the recorder then ends too).
+        fd, name = tempfile.mkstemp(prefix=f"psrec-top-{pid}-", suffix=".psr")
+        os.unlink(name)
+        path = f"/proc/self/fd/{fd}"
     else:
         path = output  # type: ignore[assignment]
     proc: subprocess.Popen[bytes] | None = None
     ended = ""
     try:
-        proc = _start_recorder(pid, path, rate, force or temporary)
+        proc = _start_recorder(pid, path, rate, force, to_fd=fd)
         screen.extra["what"] = (f"pid {pid}"
                                 + ("" if temporary else f" → {os.path.basename(path)}"))
         screen.gil_wait_unknown = _gil_wait_unknown(path)
@@ -393,9 +402,8 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) 
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if temporary:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        if fd is not None:
+            os.close(fd)
     if ended:
         click.echo(f"psrec: pid {pid} exited; recording stopped", err=True)
     if not temporary:

@@ -99,6 +99,10 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
   char buf[4096];
   ssize_t n = readlink((proc + "/exe").c_str(), buf, sizeof buf - 1);
   if (n > 0) info.executable.assign(buf, static_cast<size_t>(n));
+  // The link needs ptrace access even where the map does not (root without CAP_SYS_PTRACE
+  // reads another user's map): without it the executable's runtime would not be looked for,
+  // and the process said to be no Python.
+  if (n < 0 && errno == EACCES) throwPermission(pid);
   // A map opened just before the process execs reads empty (it was its old program's): read
   // again. A map that stays empty belongs to a process that exited, or one psrec may not read.
   std::vector<MapEntry> maps;

@@ -214,6 +214,32 @@ def target(python: str, script: str, *args: str, ready: str = "ready",
         stop(proc)
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"  # an interpreter any user may run (pyenv's are root's)
+
+
+@contextmanager
+def target_of_nobody(script: str, *args: str, timeout: float = 30.0) -> Iterator[Target]:
+    """tests/targets/SCRIPT run by the system's python3 as the user nobody, once `ready`.
+    Skips, saying why, where it cannot be (not root, or no such python)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start a target as another user")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{SYSTEM_PYTHON} is not installed: no interpreter nobody may run")
+    proc = subprocess.Popen(
+        [SYSTEM_PYTHON, str(TARGETS / script), *args], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=str(TARGETS), text=True,
+        user=65534, group=65534, extra_groups=[])
+    try:
+        _wait_line(proc, "ready", timeout)
+        yield Target(proc)
+    finally:
+        stop(proc)
+
+
+# What psrec is run with to be root without CAP_SYS_PTRACE, as in a container by default.
+WITHOUT_PTRACE = ("setpriv", "--bounding-set", "-sys_ptrace")
+
+
 def dead_pid() -> int:
     """A pid no process has (one that just exited and was reaped)."""
     p = subprocess.Popen(["true"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +13,13 @@ from rec_live import (
     PYTHONS,
     TARGETS,
     UNSUPPORTED,
+    WITHOUT_PTRACE,
     dead_pid,
     psrec,
     psrec_async,
     stop,
     target,
+    target_of_nobody,
     wait_recording,
 )
 
@@ -40,6 +43,21 @@ def test_no_such_process(tmp_path: Path) -> None:
     assert_one_error(psrec("record", "-o", str(out), str(dead_pid())), "no process with pid")
     assert not out.exists()
     assert_one_error(psrec("dump", str(dead_pid())), "no process with pid")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_root_without_cap_sys_ptrace_is_told_so(tmp_path: Path) -> None:
+    """Root without CAP_SYS_PTRACE (a container's default) on another user's Python: the
+    executable's link could not be read, and the target was called no Python process."""
+    out = tmp_path / "x.psr"
+    with target_of_nobody("rec_finite.py", "30") as t:
+        r = subprocess.run([*WITHOUT_PTRACE, sys.executable, "-m", "psrec", "record", "-d", "1",
+                            "-o", str(out), str(t.pid)], capture_output=True, text=True,
+                           timeout=60)
+    assert_one_error(r, f"permission denied reading the memory of process {t.pid}",
+                     f"process {t.pid} runs as nobody and psrec as root without CAP_SYS_PTRACE",
+                     "--cap-add SYS_PTRACE")
+    assert not out.exists()
 
 
 def test_not_a_python_process(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ Needs tmux (Debian: apt-get install tmux); skips, saying so, without it.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +22,16 @@ from pathlib import Path
 
 import pytest
 from psrec.format import open_recording
-from rec_live import PYTHONS, TARGETS, minor_of, one_python, psrec, target
+from rec_live import (
+    PYTHONS,
+    TARGETS,
+    WITHOUT_PTRACE,
+    minor_of,
+    one_python,
+    psrec,
+    target,
+    target_of_nobody,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 
@@ -59,10 +70,12 @@ class Tmux:
         subprocess.run([*self.base, "kill-server"], capture_output=True, check=False)
 
 
-def _command(*args: str) -> str:
+def _command(*args: str, tmpdir: Path | None = None, as_user: tuple[str, ...] = ()) -> str:
     # COLUMNS and LINES, where pytest's environment has them, would fix the screen's size
+    env = [f"TMPDIR={tmpdir}"] if tmpdir is not None else []
     return f"cd {shlex.quote(str(TARGETS))} && " + shlex.join(
-        ["env", "-u", "COLUMNS", "-u", "LINES", sys.executable, "-m", "psrec", "top", *args])
+        [*as_user, "env", "-u", "COLUMNS", "-u", "LINES", *env, sys.executable, "-m", "psrec",
+         "top", *args])
 
 
 @pytest.mark.parametrize("python", one_python())
@@ -95,6 +108,60 @@ def test_top_live_keys_and_kept_recording(python: str, tmp_path: Path) -> None:
         assert rec.clean, "top's recording should be closed cleanly"
     r = psrec("report", str(out), "-l", "5")
     assert r.returncode == 0 and "busy_inner" in r.stdout
+
+
+def _recorders_of(pid: int) -> list[int]:
+    """Pids of the `psrec record` processes recording pid."""
+    r = subprocess.run(["pgrep", "-f", f"psrec record -q -r .* {pid}$"], capture_output=True,
+                       text=True, check=False)
+    return [int(p) for p in r.stdout.split()]
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_killed_outright_leaves_no_file_and_no_recorder(python: str, tmp_path: Path) -> None:
+    """kill -9 of top: its recording had a name in $TMPDIR, left behind, and the recorder went
+    on recording into it until the target ended."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with target(python, "rec_threads.py") as t:
+        tmux = Tmux("killed", _command(str(t.pid), tmpdir=tmp))
+        try:
+            tmux.wait_for("busy_inner")
+            assert list(tmp.iterdir()) == []  # recording, with no file to be seen
+            recorders = _recorders_of(t.pid)
+            assert len(recorders) == 1, recorders
+            top = subprocess.run(["pgrep", "-f", f"psrec top {t.pid}$"], capture_output=True,
+                                 text=True, check=False).stdout.split()
+            assert len(top) == 1, top
+            os.kill(int(top[0]), signal.SIGKILL)
+            tmux.wait_for("TOP-EXITED 137")
+            deadline = time.monotonic() + 20
+            while _recorders_of(t.pid):
+                assert time.monotonic() < deadline, "the recorder outlived top"
+                time.sleep(0.1)
+            assert t.proc.poll() is None  # the target was only recorded, never stopped
+        finally:
+            tmux.close()
+    assert list(tmp.iterdir()) == []
+
+
+def test_top_refused_by_the_target_says_why_and_leaves_no_file(tmp_path: Path) -> None:
+    """Root without CAP_SYS_PTRACE on another user's Python: one error that says so, and no
+    file left (a failed start left an empty one in $TMPDIR)."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with target_of_nobody("rec_threads.py") as t:
+        tmux = Tmux("refused", _command(str(t.pid), tmpdir=tmp, as_user=WITHOUT_PTRACE))
+        try:
+            screen = tmux.wait_for("TOP-EXITED 1")
+            flat = " ".join(screen.split())
+            assert f"permission denied reading the memory of process {t.pid}" in flat, screen
+            assert "without CAP_SYS_PTRACE" in flat and "Traceback" not in screen, screen
+        finally:
+            tmux.close()
+    assert list(tmp.iterdir()) == []
 
 
 @pytest.mark.parametrize("python", one_python())

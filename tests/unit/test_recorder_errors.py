@@ -38,6 +38,19 @@ def test_the_owner_is_named_when_it_is_another_user() -> None:
         assert "runs as" not in text and "same user as the target" in text, text
 
 
+def test_root_refused_is_told_it_lacks_cap_sys_ptrace() -> None:
+    """Root is refused only without CAP_SYS_PTRACE (a container's default): "run it with sudo"
+    would not help."""
+    for scope in (None, 0, 1, 2):
+        text = _ptrace_help(1234, owner="nobody", user="root", yama_scope=scope)
+        assert text == ("process 1234 runs as nobody and psrec as root without CAP_SYS_PTRACE "
+                        "(as in a container by default): grant it CAP_SYS_PTRACE (in Docker: "
+                        "--cap-add SYS_PTRACE), or run psrec as nobody"), text
+    text = _ptrace_help(1234, owner=None, user="root", yama_scope=None)
+    assert text.startswith("process 1234 and psrec as root without CAP_SYS_PTRACE") and \
+        "sudo" not in text, text
+
+
 @contextmanager
 def _process_of(uid: int) -> Iterator[int]:
     p = subprocess.Popen(["sleep", "60"], user=uid)
@@ -58,12 +71,16 @@ def test_help_for_a_real_process_of_another_user() -> None:
         exc = RecorderPermissionError(f"permission denied reading the memory of process {pid}")
     assert f"process {pid} runs as nobody and psrec as {me}" in text, text
     assert exc.help == text
-    assert ("ptrace_scope" in text) == os.path.exists(YAMA), text
+    # (root is refused only without CAP_SYS_PTRACE, whatever Yama says)
+    assert ("ptrace_scope" in text) == (os.path.exists(YAMA) and me != "root"), text
 
 
 def test_help_for_a_real_process_of_this_user() -> None:
     with _process_of(os.getuid()) as pid:
         text = ptrace_help(pid)
+    if os.getuid() == 0:  # root is refused only without the capability
+        assert text.startswith(f"process {pid} and psrec as root without CAP_SYS_PTRACE"), text
+        return
     assert "runs as" not in text and "same user as the target" in text, text
     assert ("ptrace_scope" in text) == os.path.exists(YAMA), text
     assert "runs as" not in ptrace_help(None)

@@ -21,7 +21,7 @@ from psrec.format import PsrWriter
 from psrec.format.errors import OutputExistsError, PsrecError
 from psrec.format.writer import check_link, is_stream
 
-from ._children import end_with_parent
+from ._children import Guard, end_marked, end_with_parent
 from .errors import (
     CommandNotFoundError,
     NativeRecorderMissingError,
@@ -363,6 +363,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     _check_output(opts.output, opts.force)
 
     child: subprocess.Popen[bytes] | None = None
+    guard: Guard | None = None
     if opts.command:
         # What costs time once is done before the program starts, so that psrec is quiet while
         # the program's first milliseconds are recorded: the package's version (for the file's
@@ -374,11 +375,17 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         # A recording written to standard output must not be mixed with the program's own
         # output: the program's goes to standard error then.
         child_stdout = sys.stderr.fileno() if _to_stdout(opts.output) else None
+        # The program ends with psrec however psrec ends, and so do the processes it starts
+        # (a shell's, a launcher's): marked, and ended by a guard if psrec dies.
+        guard = Guard()
         try:
-            child = subprocess.Popen(argv, preexec_fn=end_with_parent(), stdout=child_stdout)
+            child = subprocess.Popen(argv, preexec_fn=end_with_parent(), stdout=child_stdout,
+                                     env=guard.env())
         except FileNotFoundError:
+            guard.release()
             raise CommandNotFoundError(f"command not found: {argv[0]}") from None
         except PermissionError:
+            guard.release()
             raise CommandNotFoundError(
                 f"cannot run {argv[0]}: permission denied", help="check the file's execute bit"
             ) from None
@@ -495,6 +502,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         stopped_by = "terminate"
         if child is not None and child.poll() is None:
             child.terminate()
+        if guard is not None:  # and what it started, as if psrec had died
+            end_marked(guard.token)
     except BaseException:
         sampler.stop()
         if child is not None:
@@ -569,6 +578,8 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
               + (" or its children" if opts.subprocesses else "") + ": nothing recorded",
               file=stream)
         stopped_by = "not_python"
+    if guard is not None:
+        guard.release()
     return RecordResult(
         output=opts.output,
         pid=pid,

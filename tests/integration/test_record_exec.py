@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from psrec.format import open_recording
-from rec_live import TARGETS, collapsed, load, psrec, python_params, target
+from rec_live import TARGETS, collapsed, load, one_python, psrec, python_params, target
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
@@ -271,9 +272,7 @@ def test_a_killed_recorder_takes_its_launched_program_with_it(python: str,
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
-    children = (Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split())
-    assert len(children) == 1, children
-    program = int(children[0])
+    program = _launched(p.pid, "rec_finite.py")
     deadline = time.monotonic() + 20
     while not out.exists() or out.stat().st_size < 200:  # the file has begun
         assert time.monotonic() < deadline
@@ -297,3 +296,109 @@ def test_a_killed_recorder_takes_its_launched_program_with_it(python: str,
     assert not any(pid == str(program) for pid in os.listdir("/proc")) or state in ("Z", "X")
     with open_recording(out) as rec:
         assert rec.definitions().threads
+
+
+def _launched(psrec_pid: int, script: str) -> int:
+    """The pid of psrec's child that runs script (psrec has another child: the guard)."""
+    children = Path(f"/proc/{psrec_pid}/task/{psrec_pid}/children").read_text().split()
+    own = Path(f"/proc/{psrec_pid}/cmdline").read_bytes()  # the guard's too: a fork of psrec
+    mine = [int(c) for c in children
+            if script.encode() in (cmd := Path(f"/proc/{c}/cmdline").read_bytes()) and cmd != own]
+    assert len(mine) == 1, children
+    return mine[0]
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize(("subprocesses", "sig"), [(False, "SIGKILL"), (True, "SIGKILL"),
+                                                   (True, "SIGTERM")],
+                         ids=["killed", "killed-subprocesses", "terminated"])
+@pytest.mark.parametrize("python", one_python())
+def test_a_killed_recorder_takes_what_its_program_started_with_it(
+        python: str, subprocesses: bool, sig: str, tmp_path: Path) -> None:
+    """SIGKILL of `psrec record -- bash -c "python x.py; true"`: the shell got SIGTERM, but
+    the Python it started ran on under init (PR_SET_PDEATHSIG is not inherited). SIGTERM
+    ends them too, and the file closes cleanly."""
+    import os
+    import signal
+
+    out = tmp_path / "killed.psr"
+    shell = f"{shlex.quote(python)} rec_finite.py 60 0; true"
+    p = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out),
+                          *(["--subprocesses"] if subprocesses else []), "--", "bash", "-c",
+                          shell], cwd=str(TARGETS), stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "ready"
+    bash = _launched(p.pid, "rec_finite.py")
+    guard = [int(c) for c in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+             if int(c) != bash]
+    assert len(guard) == 1, guard
+    grandchildren = Path(f"/proc/{bash}/task/{bash}/children").read_text().split()
+    assert len(grandchildren) == 1, grandchildren
+    program = int(grandchildren[0])
+    if subprocesses:
+        deadline = time.monotonic() + 20
+        while not out.exists() or out.stat().st_size < 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    p.send_signal(getattr(signal, sig))
+    p.wait(20)
+    try:
+        assert _gone(bash, 10), f"the shell (pid {bash}) still runs"
+        assert _gone(program, 10), f"the shell's Python (pid {program}) still runs"
+        assert _gone(guard[0], 10), f"the guard (pid {guard[0]}) still runs"
+        if sig == "SIGTERM":
+            with open_recording(out) as rec:
+                assert rec.clean and rec.stats and rec.stats["stopped_by"] == "terminate"
+    finally:
+        for pid in (program, bash, guard[0]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_a_recorder_that_ends_as_it_should_leaves_no_guard(python: str, tmp_path: Path) -> None:
+    """The guard of a launched program ends with psrec, and signals nothing: a process the
+    program left running (a daemon) runs on, as without psrec."""
+    import os
+    import signal
+
+    out = tmp_path / "done.psr"
+    pidfile = tmp_path / "daemon.pid"
+    shell = (f"{shlex.quote(python)} rec_finite.py 60 0 > /dev/null 2>&1 & echo $! > {pidfile}; "
+             f"{shlex.quote(python)} rec_finite.py 0.5 0")
+    r = subprocess.run([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out), "--",
+                        "bash", "-c", shell], cwd=str(TARGETS), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    daemon = int(pidfile.read_text())
+    try:
+        time.sleep(1.5)  # what a guard that signalled would have needed
+        assert not _gone(daemon, 0.1), "the program's daemon was ended"
+        guards = [pid for pid in os.listdir("/proc") if pid.isdigit() and _is_guard(int(pid))]
+        assert guards == [], guards
+    finally:
+        os.kill(daemon, signal.SIGKILL)
+
+
+def _is_guard(pid: int) -> bool:
+    """A guard is a fork of `psrec record` whose parent is no psrec (here: all psrec records
+    ended)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"psrec\0record" in cmd and b"done.psr" in cmd

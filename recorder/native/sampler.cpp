@@ -346,6 +346,17 @@ bool Sampler::stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t
 }
 
 void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
+  // Once the pause below has ended (it is destroyed first), each thread that was running is
+  // told so: psrec's own stop is no sleep (ThreadStatFiles::resumed).
+  struct AfterPause {
+    Target& t;
+    bool paused = false;
+    ~AfterPause() {
+      if (!paused) return;
+      for (auto& [addr, th] : t.threads)
+        if (th.before_pause.ok) th.files.resumed(th.before_pause.running);
+    }
+  } after_pause{t};
   std::optional<ProcessPause> pause;
   if (config_.blocking) {
     for (auto& [addr, th] : t.threads) {
@@ -355,6 +366,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
       th.paused = true;
     }
     pause.emplace(t.pid);
+    after_pause.paused = true;
     int e = pause->stop();
     if (e == ESRCH) {
       char state = processState(t.pid);

@@ -139,6 +139,10 @@ class SwitchRing {
     return ok;
   }
   bool running() const { return on_cpu_ || runnable_; }
+  // Off a CPU but runnable (ThreadStatFiles::resumed).
+  void markRunnable() {
+    if (!on_cpu_) runnable_ = true;
+  }
   uint64_t cpuNs(uint64_t now_ns) const {
     return cpu_ns_ + (on_cpu_ && now_ns > since_ns_ ? now_ns - since_ns_ : 0);
   }
@@ -320,6 +324,10 @@ ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
     return startRing();  // switches were lost: start again from the files
   }
   return sampleFiles();
+}
+
+void ThreadStatFiles::resumed(bool was_running) {
+  if (was_running && ring_ && ring_->update()) ring_->markRunnable();
 }
 
 ThreadCpu ThreadStatFiles::sampleFiles() {

@@ -72,6 +72,12 @@ class ThreadStatFiles {
   // which the ring's CPU time of a running thread counts up to.
   ThreadCpu sample(uint64_t now_ns);
   uint64_t statReads() const { return stat_reads_; }
+  // psrec paused the thread (--blocking) and has resumed it. The pause switched it out, which
+  // its context switches tell as a thread gone to sleep, and a thread woken again makes no
+  // switch until it reaches a CPU: behind another program on its CPU it stayed "asleep" for up
+  // to a time slice (a thread busy 100 % of the time showed on a CPU in 70 % of samples). A
+  // thread that was running or runnable before the pause is runnable again.
+  void resumed(bool was_running);
   // Whether sample() takes the state from context switches.
   bool fromSwitches() const { return ring_ != nullptr; }
 

@@ -4,8 +4,10 @@ brush to pick a time window, and a flame graph and function table of the window 
 picked, in any of the four modes.
 
 The page carries aggregates, not samples: the samples summed by (time slice, thread, stack)
-under each mode and state, so its size grows with distinct stacks and slices, never with the
-number of samples. The script in assets/report.js sums the cells of the selection.
+under each mode, and by (time slice, thread) under each state, so its size grows with
+distinct stacks, threads and slices, never with the number of samples; past its bounds on
+thread rows, states and cells it merges threads or slices, and says so. The script in
+assets/report.js sums the cells of the selection.
 """
 
 from __future__ import annotations
@@ -23,19 +25,33 @@ from psrec.format.reader import open_recording
 from . import engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Reporter, register
-from .view import MODE_HELP, MODES, STATE_SLICES, gil_wait_unknown
+from .reporters import format_seconds
+from .view import MODE_HELP, MODES, gil_wait_unknown
 from .walks import TrieOrder
 
 __all__ = ["HtmlReporter", "page_data"]
 
 ASSETS = Path(__file__).resolve().parent / "assets"
-# Slices across the selected span: the brush's resolution and the timeline's columns (the
-# flame graph's cells are STATE_SLICES times coarser, or more where there are many).
+# Slices across the selected span: the timeline's columns and the brush's resolution.
 SLICES = 400
-# The most (slice, thread, stack) cells a page carries: beyond it, slices are merged in twos
-# until it fits (a coarser brush, the same totals).
+# Timeline slices in a slice of the flame graph's cells, at least.
+CELL_SLICES = 5
+# The most (slice, thread, stack) cells a page carries: beyond it, the cells' slices are
+# merged in twos until it fits (a coarser window for the flame graph, the same totals).
 MAX_CELLS = 300_000
-STATE_NAMES = ("state-wall", "state-gil", "state-cpu", "state-wait")
+# The most thread rows the timeline draws: beyond it, the threads with the fewest samples
+# share the last row (its ref is OTHERS: a thread's ref is below 2^24).
+MAX_ROWS = 1_000
+OTHERS = (1 << 32) - 1
+# The most (row, timeline slice) states the page carries, each row's from its first slice
+# with samples to its last: beyond it, timeline slices are merged in twos.
+MAX_STATES = 250_000
+# Besides the other modes, each thread's time on a CPU without the GIL and waiting for it
+# (its time in all and holding the GIL are the wall and gil modes' cells by thread).
+STATE_NAMES = ("state-cpu", "state-wait")
+_ALL_SLICES = (1 << 64) - 1  # a group_sums factor that puts every slice in one
+
+Groups = tuple["array[int]", "array[int]", "array[int]", "array[int]"]
 
 
 def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
@@ -48,69 +64,131 @@ def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
     return cols.weight
 
 
+def _regroup(native: bool, g: Groups, width: int, factor: int) -> Groups:
+    """Groups (a row of `width` sums each) summed again by slice // factor."""
+    sl, th, node, values = g
+    return engine.group_sums(native, [(sl, th, node, values[i::width]) for i in range(width)],
+                             factor)
+
+
 def page_data(p: Profile) -> dict[str, Any]:
     """What the page draws, as JSON-ready data: threads, per-slice states, the stack trie of
-    the stacks seen, and cells (slice, thread, stack) with a value per mode."""
+    the stacks seen, and cells (slice, thread, stack) with a value per mode.
+
+    Its size is bounded whatever the recording holds (MAX_ROWS thread rows, MAX_STATES
+    states, MAX_CELLS cells): where a bound merged rows or slices, `bounds` says so."""
     modes = list(MODES)
     columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
-    # Per (fine slice, thread): wall, gil, on a CPU without the GIL, waiting for it (time
-    # weights), and the samples: the states are summed by thread alone, in slices finer than
-    # the modes' (STATE_SLICES to one).
-    wall = p.also["state-wall"]
-    state_sources = [(c.slice, c.thread, c.node, c.weight) for c in (
-        wall, p.also["state-gil"], p.also["state-cpu"], p.also["state-wait"])]
-    state_sources.append((wall.slice, wall.thread, wall.node, wall.samples))
-    st_slice, st_thread, _, st_values = engine.group_sums(p.native, state_sources, 1, False)
-    slice_ticks = max(1, p.also_slices["state-wall"])
-    ratio = max(1, p.slice_ticks // slice_ticks)  # fine slices in a mode's slice
-    sources = [(c.slice, c.thread, c.node, _values(p, m, c)) for m, c in columns.items()]
-    # Every cell of a mode is a cell of the wall mode: merging slices in twos at least halves
-    # the cells while they are distinct, so start from the first factor that may fit.
-    mode_cells = len(columns["wall"].node)
-    mode_slices = len(set(columns["wall"].slice))
-    factor = 1
-    while mode_cells > MAX_CELLS * factor and mode_slices > 20 * factor:
+    ticks = max(1, p.slice_ticks)
+    wall = columns["wall"]
+    bounds: list[str] = []
+
+    # One row per thread with samples in the view, the threads with the fewest samples
+    # sharing the last one beyond MAX_ROWS.
+    refs = p.thread_refs()
+    every = len(refs)
+    shared: dict[int, int] = {}
+    if every > MAX_ROWS:
+        _, by_thread, _, counts = engine.group_sums(
+            p.native, [(wall.slice, wall.thread, wall.node, wall.samples)], _ALL_SLICES, False)
+        samples = dict(zip(by_thread, counts))
+        kept = set(sorted(refs, key=lambda r: -samples.get(r, 0))[:MAX_ROWS - 1])
+        shared = {r: OTHERS for r in refs if r not in kept}
+        refs = [r for r in refs if r in kept]
+        bounds.append(f"{len(shared):,} threads with the fewest samples share the last row "
+                      f"(at most {MAX_ROWS:,} rows)")
+    rows = set(refs) | ({OTHERS} if shared else set())
+
+    remapped: dict[int, Any] = {}
+
+    def by_row(c: CellColumns) -> Any:
+        """The thread column of cells with each thread's row ref."""
+        if not shared:
+            return c.thread
+        if id(c) not in remapped:
+            remapped[id(c)] = array("I", map(shared.get, c.thread, c.thread))
+        return remapped[id(c)]
+
+    # Per (slice, row): the time (weights) of every sample, of those holding the GIL, on a
+    # CPU without it and waiting for it, and the samples.
+    state_sources = [(c.slice, by_row(c), c.node, c.weight) for c in (
+        wall, columns["gil"], p.also["state-cpu"], p.also["state-wait"])]
+    state_sources.append((wall.slice, state_sources[0][1], wall.node, wall.samples))
+    states = engine.group_sums(p.native, state_sources, 1, False)
+
+    # Timeline slices merged in twos while the rows' states are more than MAX_STATES.
+    spans: dict[int, tuple[int, int]] = {}
+    for sl, th in zip(states[0], states[1]):
+        if th in rows:
+            lo_hi = spans.get(th)
+            spans[th] = (sl, sl) if lo_hi is None else (min(lo_hi[0], sl), max(lo_hi[1], sl))
+    first = min(states[0], default=0)
+    last = max(states[0], default=0)
+    merge = 1
+    while (last // merge > first // merge
+           and sum(hi // merge - lo // merge + 1 for lo, hi in spans.values()) > MAX_STATES):
+        merge *= 2
+    if merge > 1:
+        states = _regroup(p.native, states, 5, merge)
+        first, last = first // merge, last // merge
+        bounds.append(f"timeline slices of {format_seconds(p.seconds(merge * ticks))}, not "
+                      f"{format_seconds(p.seconds(ticks))} (at most {MAX_STATES:,} thread "
+                      "states)")
+    nslices = last - first + 1  # the timeline's, with any slice that has no samples
+
+    # The cells, in slices of `factor` slices of the profile: CELL_SLICES timeline slices, or
+    # twice, four times... that many until they are at most MAX_CELLS. Merging slices in twos
+    # at least halves the cells while they are distinct: start from the first factor that may
+    # fit, and never go below 20 slices.
+    sources = [(c.slice, by_row(c), c.node, _values(p, m, c)) for m, c in columns.items()]
+    width = len(modes)
+    span = nslices * merge
+    factor = CELL_SLICES * merge
+    while len(wall) > MAX_CELLS * factor and span > 20 * factor:
         factor *= 2
     while True:
-        c_slice, c_thread, c_node, c_values = engine.group_sums(p.native, sources, factor)
-        if len(c_node) <= MAX_CELLS or mode_slices <= 20 * factor:
+        cells = engine.group_sums(p.native, sources, factor)
+        if len(cells[2]) <= MAX_CELLS or span <= 20 * factor:
             break
         factor *= 2
+    if factor > CELL_SLICES * merge:
+        bounds.append(f"flame graph windows of {format_seconds(p.seconds(factor * ticks))} "
+                      f"(at most {MAX_CELLS:,} cells)")
+    c_slice, c_thread, c_node, c_values = cells
     if p.view.weights == "count":
         c_values = array("Q", (v * p.interval_ticks for v in c_values))
-    first = min(st_slice, default=0)
-    last = max(st_slice, default=0)
-    nslices = last - first + 1  # the timeline's, with any slice that has no samples
 
     # The trie of the stacks seen, numbered again with parents before children.
     order = TrieOrder(p.parents)
-    width = len(modes)
-    factor *= ratio  # now fine slices to a cell's slice
-    base = first // factor
+    cell_factor = factor // merge  # timeline slices in a cell's slice
+    base = first // cell_factor
     out_cells: dict[str, list[int]] = {
         "s": [sl - base for sl in c_slice],
         "t": c_thread.tolist(),
         "n": [order.add(node) for node in c_node],
         **{m: c_values[i::width].tolist() for i, m in enumerate(modes)},
     }
-    # Per thread, its states over the slices it has samples in: [first slice, wall, gil,
-    # cpu, wait], each list from that slice on (a short-lived thread costs a few slices).
-    spans: dict[int, list[int]] = {}
-    for sl, th in zip(st_slice, st_thread):
-        lo_hi = spans.get(th)
-        spans[th] = [sl, sl] if lo_hi is None else [min(lo_hi[0], sl), max(lo_hi[1], sl)]
+    # Per row, its states over the slices it has samples in: [first slice, wall, gil, cpu,
+    # wait], each list from that slice on (a short-lived thread costs a few slices).
     out_states: dict[str, list[Any]] = {}
     for th, (lo, hi) in spans.items():
+        lo, hi = lo // merge, hi // merge
         out_states[str(th)] = [lo - first] + [[0] * (hi - lo + 1) for _ in range(4)]
-    samples: dict[int, int] = {}
+    row_samples: dict[int, int] = {}
+    st_slice, st_thread, _, st_values = states
     for i, (sl, th) in enumerate(zip(st_slice, st_thread)):
+        if th not in rows:
+            continue
         per = out_states[str(th)]
         at = sl - first - per[0]
         for j in range(4):
             per[j + 1][at] += st_values[i * 5 + j]
-        samples[th] = samples.get(th, 0) + st_values[i * 5 + 4]
-    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": samples.get(ref, 0)}
-               for ref in p.thread_refs()]
+        row_samples[th] = row_samples.get(th, 0) + st_values[i * 5 + 4]
+    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": row_samples.get(ref, 0)}
+               for ref in refs]
+    if shared:
+        threads.append({"ref": OTHERS, "label": f"{len(shared):,} other threads",
+                        "samples": row_samples.get(OTHERS, 0), "threads": len(shared)})
     keys: dict[Any, int] = {}
     key_of = [keys.setdefault(p.key(p.frames[n]) if n else NO_STACK, len(keys))
               for n in order.nodes]
@@ -121,6 +199,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         # nothing (the legend and the gil-wait mode say why instead).
         for per in out_states.values():
             per[4] = [0] * len(per[4])
+    slice_ticks = merge * ticks
     return {
         "psrec": __version__,
         "file": p.path,
@@ -137,13 +216,14 @@ def page_data(p: Profile) -> dict[str, Any]:
         "slice_s": p.seconds(slice_ticks),
         "slices": nslices,
         # A timeline slice a (from 0) is in cell slice (a + cell_offset) // cell_factor.
-        "cell_factor": factor,
-        "cell_offset": first % factor,
+        "cell_factor": cell_factor,
+        "cell_offset": first % cell_factor,
         "mode": p.view.mode,
         "weights": p.view.weights,
         "interval_ticks": p.interval_ticks,
         "by": p.view.by,
         "samples": p.selected,
+        "thread_count": every,
         "threads": threads,
         "states": out_states,
         "keys": [[k.name, k.filename, k.line] for k in keys],
@@ -152,6 +232,8 @@ def page_data(p: Profile) -> dict[str, Any]:
         "cells": out_cells,
         "modes": modes,
         "mode_help": {m: MODE_HELP[m] for m in modes},
+        # What the bounds on the page's size merged, one phrase each (none: nothing).
+        "bounds": bounds,
     }
 
 
@@ -208,7 +290,7 @@ class HtmlReporter(Reporter):
     description = ("an HTML page with everything inline: each thread's GIL and CPU states "
                    "over time, and a flame graph and function table of any window")
     suffix = ".html"
-    slice_count = SLICES // STATE_SLICES
+    slice_count = SLICES
 
     def also(self, profile_mode: str) -> tuple[str, ...]:
         return tuple(m for m in MODES if m != profile_mode) + STATE_NAMES
@@ -217,5 +299,7 @@ class HtmlReporter(Reporter):
         data = page_data(profile)
         page = render(data)
         out.write(page)
-        return (f"{len(data['threads'])} threads, {len(data['parent']):,} stack nodes, "
-                f"{len(data['cells']['n']):,} cells, {math.ceil(len(page) / 1024):,} KiB")
+        bounds = "".join(f"; {b}" for b in data["bounds"])
+        return (f"{data['thread_count']} threads, {len(data['parent']):,} stack nodes, "
+                f"{len(data['cells']['n']):,} cells, {math.ceil(len(page) / 1024):,} KiB"
+                f"{bounds}")

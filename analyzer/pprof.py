@@ -64,6 +64,13 @@ class _Strings:
 
 
 Row = list[int]  # samples, weight ticks, cpu ticks
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int64(n: int) -> int:
+    """n saturated to profile.proto's int64 fields: a file's times and counts can add up
+    past them (created 2^63 - 1 ns after the epoch, samples 2^62 ticks apart)."""
+    return max(INT64[0], min(INT64[1], n))
 
 
 def _sums(cols: CellColumns, sl: int | None) -> dict[tuple[int, int], Row]:
@@ -137,7 +144,7 @@ def build(p: Profile, sl: int | None = None) -> Any:
     prof.default_sample_type = strings("cpu" if p.view.mode == "cpu" else "wall")
     prof.period_type.type = strings("wall")
     prof.period_type.unit = strings("nanoseconds")
-    prof.period = p.interval_ticks * p.tick_ns
+    prof.period = _int64(p.interval_ticks * p.tick_ns)
     functions: dict[Any, int] = {}
     locations: dict[int, int] = {}  # frame id -> location id
     # One mapping, the interpreter that ran the code: pprof names its main binary after it
@@ -185,21 +192,21 @@ def build(p: Profile, sl: int | None = None) -> Any:
                 locations[-1] = empty_loc
                 prof.location.add(id=empty_loc, mapping_id=1).line.add(function_id=fid)
             sample.location_id.append(empty_loc)
-        sample.value.extend((n, w * ns, c * ns))
+        sample.value.extend((_int64(n), _int64(w * ns), _int64(c * ns)))
         t = p.threads.get(th)
         sample.label.add(key=keys["thread"], str=strings(t.name if t and t.name else "thread"))
         if t is not None:
-            sample.label.add(key=keys["thread_id"], num=t.os_tid or t.python_tid)
+            sample.label.add(key=keys["thread_id"], num=_int64(t.os_tid or t.python_tid))
             if many_pids:
-                sample.label.add(key=keys["pid"], num=t.pid)
+                sample.label.add(key=keys["pid"], num=_int64(t.pid))
         sample.label.add(key=keys["gil"], str=strings(gil))
         sample.label.add(key=keys["cpu"], str=strings(cpu))
     if sl is None:
         lo, hi = p.first_ts, p.last_ts + p.interval_ticks
     else:
         lo, hi = sl * p.slice_ticks, (sl + 1) * p.slice_ticks
-    prof.time_nanos = p.created_wall_ns + lo * ns
-    prof.duration_nanos = max(0, hi - lo) * ns
+    prof.time_nanos = _int64(p.created_wall_ns + lo * ns)
+    prof.duration_nanos = _int64(max(0, hi - lo) * ns)
     prof.comment.append(strings(f"psrec {p.path}: {p.describe()}"))
     prof.string_table.extend(strings.table)
     return prof

@@ -14,8 +14,10 @@ read is in view.py, the walks over stacks in walks.py.
 from __future__ import annotations
 
 import math
+import os
 from array import array
-from dataclasses import dataclass, field, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Union
 
 from psrec.format import Recording, ThreadInfo, open_recording
@@ -28,7 +30,6 @@ from .view import (
     MAX_SLICES,
     MODE_HELP,
     MODES,
-    STATE_SLICES,
     STATES,
     WEIGHTS,
     SelectionError,
@@ -166,6 +167,7 @@ class Profile:
     # needs from the same decode.
     more_timelines: dict[str, dict[int, Runs]] = field(default_factory=dict)
     _walks: Walks | None = field(default=None, repr=False)
+    _several_processes: bool | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------
     @classmethod
@@ -186,14 +188,16 @@ class Profile:
         """Reads the recording once and aggregates the samples the view selects.
 
         slice_seconds (or slice_ticks) > 0 keeps the cells per time slice, and slice_count > 0
-        cuts the selected span into about that many slices; timelines=True also keeps every
-        selected thread's samples in time order (for speedscope), and timelines="split" ends
-        a thread's run wherever the view left a sample of it out (for intervals); `also` sums
-        the same samples under other status filters too (names of STATES, into
-        ``Profile.also``); `more_timelines` keeps more timelines of the view's window and
-        threads, by name, each with its own query fields (status_mask, status_value,
-        cpu_view, split_at_gaps, split_mask), into ``Profile.more_timelines``. No view: every
-        sample, weighted by time.
+        cuts the selected span into about that many slices (from the index's times, or a
+        guess where it has none: the read starts over where it was far off, see GUESS_ROOM);
+        timelines=True also keeps every selected thread's samples in time order (for
+        speedscope), and timelines="split" ends a thread's run wherever the view left a sample
+        of it out (for intervals); `also` sums the same samples under other status filters
+        too (names of STATES, into ``Profile.also``; those of GIL waits are empty where the
+        recording cannot know them); `more_timelines` keeps more timelines of the view's
+        window and threads, by name, each with its own query fields (status_mask,
+        status_value, cpu_view, split_at_gaps, split_mask), into ``Profile.more_timelines``.
+        No view: every sample, weighted by time.
         """
         view = view or View()
         if view.mode not in MODES:
@@ -201,6 +205,11 @@ class Profile:
         with open_recording(path) as rec:
             if slice_count > 0 and slice_ticks <= 0 and slice_seconds <= 0:
                 slice_ticks = _slice_for(rec, view, slice_count, native)
+                try:
+                    return cls._load(rec, view, slice_ticks, 0, timelines, native, warn,
+                                     also, more_timelines or {}, guess=slice_count)
+                except _WrongGuess as wrong:
+                    slice_ticks = _ticks_for(wrong.lo, wrong.hi, slice_count)
             return cls._load(rec, view, slice_ticks, slice_seconds, timelines, native, warn,
                              also, more_timelines or {})
 
@@ -216,7 +225,10 @@ class Profile:
         warn: Any,
         also: tuple[str, ...] = (),
         more_timelines: dict[str, dict[str, Any]] | None = None,
+        guess: int = 0,
     ) -> Profile:
+        """guess > 0: slice_ticks are meant for about that many slices, and the read stops
+        with _WrongGuess where the samples span GUESS_ROOM times more or fewer."""
         tick_ns = rec.tick_ns
         defs = rec.definitions()
         if slice_seconds > 0:
@@ -262,26 +274,39 @@ class Profile:
             for name, fields in (more_timelines or {}).items()}
         others = {}
         also_slices = {}
+        # A recording that cannot know GIL waits has none: the filters that select waiting
+        # samples are not summed (each costs a pass over every sample).
+        no_waits = gil_wait_unknown(rec.metadata) is not None
         for name in also:
             mask, value, cpu_view, by_node = STATES[name]
-            ticks = slice_ticks
-            if not by_node and slice_ticks % STATE_SLICES == 0:
-                ticks = slice_ticks // STATE_SLICES  # finer, as it costs a cell per thread
-            also_slices[name] = ticks
+            also_slices[name] = slice_ticks
+            if no_waits and value & C.STATUS_GIL_REQUESTED_KNOWN:
+                continue
             others[name] = engine.accumulator(
-                stream.native, slice_origin=0, slice_ticks=ticks, by_node=by_node,
+                stream.native, slice_origin=0, slice_ticks=slice_ticks, by_node=by_node,
                 **{**query, "status_mask": mask, "status_value": value, "cpu_view": cpu_view})
         total = 0
-        for batch in stream:
-            total += len(batch)
-            acc.add(batch)
-            if timeline is not None:
-                timeline.add(batch)
-            for t in named.values():
-                t.add(batch)
-            for other in others.values():
-                other.add(batch)
+        seen = (-1, -1)  # the span of the chunks read so far
+        sums = [acc, *([timeline] if timeline is not None else []), *named.values(),
+                *others.values()]
+        with _Adder(sums, stream.native and engine.native() is not None) as add:
+            for batch in stream:
+                if guess and stream.summaries[-1]["first_ts"] >= 0:
+                    a, b = stream.summaries[-1]["first_ts"], stream.summaries[-1]["last_ts"]
+                    seen = (a if seen[0] < 0 else min(seen[0], a), max(seen[1], b))
+                    lo, hi = _within(seen, from_ts, to_ts)
+                    if (hi - lo) // slice_ticks > GUESS_ROOM * guess:
+                        for _ in stream:  # the rest, decoded only: the samples' whole span
+                            pass
+                        raise _WrongGuess(*_within(_decoded_extent(stream), from_ts, to_ts))
+                total += len(batch)
+                add(batch)
 
+        if guess and seen[0] >= 0:
+            lo, hi = _within(seen, from_ts, to_ts)
+            if (hi >= lo and ((hi - lo) // slice_ticks + 1) * GUESS_ROOM < guess
+                    and _ticks_for(lo, hi, guess) < slice_ticks):
+                raise _WrongGuess(lo, hi)
         extent = _extent(rec, stream)
         columns = _columns(acc)
         prof = cls(
@@ -310,7 +335,8 @@ class Profile:
             sample_errors=stream.errors,
             warnings=list(rec.warnings),
             native=bool(stream.native),
-            also={name: _columns(other) for name, other in others.items()},
+            also={name: _columns(others[name]) if name in others else CellColumns.from_cells([])
+                  for name in also},
             also_slices=also_slices,
             more_timelines={name: t.result() for name, t in named.items()},
         )
@@ -507,8 +533,10 @@ class Profile:
             return f"thread ref {ref}"
         tid = t.os_tid or t.python_tid
         label = f"{t.name or 'thread'} (tid {tid}"
-        procs = processes(self.defs, self.metadata)
-        if len(procs) > 1 or len({x.pid for x in self.threads.values()}) > 1:
+        if self._several_processes is None:  # once: a page labels thousands of threads
+            self._several_processes = (len(processes(self.defs, self.metadata)) > 1
+                                       or len({x.pid for x in self.threads.values()}) > 1)
+        if self._several_processes:
             p = self.defs.process_of(t)
             label += f", pid {t.pid}"
             if p is not None and p.command:
@@ -547,29 +575,86 @@ class Profile:
         return s
 
 
+class _Adder:
+    """Adds each batch to every accumulator and timeline of a read, in order: at once, on
+    threads of their own, where the native engine sums (it lets go of the GIL, and each
+    pass over a batch of millions of samples takes a CPU), else one after another."""
+
+    def __init__(self, sums: list[Any], parallel: bool) -> None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        self._sums = sums
+        workers = min(len(sums), cpus)
+        self._pool = ThreadPoolExecutor(workers) if parallel and workers > 1 else None
+
+    def __call__(self, batch: Any) -> None:
+        if self._pool is None:
+            for s in self._sums:
+                s.add(batch)
+            return
+        for done in [self._pool.submit(s.add, batch) for s in self._sums]:
+            done.result()
+
+    def __enter__(self) -> _Adder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
 def _columns(acc: Any) -> CellColumns:
     if hasattr(acc, "columns"):
         return CellColumns.from_native(acc.columns())
     return CellColumns.from_cells(acc.cells())
 
 
+# Auto slices come from the index's times where it has them, else from the first chunk with
+# samples (its span, times the data chunks): the read starts over with slices of the
+# samples' whole span where they span GUESS_ROOM times more or fewer slices than asked.
+GUESS_ROOM = 4
+
+
+class _WrongGuess(Exception):
+    """The samples span far more or fewer slices than were asked."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        super().__init__(lo, hi)
+        self.lo, self.hi = lo, hi
+
+
 def _slice_for(rec: Recording, view: View, count: int, native: bool | None) -> int:
-    """Slice ticks that cut the view's span of the recording into about `count` slices (at
-    most; 1, 2 or 5 times a power of ten ticks, for round times): the span from the index
-    where the file has one, else from a first read of its samples."""
-    lo, hi = -1, -1
-    if rec.clean:
-        spans = [(c.first_ts, c.last_ts) for c in rec.data_chunks() if c.passes]
-        if spans:
-            lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
-    else:
-        first = Profile._load(rec, replace(view, mode="wall"), 0, 0, False, native, None)
-        lo, hi = first.extent
+    """Slice ticks that cut the view's span of the recording into about `count` slices: the
+    span from the index where it says when its chunks' samples fall, else guessed from the
+    first chunk with samples. (An index without times made slices of one tick: a cell per
+    sample.)"""
+    lo, hi = _index_extent(rec)
+    if lo < 0:
+        stream = rec.stream(native=native)
+        for _ in stream:
+            first = stream.summaries[-1]
+            if first["first_ts"] >= 0:
+                lo = first["first_ts"]
+                hi = lo + (first["last_ts"] - lo + rec.interval_ticks) * len(rec.data_chunks())
+                break
     if view.start is not None:
         lo = max(lo, to_ticks(view.start, rec, "--from"))
     if view.end is not None:
         hi = min(hi, to_ticks(view.end, rec, "--to"))
+    return _ticks_for(lo, hi, count)
+
+
+def _ticks_for(lo: int, hi: int, count: int) -> int:
+    """Slices that cut lo..hi into about `count` (at most; 1, 2 or 5 times a power of ten
+    ticks, for round times)."""
     return max(1, int(_round_up((hi - lo + 1) / count)))
+
+
+def _within(span: tuple[int, int], from_ts: int | None, to_ts: int | None) -> tuple[int, int]:
+    """A span of sample times cut to a window."""
+    lo, hi = span
+    return (lo if from_ts is None else max(lo, from_ts),
+            hi if to_ts is None else min(hi, to_ts - 1))
 
 
 def _round_up(x: float) -> float:
@@ -580,19 +665,23 @@ def _round_up(x: float) -> float:
     return next(m * p for m in (1, 2, 5, 10) if m * p >= x * (1 - 1e-12))
 
 
-def _extent(rec: Recording, stream: Any) -> tuple[int, int]:
-    firsts: list[int] = []
-    lasts: list[int] = []
-    if rec.clean:
-        for c in rec.data_chunks():
-            if c.passes:
-                firsts.append(c.first_ts)
-                lasts.append(c.last_ts)
-    else:
-        for s in stream.summaries:
-            if s["first_ts"] >= 0:
-                firsts.append(s["first_ts"])
-                lasts.append(s["last_ts"])
-    if not firsts:
+def _index_extent(rec: Recording) -> tuple[int, int]:
+    """The first and last sample times of the recording by its index, or (-1, -1) where it
+    has none or it gives no chunk's times."""
+    spans = [(c.first_ts, c.last_ts) for c in rec.data_chunks() if c.passes] if rec.clean else []
+    if not spans:
         return (-1, -1)
-    return (min(firsts), max(lasts))
+    return (min(a for a, _ in spans), max(b for _, b in spans))
+
+
+def _extent(rec: Recording, stream: Any) -> tuple[int, int]:
+    lo, hi = _index_extent(rec)
+    return (lo, hi) if lo >= 0 else _decoded_extent(stream)
+
+
+def _decoded_extent(stream: Any) -> tuple[int, int]:
+    """The first and last sample times of the chunks a stream decoded, or (-1, -1)."""
+    spans = [(s["first_ts"], s["last_ts"]) for s in stream.summaries if s["first_ts"] >= 0]
+    if not spans:
+        return (-1, -1)
+    return (min(a for a, _ in spans), max(b for _, b in spans))

@@ -21,7 +21,6 @@ __all__ = [
     "printable",
     "WEIGHTS",
     "STATES",
-    "STATE_SLICES",
     "SelectionError",
     "View",
     "ViewUsageError",
@@ -59,11 +58,10 @@ GIL_WAIT_SINCE = (3, 15)
 # Status filters a Profile can sum the same samples under at once (Profile.load's `also`):
 # name -> (mask, value, CPU view, by stack). The modes, summed by stack; each (GIL held, on a
 # CPU) pair alone, for labels (pprof; samples whose GIL or CPU state is unknown are in none);
-# and, for pictures of what each thread was doing over time, summed by thread only, in
-# slices STATE_SLICES times finer than the profile's: all samples, holding the GIL, on a CPU
-# without it (in code that released it), and off the CPU waiting for it (known where the
-# target says so: 3.15+ with a GIL). The rest of a thread's time is off the CPU (idle, or
-# waiting unbeknown) or unknown.
+# and, for pictures of what each thread was doing over time, summed by thread only: all
+# samples, holding the GIL, on a CPU without it (in code that released it), and off the CPU
+# waiting for it (known where the target says so: 3.15+ with a GIL). The rest of a thread's
+# time is off the CPU (idle, or waiting unbeknown) or unknown.
 _GIL = C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN
 _CPU = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
 STATES: dict[str, tuple[int, int, bool, bool]] = {
@@ -85,7 +83,6 @@ STATES: dict[str, tuple[int, int, bool, bool]] = {
                    | C.STATUS_GIL_REQUESTED_KNOWN,
                    C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN, False, False),
 }
-STATE_SLICES = 5
 WEIGHTS = ("time", "count")
 # The most time slices a sliced view makes (a row each).
 MAX_SLICES = 100_000

@@ -151,7 +151,7 @@
     let threadTicks = 0;
     for (const per of Object.values(D.states)) for (const v of per[1]) threadTicks += v;
     const bits = [`${D.samples.toLocaleString()} samples`, `${secs.toFixed(2)} s long`,
-                  `${D.threads.length} thread${D.threads.length === 1 ? "" : "s"}`,
+                  `${D.thread_count.toLocaleString()} thread${D.thread_count === 1 ? "" : "s"}`,
                   `${seconds(threadTicks).toFixed(2)} thread-seconds (every thread's time added up)`];
     if (D.python) bits.unshift(`Python ${D.python}${D.free_threaded ? " (free-threaded)" : ""}`);
     if (D.pid) bits.unshift(`pid ${D.pid}: ${D.command}`);
@@ -169,6 +169,11 @@
     if (!WAIT_KNOWN) {
       $("#gil-wait-note").hidden = false;
       $("#gil-wait-note").textContent = `GIL waits are not shown: ${D.gil_wait_unknown}.`;
+    }
+    // Where the bounds on the page's size merged threads or slices, it says which.
+    if (D.bounds.length) {
+      $("#bounds-note").hidden = false;
+      $("#bounds-note").textContent = `Merged to keep the page small: ${D.bounds.join("; ")}.`;
     }
     const modes = $("#modes");
     modes.innerHTML = "";
@@ -240,7 +245,9 @@
           const x0 = Math.floor(a * dx), x1 = Math.max(x0 + 1, Math.floor((a + 1) * dx));
           let y = h;
           for (const [name, v] of parts) {
-            const ph = Math.min(y, (v / sliceTicks) * h);
+            // a row for many threads (the last, where the page merged some) is full where
+            // every one of them is
+            const ph = Math.min(y, (v / (sliceTicks * (th.threads || 1))) * h);
             if (ph <= 0) continue;
             g.fillStyle = colour[name];
             g.fillRect(x0, y - ph, x1 - x0, ph);
@@ -466,9 +473,12 @@
     const T = buildTree(aggregate());
     const { root, matched } = drawFlame(T, re);
     drawTable(T, re, root);
-    const nThreads = state.threads ? state.threads.size : D.threads.length;
+    // A row can stand for many threads (those the page merged into its last row).
+    const nThreads = state.threads
+      ? D.threads.reduce((n, t) => n + (state.threads.has(t.ref) ? t.threads || 1 : 0), 0)
+      : D.thread_count;
     $("#selection").textContent = `${state.mode} · ${sliceTime(state.a0).toFixed(3)}–` +
-      `${sliceTime(state.a1).toFixed(3)} s · ${nThreads} of ${D.threads.length} threads · ` +
+      `${sliceTime(state.a1).toFixed(3)} s · ${nThreads} of ${D.thread_count} threads · ` +
       threadSeconds(T.total[0]);
     $("#matched").textContent = re ? `matched: ${fmt(matched)} (${(100 * matched / (T.total[root] || 1)).toFixed(1)}% of ` +
       `${root ? "the zoomed frame" : "the selection"})` : "";

@@ -142,7 +142,7 @@ def info(recording: str, as_json: bool) -> None:
             ("chunks", f"{d['chunks']} in the file, {d['data_chunks']} of samples "
                        f"({d['corrupt_chunks']} damaged)"),
         ]
-        from psrec.analyzer.reporters import printable
+        from psrec.format.text import printable
 
         for k, v in rows:
             click.echo(f"{k:>10}  {printable(v)}")

@@ -20,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from psrec.format.text import printable
+
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
 from .reporters import location
-from .view import printable
 from .walks import Totals
 
 __all__ = ["DiffHtmlReporter", "DiffReporter", "DiffRow", "DiffSpeedscopeReporter", "diff_rows",

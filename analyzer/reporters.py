@@ -6,9 +6,11 @@ import marshal
 from collections import defaultdict
 from typing import IO, Any
 
+from psrec.format.text import printable
+
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
-from .view import gil_wait_unknown, printable
+from .view import gil_wait_unknown
 from .walks import SliceSums, Totals
 
 __all__ = [
@@ -36,7 +38,8 @@ def format_seconds(s: float) -> str:
 
 
 def location(k: FrameKey) -> str:
-    return printable(f"{k.filename}:{k.line}({k.name})")
+    shown: str = printable(f"{k.filename}:{k.line}({k.name})")
+    return shown
 
 
 def function_totals(profile: Profile, thread: int | None = None) -> dict[FrameKey, Totals]:
@@ -185,7 +188,8 @@ def _pstats_key(k: FrameKey) -> tuple[str, int, str]:
 def collapsed_name(text: str) -> str:
     """A name as a collapsed stack can hold it: never the `;` separator, and control, bidi and
     line-break characters escaped (a line break would end the stack and forge another)."""
-    return printable(text.replace(";", ":"))
+    shown: str = printable(text.replace(";", ":"))
+    return shown
 
 
 def collapsed_frame(k: FrameKey) -> str:

@@ -18,7 +18,6 @@ __all__ = [
     "MODES",
     "MODE_HELP",
     "gil_wait_unknown",
-    "printable",
     "WEIGHTS",
     "STATES",
     "SelectionError",
@@ -178,26 +177,6 @@ def to_ticks(text: str, rec: Recording, option: str) -> int:
         raise ViewUsageError(f"{option}: {text!r} is out of range (timestamps in this "
                              f"recording reach {limit:.3g} s)")
     return round(ticks)
-
-
-# Control characters (C0, DEL, C1) in names read from a target or a file: shown escaped in
-# text meant for a terminal, where they would otherwise move the cursor, recolour or retitle,
-# or, a line break, split one line of a line-based output into two. The bidi controls (marks,
-# embeddings, overrides, isolates) and the Unicode line and paragraph separators too: they
-# would reorder or break what follows them on the line.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
-                      "\u2066-\u2069]")
-
-
-def _escape(m: re.Match[str]) -> str:
-    code = ord(m.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: str) -> str:
-    """text with control characters escaped as \\xNN, and bidi controls and line separators
-    as \\uNNNN (a backslash stays as it is)."""
-    return _CONTROL.sub(_escape, text)
 
 
 def gil_wait_unknown(metadata: dict[str, Any]) -> str | None:

@@ -54,7 +54,7 @@ def handle_errors(fn: F) -> F:
                 raise
             # Messages name files and targets, which may hold terminal escapes or line breaks:
             # escaped here, once, they can neither drive the terminal nor add a line.
-            from psrec.analyzer.view import printable
+            from psrec.format.text import printable
 
             click.echo(f"psrec: error: {printable(exc.message)}", err=True)
             if exc.help:
@@ -73,7 +73,7 @@ def handle_errors(fn: F) -> F:
         except Exception as exc:
             if _verbose():
                 raise
-            from psrec.analyzer.view import printable
+            from psrec.format.text import printable
 
             click.echo(f"psrec: internal error: {type(exc).__name__}: {printable(str(exc))}",
                        err=True)

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from psrec.analyzer.cli import CliUsageError, length
-from psrec.analyzer.view import MODES, View, gil_wait_unknown, printable
+from psrec.analyzer.view import MODES, View, gil_wait_unknown
 from psrec.format import PsrecError, open_recording
+from psrec.format.text import printable
 from psrec.recorder._children import end_with_parent
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from analyzer_synth import BUSY, MAIN, Synth
 from click.testing import CliRunner
-from psrec.analyzer.view import printable
 from psrec.cli import main
+from psrec.format.text import printable
 
 # Each breaks or drives a different consumer: an HTML parser, a terminal, a line reader.
 HTML_NAMES = ("<!--<script>", "</script>", "<!--", "-->")

@@ -15,7 +15,9 @@ Run as a script, it writes every file to a folder, to try them by hand:
 from __future__ import annotations
 
 import os
+import resource
 import struct
+import subprocess
 import sys
 import zlib
 from collections.abc import Callable
@@ -473,6 +475,30 @@ FILES: dict[str, Callable[[], bytes]] = {
     "second_metadata": second_metadata,
     "far_times": far_times,
 }
+
+
+# -- running the real psrec on them ------------------------------------------------------------
+
+MEMORY = 1 << 30  # bytes of address space each command may have (as `ulimit -v 1048576`)
+SECONDS = 10
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def psrec(*args: str | os.PathLike[str], env: dict[str, str] | None = None
+          ) -> subprocess.CompletedProcess[str]:
+    """The real psrec, bounded in memory and time (a timeout fails the test)."""
+    full = {**os.environ, "COLUMNS": "200", **(env or {})}
+    full.pop("PYTHONFAULTHANDLER", None)
+    return subprocess.run([sys.executable, "-m", "psrec", *map(str, args)], check=False,
+                          capture_output=True, text=True, timeout=SECONDS,
+                          preexec_fn=_limit_memory, env=full)
+
+
+def no_crash(r: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
 
 
 def chunks_of(data: bytes) -> list[tuple[int, int, int]]:

@@ -11,10 +11,7 @@ chunk. spec/psr-format.md, section 9, is the rulebook.
 from __future__ import annotations
 
 import json
-import os
-import resource
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +34,9 @@ from hostile_files import (
     chunks_of,
     defs_raw,
     entry,
+    no_crash,
     pass_,
+    psrec,
     write,
 )
 from psrec.format import _constants as C
@@ -47,30 +46,11 @@ pytestmark = pytest.mark.skipif(
     not native_available(), reason="the native codec (psrec.format._format) is not built"
 )
 
-MEMORY = 1 << 30  # bytes of address space each command may have
-SECONDS = 10
 DATA = Path(__file__).resolve().parent.parent / "data"
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
-def psrec(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The real psrec, bounded in memory and time (a timeout fails the test)."""
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("PYTHONFAULTHANDLER", None)
-    return subprocess.run([sys.executable, "-m", "psrec", *map(str, args)], check=False,
-                          capture_output=True, text=True, timeout=SECONDS,
-                          preexec_fn=_limit_memory, env=env)
 
 
 def lines(text: str) -> list[str]:
     return text.splitlines()
-
-
-def no_crash(r: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
 
 
 def warning(path: Path, text: str) -> str:
@@ -506,10 +486,7 @@ def test_chunks_of_unknown_records_stop_at_the_budget_of_uncompressed_bytes(
         if cmd == "report":
             assert_good_report(r)
     # PSREC_BUDGET=4.6 makes room for one of the four.
-    env = {**os.environ, "PSREC_BUDGET": "4.6"}
-    r = subprocess.run([sys.executable, "-m", "psrec", "report", str(path)], check=False,
-                       capture_output=True, text=True, timeout=SECONDS, env=env,
-                       preexec_fn=_limit_memory)
+    r = psrec("report", path, env={"PSREC_BUDGET": "4.6"})
     assert lines(r.stderr)[0] == budget_stop(
         path, offset_of(path, C.CHUNK_DATA, 2), 2, 5, "uncompressed bytes of DATA chunks",
         int(raw_budget(path) * 4.6))
@@ -556,9 +533,7 @@ def test_dump_shows_a_run_of_identical_records_once(tmp_path: Path) -> None:
 def test_a_bad_budget_factor_is_one_line_that_says_what_to_give(tmp_path: Path) -> None:
     path = write("duplicate_chunk", tmp_path)
     for value in ("0.5", "lots", "nan", "inf"):
-        env = {**os.environ, "PSREC_BUDGET": value}
-        r = subprocess.run([sys.executable, "-m", "psrec", "report", str(path)], check=False,
-                           capture_output=True, text=True, timeout=SECONDS, env=env)
+        r = psrec("report", path, env={"PSREC_BUDGET": value})
         assert r.returncode == 1, r.stderr
         assert lines(r.stderr)[0] == f"psrec: error: PSREC_BUDGET={value!r} is not a budget factor"
         assert "'unlimited'" in r.stderr and "Traceback" not in r.stderr

@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
-import resource
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +32,9 @@ from hostile_files import (
     good_chunks,
     layout,
     metadata_chunk,
+    no_crash,
     pass_,
+    psrec,
     write,
     zchunk,
 )
@@ -51,27 +49,7 @@ pytestmark = pytest.mark.skipif(
     not native_available(), reason="the native codec (psrec.format._format) is not built"
 )
 
-MEMORY = 1 << 30  # bytes of address space each command may have
-SECONDS = 10
 INT64_MAX = (1 << 63) - 1
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
-def psrec(*args: str | Path, env: dict[str, str] | None = None
-          ) -> subprocess.CompletedProcess[str]:
-    """The real psrec, bounded in memory and time (a timeout fails the test)."""
-    full = {**os.environ, "COLUMNS": "200", **(env or {})}
-    full.pop("PYTHONFAULTHANDLER", None)
-    return subprocess.run([sys.executable, "-m", "psrec", *map(str, args)], check=False,
-                          capture_output=True, text=True, timeout=SECONDS,
-                          preexec_fn=_limit_memory, env=full)
-
-
-def no_crash(r: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
 
 
 def page_of(path: Path) -> Any:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from psrec.format.text import printable
+from psrec.format.version import psrec_version
 
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
@@ -209,8 +210,6 @@ class DiffHtmlReporter(Reporter):
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         from pathlib import Path
 
-        from psrec import __version__
-
         from .page import render
 
         base: Profile = self.options["base"]
@@ -223,7 +222,7 @@ class DiffHtmlReporter(Reporter):
         keys = dict.fromkeys([*(r.key for r in rows[:limit]), *list(seconds)[:limit]])
         share = {r.key: r for r in rows}
         data = {
-            "psrec": __version__,
+            "psrec": psrec_version(),
             "title": f"{Path(base.path).name} → {Path(profile.path).name}",
             "base": base.describe(), "new": profile.describe(), "mode": profile.view.mode,
             "tick_s": profile.tick_ns / 1e9,
@@ -261,8 +260,6 @@ class DiffSpeedscopeReporter(Reporter):
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         import json
 
-        from psrec import __version__
-
         from .speedscope import _UNITS, SCHEMA_URL, _frame
 
         base: Profile = self.options["base"]
@@ -280,7 +277,7 @@ class DiffSpeedscopeReporter(Reporter):
                              "startValue": 0, "endValue": sum(weights), "samples": samples,
                              "weights": weights})
         doc = {"$schema": SCHEMA_URL, "name": f"psrec diff {base.path} {profile.path}",
-               "activeProfileIndex": 1, "exporter": f"psrec {__version__}",
+               "activeProfileIndex": 1, "exporter": f"psrec {psrec_version()}",
                "profiles": profiles, "shared": {"frames": [_frame(k) for k in frames]}}
         json.dump(doc, out)
         out.write("\n")

@@ -21,9 +21,9 @@ import json
 from dataclasses import dataclass
 from typing import IO, Any
 
-from psrec import __version__
 from psrec.format import constants as C
 from psrec.format import open_recording
+from psrec.format.version import psrec_version
 
 from . import engine
 from .engine import Runs
@@ -337,7 +337,7 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
             "markerSchema": [],
             "sampleUnits": {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "ns"},
             "symbolicated": True,
-            "importedFrom": f"psrec {__version__}",
+            "importedFrom": f"psrec {psrec_version()}",
             "platform": "Linux",
             "misc": misc,
             "usesOnlyOneStackType": True,

@@ -18,9 +18,9 @@ from array import array
 from pathlib import Path
 from typing import IO, Any
 
-from psrec import __version__
 from psrec.format import constants as FC
 from psrec.format.reader import open_recording
+from psrec.format.version import psrec_version
 
 from . import engine
 from .profile import NO_STACK, CellColumns, Profile
@@ -201,7 +201,7 @@ def page_data(p: Profile) -> dict[str, Any]:
             per[4] = [0] * len(per[4])
     slice_ticks = merge * ticks
     return {
-        "psrec": __version__,
+        "psrec": psrec_version(),
         "file": p.path,
         "title": Path(p.path).name,
         "python": md.get("python_version") or "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
-from psrec import __version__
+from psrec.format.version import psrec_version
 
 from .profile import FrameKey, Profile
 from .registry import Reporter, register
@@ -45,7 +45,7 @@ class SpeedscopeExporter(Reporter):
             "$schema": SCHEMA_URL,
             "name": f"{profile.path} (mode {profile.view.mode})",
             "activeProfileIndex": 0,
-            "exporter": f"psrec {__version__}",
+            "exporter": f"psrec {psrec_version()}",
         }
         # Written as it is computed, profiles first and the frame table last (JSON key order
         # is free), so that memory holds one thread's timeline, not the whole document.

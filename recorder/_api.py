@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from psrec.format import PsrWriter
 from psrec.format.errors import OutputExistsError, PsrecError
+from psrec.format.version import psrec_version
 from psrec.format.writer import check_link, is_stream
 
 from ._children import Guard, end_marked, end_with_parent
@@ -168,10 +169,8 @@ def _exit_status(returncode: int) -> int:
 
 def _metadata(rec: ModuleType, info: dict[str, Any], opts: RecordOptions, pid: int,
               command: list[str], interval_ns: int) -> dict[str, Any]:
-    from psrec import __version__
-
     return {
-        "psrec_version": __version__,
+        "psrec_version": psrec_version(),
         "pid": pid,
         "command": command,
         "python_version": info["version"],
@@ -368,7 +367,7 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
         # What costs time once is done before the program starts, so that psrec is quiet while
         # the program's first milliseconds are recorded: the package's version (for the file's
         # metadata) and the kernel's context-switch hooks.
-        from psrec import __version__  # noqa: F401
+        psrec_version()
         if opts.cpu_source != "procfs":
             rec.prepare_switch_events()
         argv = _resolve_command(opts.command)

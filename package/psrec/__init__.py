@@ -26,11 +26,8 @@ def __getattr__(name: str) -> object:
         return found_load
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
+    from psrec.format.version import psrec_version
 
-    try:
-        found = version("psrec")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        found = "0.0.0+unknown"
+    found = psrec_version()
     globals()["__version__"] = found
     return found

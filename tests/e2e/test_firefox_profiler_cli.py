@@ -82,8 +82,21 @@ def test_profiler_loads_threads_cpu_functions_and_gil(python: str, tmp_path: Pat
         pq("thread", "select", handles["sleepy-worker"])
         idle = pq("thread", "samples", "--include-idle")
         assert "sleepy_inner" in idle, idle
-        # its samples off the CPU are idle to the profiler: left out unless asked for
+        # its samples off the CPU are idle to the profiler: left out unless asked for. (A
+        # sleeping thread is caught on a CPU now and then, in its wakes: those, and only
+        # those, are running samples.)
+        import psrec
+
+        run = psrec.load(str(rec))
+        sleepy = [r for r, t in run.threads.items() if t.name == "sleepy-worker"]
+        mine = [on for th, on in zip(run.samples.thread, run.samples.on_cpu) if th in sleepy]
+        on_cpu = sum(1 for on in mine if on == 1)
+        assert on_cpu * 10 < len(mine), (on_cpu, len(mine))
         running = pq("thread", "samples")
-        assert "sleepy_inner - self" not in running, running
+        if on_cpu == 0:
+            assert "sleepy_inner - self" not in running, running
+        else:
+            assert re.search(rf"Categories \({on_cpu} running samples?\)", running), (
+                on_cpu, running)
     finally:
         pq("stop")

@@ -225,6 +225,9 @@ def target_of_nobody(script: str, *args: str, timeout: float = 30.0) -> Iterator
         pytest.skip("needs root to start a target as another user")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"{SYSTEM_PYTHON} is not installed: no interpreter nobody may run")
+    if not _others_may_read(TARGETS / script):
+        pytest.skip(f"{TARGETS} is not readable by other users (a clone in a private folder): "
+                    "nobody cannot run its targets")
     proc = subprocess.Popen(
         [SYSTEM_PYTHON, str(TARGETS / script), *args], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=str(TARGETS), text=True,
@@ -234,6 +237,18 @@ def target_of_nobody(script: str, *args: str, timeout: float = 30.0) -> Iterator
         yield Target(proc)
     finally:
         stop(proc)
+
+
+def _others_may_read(path: Path) -> bool:
+    """Whether a user other than the owner may read path (every folder above it searchable)."""
+    import stat
+
+    try:
+        if not os.stat(path).st_mode & stat.S_IROTH:
+            return False
+        return all(os.stat(p).st_mode & stat.S_IXOTH for p in path.resolve().parents)
+    except OSError:
+        return False
 
 
 # What psrec is run with to be root without CAP_SYS_PTRACE, as in a container by default.

@@ -16,6 +16,7 @@ from .reader import (
     _decode_defs,
     _DecodeError,
     _msgpack_limits,
+    _over_budget,
     native_available,
 )
 from .reference import RefBatch, RefDecodeError, RefDecoder, _Reader, unzigzag
@@ -257,8 +258,8 @@ class _Checker:
                 self.batch.clear()
                 self.events -= len(events)
         except _BudgetError as exc:
-            what, budget = str(exc).rsplit(" ", 1)
-            return f"past the file's budget of {int(budget):,} {what}", True
+            what, budget = _over_budget(exc)
+            return f"past the file's budget of {budget:,} {what}", True
         except (RefDecodeError, _DecodeError) as exc:
             return str(exc), False
         return None, False

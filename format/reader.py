@@ -198,8 +198,8 @@ class Budgets:
     factor: float | None  # PSREC_BUDGET's factor; None: unlimited
 
     @classmethod
-    def of(cls, size: int, scale: str | None = None) -> Budgets:
-        factor = _budget_factor(os.environ.get(BUDGET_ENV) if scale is None else scale)
+    def of(cls, size: int) -> Budgets:
+        factor = _budget_factor(os.environ.get(BUDGET_ENV))
         b = cls(0, 0, 0, factor)
         return cls(b.scaled(C.DATA_RAW_BASE + C.DATA_RAW_PER_BYTE * size),
                    b.scaled(C.TRIE_BASE + C.TRIE_PER_BYTE * size),
@@ -639,8 +639,12 @@ class Recording:
 
 _DecodeError: type[Exception] = _native.DecodeError if _HAVE_NATIVE else RefDecodeError
 _BudgetError: type[Exception] = _native.BudgetError if _HAVE_NATIVE else RefBudgetError
-_BUDGET_NAMES = {"raw": "uncompressed bytes of DATA chunks", "stack-trie": "stack-trie nodes",
-                 "thread": "thread refs"}
+
+
+def _over_budget(exc: Exception) -> tuple[str, int]:
+    """The budget a decoder's BudgetError names ("stack-trie nodes 1048576"): what, value."""
+    what, value = str(exc).rsplit(" ", 1)
+    return what, int(value)
 
 
 def _decode_defs(payload: bytes, max_records: int) -> Any:
@@ -761,7 +765,6 @@ class SampleStream:
         self.summaries: list[dict[str, int]] = []
         self.errors = 0
         self.duplicates = 0  # data chunks skipped: their sequence number came before
-        self.stopped_at: int | None = None  # the chunk where a budget stopped reading
         self._seqs: dict[int, int] = {}  # sequence number -> offset of its chunk
 
     def __iter__(self) -> Iterator[Any]:
@@ -779,7 +782,8 @@ class SampleStream:
             # would go past one, before it is decompressed when its header tells.
             raw += info.raw_length
             if raw > budgets.data_raw:
-                self._stop(info, n, len(every), "raw", budgets.data_raw)
+                self._stop(info, n, len(every), "uncompressed bytes of DATA chunks",
+                           budgets.data_raw)
                 break
             if info.offset not in inside:
                 self._renames_outside(info, outside_seqs)
@@ -802,8 +806,7 @@ class SampleStream:
                     budgets.nodes, budgets.threads)
             except _BudgetError as exc:
                 self.batch.clear()
-                self._stop(info, n, len(every), str(exc).split(" ", 1)[0],
-                           int(str(exc).rsplit(" ", 1)[-1]))
+                self._stop(info, n, len(every), *_over_budget(exc))
                 break
             except (_DecodeError, RefDecodeError) as exc:
                 self.rec._skipped(info, f"{_where(info)} is malformed ({exc}); skipped")
@@ -826,9 +829,8 @@ class SampleStream:
 
     def _stop(self, info: ChunkInfo, n: int, total: int, what: str, budget: int) -> None:
         """Says, once for the file, that reading stopped at a budget, and how to lift it."""
-        self.stopped_at = info.offset
         msg = (f"reading stopped at the {_where(info)}: it would take the file past its budget "
-               f"of {budget:,} {_BUDGET_NAMES[what]} (a file of {self.rec.file_size:,} bytes, "
+               f"of {budget:,} {what} (a file of {self.rec.file_size:,} bytes, "
                f"spec section 9.3); {n:,} of {total:,} data chunks were read. For a file you "
                f"trust, {BUDGET_ENV}=10 raises the budgets tenfold, {BUDGET_ENV}=unlimited "
                "lifts them")

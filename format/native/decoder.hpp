@@ -103,7 +103,6 @@ struct Budgets {
   uint64_t max_threads = UINT64_MAX;
 };
 
-
 // Per-thread state by thread ref (1 .. kMaxThreadRef). Refs below kDense, which is what real
 // files use, index a vector; larger ones go to a hash map. So per-thread state costs memory for
 // the threads a file uses, not for its largest ref (one ref of 2^24 made every reader allocate,

@@ -285,7 +285,7 @@ def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
     """Until the recorder has written its file's header and metadata; its own error if it
     stops first."""
     deadline = time.monotonic() + 30
-    while not (os.path.exists(path) and os.stat(path).st_size >= 200):
+    while not (os.path.exists(path) and os.path.getsize(path) >= 200):
         if proc.poll() is not None:
             err = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
             lines = [ln.removeprefix("psrec: ").removeprefix("error: ")

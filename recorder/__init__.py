@@ -1,5 +1,6 @@
-"""psrec.recorder: attach to a running CPython (3.8 to 3.15, free-threaded 3.14 included, a later
-version from its _Py_DebugOffsets) and record it into a .psr file.
+"""psrec.recorder: attach to a running CPython (the versions psrec.recorder.supported names,
+free-threaded builds included, a later version from its _Py_DebugOffsets) and record it into a
+.psr file.
 
 The native part (``psrec.recorder._recorder``) is imported lazily, so that reading recordings
 works where it is absent. So is everything else here: `psrec dump PID` imports the native

@@ -8,6 +8,8 @@ import re
 
 from psrec.format.errors import PsrecError
 
+from .supported import supported
+
 __all__ = [
     "RecorderError",
     "RecorderUsageError",
@@ -127,15 +129,30 @@ class RecorderPermissionError(RecorderError, PermissionError):
         super().__init__(message, help if help is not None else ptrace_help(pid))
 
 
+def _versions() -> tuple[str, str]:
+    """The supported range and the first free-threaded version, as the built recorder names
+    them (psrec.recorder.supported)."""
+    s = supported()
+    if s is None:  # no native recorder: no version can be recorded here
+        return "", "the versions that have them"
+    return f" {s.range}", f"3.{s.free_threaded_from_minor}"
+
+
 class NotPythonError(RecorderError):
-    default_help = ("give the pid of a CPython 3.8 to 3.15 process, free-threaded builds "
-                    "included (ps aux | grep python)")
+    def __init__(self, message: str, help: str | None = None) -> None:
+        versions, _ = _versions()
+        super().__init__(message, help if help is not None else (
+            f"give the pid of a CPython{versions} process, free-threaded builds included "
+            "(ps aux | grep python)"))
 
 
 class UnsupportedPythonError(RecorderError):
-    default_help = ("psrec records CPython 3.8 to 3.15 (free-threaded builds from 3.14) and "
-                    "tries a later version from its _Py_DebugOffsets: run the program with a "
-                    "supported version")
+    def __init__(self, message: str, help: str | None = None) -> None:
+        versions, free_threaded = _versions()
+        super().__init__(message, help if help is not None else (
+            f"psrec records CPython{versions} (free-threaded builds from {free_threaded}) and "
+            "tries a later version from its _Py_DebugOffsets: run the program with a "
+            "supported version"))
 
 
 class TargetReadError(RecorderError):

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "recorder/native/errors.hpp"
+#include "recorder/native/offsets.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/sampler.hpp"
 #include "recorder/native/snapshot.hpp"
@@ -39,6 +40,7 @@ nb::dict infoDict(const TargetInfo& i) {
   d["layout_source"] = i.layout_source;
   d["layout_warning"] = i.layout_warning;
   d["free_threaded"] = i.free_threaded;
+  d["gil_requested_known"] = i.gil_requested_known;
   return d;
 }
 
@@ -105,6 +107,12 @@ NB_MODULE(_recorder, m) {
     d["layout"] = layout;
     return d;
   }, nb::arg("pid"));
+
+  // The versions psrec records (recorder/native/offsets.hpp).
+  m.attr("OLDEST_MINOR") = kOldestMinor;
+  m.attr("NEWEST_MINOR") = kNewestMinor;
+  m.attr("FREE_THREADED_FROM_MINOR") = kFreeThreadedFromMinor;
+  m.attr("SUPPORTED_RANGE") = supportedRange();
 
   m.def("command_line", [](int pid) { return processCommandLine(pid); });
   m.def("prepare_switch_events", &prepareSwitchEvents);

@@ -1,11 +1,9 @@
-// The unwinder's frame walk: from a thread's current frame to its first, over the frames'
-// bytes as read (a data-stack chunk copied whole where it can be, other frames one by one),
-// with the code objects that each frame runs and the records a later pass starts from.
+// The frame walker (see frame_walk.hpp).
+#include "recorder/native/frame_walk.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
-
-#include "recorder/native/unwinder.hpp"
 
 namespace psrec::recorder {
 
@@ -13,59 +11,12 @@ using cpython::FrameModel;
 using cpython::kAbsent;
 namespace st = cpython::st;
 
-uint64_t Unwinder::frameBytesOf(uint64_t code) {
-  if (codes_->invalidations() != sizes_gen_) {
-    std::fill(std::begin(sizes_), std::end(sizes_), SizeSlot{});
-    sizes_gen_ = codes_->invalidations();
-  }
-  SizeSlot& slot = sizes_[(code >> 4) & 63];
-  if (slot.code != code) {
-    const CodeInfo* info = codes_->peek(code);
-    if (!info) return 0;
-    slot = {code, info->frame_bytes};
-  }
-  return slot.bytes;
+FrameWalker::FrameWalker(PythonProcess& proc, ReadAhead& ahead)
+    : proc_(proc), l_(proc.layout()), ahead_(ahead), checks_(proc) {
+  chunk_buf_.reserve(64 * 1024);
 }
 
-// 3.11, with the thread state still pointing at the _PyCFrame of the previous pass: that run of
-// the interpreter loop began with the frame p.entry in the data-stack chunk. Generators and
-// calls from C each run in a loop of their own (Layout::generators_enter_loop), with a
-// _PyCFrame of their own, so every frame of this loop above its entry frame was pushed by an
-// inlined call: the frames from the entry to datastack_top follow one another without gaps,
-// each taking its code's frame size and linking to the one below it, and the current frame
-// is the last of them. (A loop that ended and another that began at the same _PyCFrame
-// address started with a frame at the same place, which is then that loop's entry; or with a
-// generator's frame, outside the chunk, and the chain from the old entry no longer reaches
-// the top.) Anything that does not fit leaves the _PyCFrame to be read.
-bool Unwinder::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) {
-  if (t.frame != p.top_cframe || t.datastack_chunk != p.chunk) return false;
-  const uint64_t top = t.datastack_top;
-  const uint64_t base = p.chunk + static_cast<uint64_t>(l_.chunk_data);
-  const uint64_t head = static_cast<uint64_t>(l_.iframe_size);
-  if (top <= base || top - p.chunk > p.chunk_len) return false;
-  const uint8_t* data = pf_buf_.data() + p.chunk_off;
-  uint64_t at = p.entry, below = 0;
-  for (int n = 0; n < 4096; ++n) {
-    if (at < base || at > top || top - at < head) return false;
-    StructView<st::IFrame> v(data + (at - p.chunk), static_cast<size_t>(head));
-    const uint64_t code = v.ptr(l_.iframe_code);
-    if (v.get<uint8_t>(l_.iframe_owner) != 0) return false;  // FRAME_OWNED_BY_THREAD
-    const bool entry = v.get<uint8_t>(l_.iframe_is_entry) != 0;
-    if (n == 0 ? (code != p.entry_code || !entry) : (entry || v.ptr(l_.iframe_previous) != below))
-      return false;
-    const uint64_t bytes = frameBytesOf(code);
-    if (!bytes || bytes > top - at) return false;
-    if (bytes == top - at) {
-      *frame = at;
-      return true;
-    }
-    below = at;
-    at += bytes;
-  }
-  return false;
-}
-
-void Unwinder::noteWalk(StackHint& hint) const {
+void FrameWalker::noteWalk(StackHint& hint) const {
   if (walk_bottom_) hint.bottom = walk_bottom_;
   hint.entry = walk_entry_;
   hint.entry_code = walk_entry_code_;
@@ -76,7 +27,7 @@ void Unwinder::noteWalk(StackHint& hint) const {
   }
 }
 
-bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
+bool FrameWalker::loadChunk(uint64_t addr, uint64_t used_end) {
   size_t at = chunk_buf_.size();
   ++chunk_loads_;
   ++stats_.chunk_reads;
@@ -125,7 +76,7 @@ bool Unwinder::loadChunk(uint64_t addr, uint64_t used_end) {
   return true;
 }
 
-const uint8_t* Unwinder::frameBytes(uint64_t addr) {
+const uint8_t* FrameWalker::frameBytes(uint64_t addr) {
   const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
   if (last_chunk_ < chunks_.size()) {
     const auto& c = chunks_[last_chunk_];
@@ -147,20 +98,26 @@ const uint8_t* Unwinder::frameBytes(uint64_t addr) {
     if (!next_chunk_ || chunk_loads_ >= 256 || !loadChunk(next_chunk_, 0)) break;
   }
   walk_outside_.push_back(addr);
-  for (size_t j = 0; j < spec_out_n_; ++j)
-    if (spec_out_addr_[j] == addr) return spec_out_ptr_[j];
+  for (size_t j = 0; j < ahead_.outside_n; ++j)
+    if (ahead_.outside_addr[j] == addr) return ahead_.outside_ptr[j];
   ++stats_.frame_reads;
   if (size > sizeof scratch_ || proc_.mem().read(addr, scratch_, size) != ReadStatus::kOk)
     return nullptr;
-  noteSolo(addr, scratch_, size, false);
+  checks_.note(addr, scratch_, size, false);
   return scratch_;
 }
 
-WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                          uint64_t bottom) {
+WalkResult FrameWalker::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                             uint64_t bottom) {
   out.clear();
   walk_outside_.clear();
-  if (l_.frame_model == FrameModel::kFrameObject) {
+  if (l_.frame_model == FrameModel::kFrameObject) return walkFrameObjects(t, out, max_depth);
+  return walkInterpreterFrames(t, out, max_depth, bottom);
+}
+
+WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out,
+                                         size_t max_depth) {
+  {
     // The guessed copy also reads the thread's current frame: a walk one by one after it
     // starts from there (the thread state read at the pass's start is older).
     uint64_t start = t.frame;
@@ -172,8 +129,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     uint8_t buf[256];
     size_t len = static_cast<size_t>(l_.frame_size);
     uint64_t addr = start;
-    solo_.clear();
-    solo_buf_.clear();
+    checks_.clear();
     out.clear();
     guess_tstate_ = t.tstate;
     guess_.clear();
@@ -189,7 +145,7 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
         result = WalkResult::kError;
         break;
       }
-      noteSolo(addr, buf, len, out.empty());
+      checks_.note(addr, buf, len, out.empty());
       StructView<st::FrameObject> v(buf, len);
       RawFrame f;
       f.addr = addr;
@@ -204,13 +160,13 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       addr = f.prev;
     }
     std::sort(guess_.begin(), guess_.end());
-    verified_leaf_ = 1;
+    checks_.resetVerifiedLeaf();
     if (result == WalkResult::kOk &&
-        !verifySolo(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
+        !checks_.verify(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
                     start)) {
       // A thread whose Python code ended meanwhile (a thread finishing) was seen without a
       // Python frame, in the check's own read: that is its sample.
-      if (!verified_leaf_) {
+      if (!checks_.verifiedLeaf()) {
         out.clear();
         return WalkResult::kOk;
       }
@@ -218,18 +174,21 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     }
     return result;
   }
+}
 
+WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
+                                              size_t max_depth, uint64_t bottom) {
   walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
   bool entry_seen = false;
   bool check_current = false;
   uint64_t addr = t.frame;
-  const uint64_t spec_cframe = std::exchange(spec_cframe_, 0);
-  const uint64_t spec_chunk = std::exchange(spec_chunk_, 0);
+  const uint64_t ahead_cframe = std::exchange(ahead_.cframe, 0);
+  const uint64_t ahead_chunk = std::exchange(ahead_.chunk, 0);
   if (l_.tstate_cframe != kAbsent) {
     // 3.11-3.12: tstate->cframe->current_frame.
     if (!addr) return WalkResult::kOk;
-    if (spec_cframe && spec_cframe == addr) {
-      addr = spec_frame_;
+    if (ahead_cframe && ahead_cframe == addr) {
+      addr = ahead_.frame;
     } else if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame),
                                       addr)) {
       return WalkResult::kError;
@@ -238,16 +197,15 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
   chunk_buf_.clear();
   chunks_.clear();
   last_chunk_ = 0;
-  solo_.clear();
-  solo_buf_.clear();
+  checks_.clear();
   next_chunk_ = 0;
   chunk_loads_ = 0;
   if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
     const uint64_t used = t.datastack_top - t.datastack_chunk;
-    if (spec_chunk == t.datastack_chunk && used <= spec_len_ &&
+    if (ahead_chunk == t.datastack_chunk && used <= ahead_.len &&
         used >= static_cast<uint64_t>(l_.chunk_data)) {
       // Read ahead with the thread state: no further system call.
-      chunk_buf_.assign(spec_data_, spec_data_ + used);
+      chunk_buf_.assign(ahead_.data, ahead_.data + used);
       next_chunk_ = StructView<st::Chunk>(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
       chunks_.push_back({t.datastack_chunk, t.datastack_top, 0});
     } else {
@@ -320,24 +278,24 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
       // that a re-entry from C was still setting up, its `previous` not yet linked, and the
       // stack looks whole while its outer frames are missing. Read it again, with the
       // thread's current frame, before believing it.
-      if (solo_.empty() || solo_.back().addr != addr)
-        noteSolo(addr, p, static_cast<size_t>(l_.iframe_size), false);
+      if (checks_.empty() || checks_.lastAddr() != addr)
+        checks_.note(addr, p, static_cast<size_t>(l_.iframe_size), false);
       check_current = l_.tstate_current_frame != kAbsent;
     }
     if (!prev) walk_bottom_ = addr;
     addr = prev;
   }
-  if (!solo_.empty()) {
+  if (!checks_.empty()) {
     // The innermost frame's instruction pointer may move; mark it so if it was read alone.
-    if (!out.empty() && solo_.front().addr == out.front().addr) solo_.front().leaf = true;
+    if (!out.empty() && checks_.firstAddr() == out.front().addr) checks_.markFirstLeaf();
     const uint64_t current =
         check_current ? t.tstate + static_cast<uint64_t>(l_.tstate_current_frame) : 0;
-    verified_leaf_ = 1;
-    if (!verifySolo(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8, current, t.frame)) {
+    checks_.resetVerifiedLeaf();
+    if (!checks_.verify(static_cast<size_t>(l_.iframe_size), l_.iframe_instr, 8, current, t.frame)) {
       walk_bottom_ = 0;
       // As on 3.8-3.10: a thread seen with no current frame in the check's own read has left
       // Python code (it is ending); that is its sample.
-      if (current && !verified_leaf_) {
+      if (current && !checks_.verifiedLeaf()) {
         out.clear();
         return WalkResult::kOk;
       }
@@ -345,6 +303,56 @@ WalkResult Unwinder::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_
     }
   }
   return WalkResult::kOk;
+}
+
+void FrameWalker::guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames) {
+  guess_tstate_ = tstate;
+  guess_.clear();
+  for (const RawFrame& f : frames) guess_.push_back(f.addr);
+  std::sort(guess_.begin(), guess_.end());
+}
+
+bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                           uint64_t* current_frame) {
+  // The thread's current frame and every guessed frame in one copy: when the chain from the
+  // current frame runs through guessed frames to its end, the stack is that copy (as
+  // consistent as a 3.11+ data-stack chunk, and checked as those are: StackReader re-reads
+  // callers whose callee changed in place).
+  const size_t len = static_cast<size_t>(l_.frame_size);
+  const size_t n = std::min<size_t>(guess_.size(), 1000);
+  if (!n) return false;
+  guess_buf_.resize(n * len);
+  uint64_t current = 0;
+  guess_plan_.clear();
+  guess_plan_.add(t.tstate + static_cast<uint64_t>(l_.tstate_frame), &current, 8);
+  for (size_t i = 0; i < n; ++i) guess_plan_.add(guess_[i], guess_buf_.data() + i * len, len);
+  ++stats_.frame_reads;
+  if (!guess_plan_.run(proc_.mem(), 0)) return false;
+  *current_frame = current;
+  out.clear();
+  checks_.clear();
+  uint64_t addr = current;
+  while (addr) {
+    if (out.size() >= max_depth || out.size() >= n) return false;
+    auto it = std::lower_bound(guess_.begin(), guess_.begin() + static_cast<long>(n), addr);
+    if (it == guess_.begin() + static_cast<long>(n) || *it != addr) return false;
+    StructView<st::FrameObject> v(guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len);
+    RawFrame f;
+    f.addr = addr;
+    f.code = v.ptr(l_.frame_code);
+    f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+    f.prev = v.ptr(l_.frame_back);
+    if (!f.code) return false;
+    checks_.note(addr, guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len,
+                 out.empty());
+    out.push_back(f);
+    addr = f.prev;
+  }
+  // One copy is not one instant (the kernel copies the frames one after the other, in
+  // address order): read them all again, with the current frame, and require them unchanged,
+  // as a walk one by one is.
+  return checks_.verify(len, l_.frame_lasti, 4,
+                        t.tstate + static_cast<uint64_t>(l_.tstate_frame), current);
 }
 
 }  // namespace psrec::recorder

@@ -192,10 +192,6 @@ debugger_support.remote_debugging_enabled debugger_support.debugger_pending_call
 debugger_support.debugger_script_path debugger_support.debugger_script_path_size
 )";
 
-// The newest shape psrec knows; a later minor version is read as if it had this shape, and
-// accepted only if every field psrec needs passes the checks below.
-constexpr uint32_t kNewestKnownMinor = 15;
-
 // One _Py_DebugOffsets block, read by field name.
 class DebugBlock {
  public:
@@ -327,15 +323,15 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
       return std::nullopt;
     }
   }
-  if (minor > kNewestKnownMinor) {
+  if (minor > kNewestMinor) {
     *warning = "Python " + std::to_string(version >> 24) + "." + std::to_string(minor) +
-               " is newer than psrec knows (3.8 to 3.15): recording it as 3.15 from its "
-               "_Py_DebugOffsets; check the stacks";
+               " is newer than psrec knows (" + supportedRange() + "): recording it as 3." +
+               std::to_string(kNewestMinor) + " from its _Py_DebugOffsets; check the stacks";
   }
   // What the block lacks comes from the version's table (the newest psrec has for a later
   // version), each field anchored on one the block gives in the same struct: a free-threaded
   // build's larger object header, or a field inserted before it, moves both alike.
-  const Layout t = *builtinLayout((3u << 24) | (std::min(minor, kNewestKnownMinor) << 16));
+  const Layout t = *builtinLayout((3u << 24) | (std::min(minor, kNewestMinor) << 16));
   auto anchored = [](int32_t table_field, int32_t table_anchor, int64_t anchor) {
     return table_field == kAbsent ? kAbsent
                                   : static_cast<int32_t>(table_field - table_anchor + anchor);
@@ -427,6 +423,10 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   l.module_dict = anchored(t.module_dict, t.object_type, l.object_type);
   cpython::finishLayout(l);
   return l;
+}
+
+std::string supportedRange() {
+  return "3." + std::to_string(kOldestMinor) + " to 3." + std::to_string(kNewestMinor);
 }
 
 }  // namespace psrec::recorder

@@ -11,6 +11,16 @@
 
 namespace psrec::recorder {
 
+// The CPython versions psrec records: 3.kOldestMinor to 3.kNewestMinor, free-threaded builds
+// from 3.kFreeThreadedFromMinor. Named here only: the recorder's messages, the Python package
+// (psrec.recorder.supported) and the tests read them from the built module. A later version
+// is tried from its _Py_DebugOffsets with the newest table.
+constexpr uint32_t kOldestMinor = 8;
+constexpr uint32_t kNewestMinor = 15;
+constexpr uint32_t kFreeThreadedFromMinor = 14;
+// "3.8 to 3.15", as messages say it.
+std::string supportedRange();
+
 // How much of _PyRuntime to read for its _Py_DebugOffsets: more than any shape psrec knows
 // (3.15's has 148 uint64 fields).
 constexpr size_t kDebugOffsetsSize = 256 * 8;

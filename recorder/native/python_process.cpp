@@ -182,26 +182,28 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
                             "process " + std::to_string(pid) + " runs Python " + info.version +
                                 ", which psrec does not support: " + why);
       info.layout_source = "_Py_DebugOffsets";
-    } else if ((v.hex >> 24) == 3 && minor >= 8) {
+    } else if ((v.hex >> 24) == 3 && minor >= kOldestMinor) {
       layout = builtinLayout(v.hex);
       info.layout_source = "built-in " + versionString(v.hex, false) + " table";
     }
     if (!layout)
       throw RecorderError(ErrorCode::kUnsupportedVersion,
                           "process " + std::to_string(pid) + " runs Python " + info.version +
-                              ", which psrec does not support (it supports CPython 3.8 to 3.15)");
+                              ", which psrec does not support (it supports CPython " + supportedRange() + ")");
     info.free_threaded = layout->free_threaded;
+    info.gil_requested_known =
+        layout->tstate_gil_requested != cpython::kAbsent && !layout->free_threaded;
     p->layout_ = *layout;
     return p;
   }
   const uint32_t named_minor = (named_version >> 16) & 0xFF;
   // A supported version by name but no runtime found: not (yet) an initialised interpreter,
   // e.g. a process caught between exec and loading libpython.
-  if (named_version && ((named_version >> 24) != 3 || named_minor < 8))
+  if (named_version && ((named_version >> 24) != 3 || named_minor < kOldestMinor))
     throw RecorderError(ErrorCode::kUnsupportedVersion,
                         "process " + std::to_string(pid) + " runs Python " +
                             versionString(named_version, false) +
-                            ", which psrec does not support (it supports CPython 3.8 to 3.15)");
+                            ", which psrec does not support (it supports CPython " + supportedRange() + ")");
   throw RecorderError(ErrorCode::kNotPython,
                       "process " + std::to_string(pid) + " (" + processName(pid) +
                           ") is not a Python process: no CPython runtime in its memory map");

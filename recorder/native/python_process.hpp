@@ -24,6 +24,9 @@ struct TargetInfo {
   std::string layout_source;   // "built-in 3.11 table" or "_Py_DebugOffsets"
   std::string layout_warning;  // set when the version is newer than psrec knows
   bool free_threaded = false;
+  // The layout has a thread's own "GIL requested" field (3.15+, builds with a GIL): samples
+  // say which threads wait for the GIL.
+  bool gil_requested_known = false;
   uint64_t runtime_addr = 0;
   uint64_t code_type_addr = 0;  // &PyCode_Type in the target, 0 if unknown
   uint64_t load_bias = 0;

@@ -29,8 +29,6 @@ namespace fmt = psrec::format;
 
 // Reads of a thread after a torn one, within the same pass.
 constexpr int kTornRetries = 3;
-// Walks of the thread list begun again, within a pass, after it changed under the walk.
-constexpr int kListRestarts = 3;
 
 namespace {
 
@@ -318,8 +316,7 @@ Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, 
 // the last pass holds is one of those (ids are unique among live threads; a reused one is
 // taken once its old holder is gone, a pass later).
 bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const {
-  if (!head.thread_id && !head.native_tid) return true;
-  if (!head.native_tid && t.unwinder->nativeTidKnown()) return true;
+  if (t.unwinder->pass.notStarted(head)) return true;
   for (const auto& [addr, other] : t.threads)
     if (addr != tstate && other.seen_pass + 1 >= pass_ &&
         (other.thread_id == head.thread_id ||
@@ -338,161 +335,91 @@ bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head
 bool Sampler::stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp) {
   auto carries_ids = [&] {
     ThreadHead now;
-    return t.unwinder->readThread(tstate, now, nullptr) == ReadStatus::kOk &&
+    return t.unwinder->pass.readThread(tstate, now, nullptr) == ReadStatus::kOk &&
            now.interp == interp && now.thread_id == th.thread_id &&
            now.native_tid == th.native_tid;
   };
-  return carries_ids() && t.unwinder->linked(tstate) && carries_ids();
+  return carries_ids() && t.unwinder->pass.linked(tstate) && carries_ids();
+}
+
+// --blocking: stops the target for the pass, after reading each thread's CPU state (a
+// stopped thread is off its CPU because psrec stopped it). Once the pause has ended (it is
+// destroyed before this), each thread that was running is told so: psrec's own stop is no
+// sleep (ThreadStatFiles::resumed). False when the target is gone (its segment has ended).
+struct Sampler::PassPause {
+  Target& t;
+  std::optional<ProcessPause> pause;
+  explicit PassPause(Target& target) : t(target) {}
+  PassPause(const PassPause&) = delete;
+  PassPause& operator=(const PassPause&) = delete;
+  ~PassPause() {
+    if (!pause) return;
+    pause.reset();
+    for (auto& [addr, th] : t.threads)
+      if (th.before_pause.ok) th.files.resumed(th.before_pause.running);
+  }
+};
+
+bool Sampler::pauseTarget(PassPause& p, uint64_t ts) {
+  Target& t = p.t;
+  for (auto& [addr, th] : t.threads) {
+    const uint64_t stat_reads = th.files.statReads();
+    th.before_pause = th.files.sample(pass_ns_);
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+    th.paused = true;
+  }
+  p.pause.emplace(t.pid);
+  if (p.pause->stop() == ESRCH) {
+    char state = processState(t.pid);
+    if (state == 0 || state == 'Z' || state == 'X') {
+      endTarget(t, ts, -1);
+      return false;
+    }
+  }
+  return true;
+}
+
+// A pass head that could not be read: the target ended, ran another program, or this pass of
+// it is an error for every thread.
+void Sampler::passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors) {
+  char state = processState(t.pid);
+  if (st == ReadStatus::kNoProcess || gone(state)) {
+    endTarget(t, ts, -1);
+    return;
+  }
+  // Every read fails once the process runs another program.
+  const uint64_t image = processImage(t.pid);
+  if (image && t.image && image != t.image) {
+    execed(t, pass_ns_, image);
+    return;
+  }
+  for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
+  *errors += t.threads.size();
+  bump(st_.pass_errors, 1);
 }
 
 void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
-  // Once the pause below has ended (it is destroyed first), each thread that was running is
-  // told so: psrec's own stop is no sleep (ThreadStatFiles::resumed).
-  struct AfterPause {
-    Target& t;
-    bool paused = false;
-    ~AfterPause() {
-      if (!paused) return;
-      for (auto& [addr, th] : t.threads)
-        if (th.before_pause.ok) th.files.resumed(th.before_pause.running);
-    }
-  } after_pause{t};
-  std::optional<ProcessPause> pause;
-  if (config_.blocking) {
-    for (auto& [addr, th] : t.threads) {
-      const uint64_t stat_reads = th.files.statReads();
-      th.before_pause = th.files.sample(pass_ns_);
-      pass_stat_reads_ += th.files.statReads() - stat_reads;
-      th.paused = true;
-    }
-    pause.emplace(t.pid);
-    after_pause.paused = true;
-    int e = pause->stop();
-    if (e == ESRCH) {
-      char state = processState(t.pid);
-      if (state == 0 || state == 'Z' || state == 'X') {
-        endTarget(t, ts, -1);
-        return;
-      }
-    }
-  }
+  PassPause pause(t);
+  if (config_.blocking && !pauseTarget(pause, ts)) return;
   PassHead head;
-  // One system call for the pass head and every thread seen last time (see Unwinder::readPass).
-  ReadStatus st = t.unwinder->readPass(head, t.order);
+  // One system call for the pass head and every thread seen last time (see
+  // PassReader::readPass).
+  ReadStatus st = t.unwinder->pass.readPass(head, t.order);
   t.order.clear();
   if (st != ReadStatus::kOk) {
-    char state = processState(t.pid);
-    if (st == ReadStatus::kNoProcess || gone(state)) {
-      endTarget(t, ts, -1);
-      return;
-    }
-    // Every read fails once the process runs another program.
-    const uint64_t image = processImage(t.pid);
-    if (image && t.image && image != t.image) {
-      execed(t, pass_ns_, image);
-      return;
-    }
-    for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
-    *errors += t.threads.size();
-    bump(st_.pass_errors, 1);
+    passFailed(t, st, ts, errors);
     return;
   }
-  bool list_ok = true;
   const uint64_t interp = t.proc->mainInterpreter();
-  uint64_t tstate = head.threads_head, prev = 0, first = head.threads_head;
-  int restarts = 0;
-  // Begins the walk again from the head, read now and without read-ahead; false once it has
-  // begun again too often (the threads not reached are then counted as errors).
-  auto restart = [&]() {
-    PassHead again;
-    if (restarts++ >= kListRestarts || t.unwinder->readPass(again, {}) != ReadStatus::kOk)
-      return false;
-    tstate = first = again.threads_head;
-    prev = 0;
-    return true;
-  };
-  for (int n = 0;; ++n) {
-    if (!tstate) {
-      // The end of the list, unless the walk met a state being made or reset (its links not
-      // set yet, or cleared: a short list that ends early). When the list changed since the
-      // last pass, the head and the last state's link are read again to confirm.
-      if (head.list_unchanged && !restarts) break;
-      if (!prev || t.unwinder->listEnds(first, prev)) break;
-      if (restart()) {
-        n = -1;
-        continue;
-      }
-      list_ok = false;
-      break;
-    }
-    ThreadHead th_head;
+  ThreadListWalk& list = *t.list;
+  list.begin(interp, head);
+  ThreadHead th_head;
+  auto hint_of = [&](uint64_t tstate) -> const StackHint* {
     auto known = t.threads.find(tstate);
-    const StackHint* hint = known != t.threads.end() ? &known->second.stack.hint : nullptr;
-    // Every state in the list links back to the one before it and to its interpreter; one
-    // that does not was freed or reused while the pass read the list (threads come and go),
-    // and neither it nor what it says of the list can be trusted. A kernel thread id above
-    // PID_MAX_LIMIT (2^22) says the same. The walk then begins again (threads it sampled
-    // already are not sampled twice).
-    if (n >= 4096 || t.unwinder->readThread(tstate, th_head, hint) != ReadStatus::kOk ||
-        th_head.prev != prev || th_head.interp != interp || th_head.native_tid > (1u << 22)) {
-      if (restart()) {
-        n = -1;
-        continue;
-      }
-      list_ok = false;
-      break;
-    }
-    // (Also where a known thread's state now holds other ids: its memory was reused. A thread
-    // ending unbinds its state one id at a time: one id gone and the other its own is still
-    // the same thread.)
-    const bool same =
-        known != t.threads.end() && (th_head.thread_id || th_head.native_tid) &&
-        (known->second.thread_id == th_head.thread_id || !th_head.thread_id) &&
-        (known->second.native_tid == th_head.native_tid || !th_head.native_tid);
-    if (same) {
-      th_head.thread_id = known->second.thread_id;
-      th_head.native_tid = known->second.native_tid;
-    }
-    prev = tstate;
-    if (same && known->second.seen_pass == pass_) {  // sampled before the walk began again
-      tstate = th_head.next;
-      continue;
-    }
-    if (!same && unstarted(t, tstate, th_head)) {
-      tstate = th_head.next;
-      continue;
-    }
-    if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
-      threads_full_ = true;
-      tstate = th_head.next;
-      continue;
-    }
-    Thread& th = track(t, th_head, ts, known != t.threads.end() ? &known->second : nullptr);
-    Unwinder::updateHint(th_head, th.stack.hint);
-    t.order.push_back({th_head.tstate, th_head.thread_id, th.stack.hint});
-    if (th.seen_pass == pass_) {  // a cycle in the list: a torn read
-      list_ok = false;
-      break;
-    }
-    th.seen_pass = pass_;
-    // The walk goes on from the links of this read, the one checked against the list.
-    const uint64_t next = th_head.next;
-    uint64_t read_again = 0;
-    StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
-    if (read_again) bump(st_.retries, read_again);
-    if (got == StackRead::kOk) {
-      record(t, th, th_head, head);
-    } else if (got == StackRead::kEnded) {
-      // Not an error: the thread has exited (before this pass: it has no sample in it).
-      encoder_.threadExit(th.ref, ts);
-      ended_.push_back(th.ref);
-      bump(st_.ended_in_pass, 1);
-    } else {
-      failed_.push_back(th.ref);
-    }
-    t.order.back().hint = th.stack.hint;
-    tstate = next;
-  }
+    return known != t.threads.end() ? &known->second.stack.hint : nullptr;
+  };
+  while (list.next(th_head, hint_of)) sampleThread(t, th_head, head, interp, ts);
+  const bool list_ok = list.whole();
   // Threads that ended while read have their THREAD_EXIT already.
   if (!ended_.empty()) {
     for (auto it = t.threads.begin(); it != t.threads.end();) {
@@ -516,6 +443,55 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     failed_.clear();
   }
   t.sampled = true;
+  settleUnmet(t, list_ok, interp, ts, errors);
+}
+
+// One thread state the list walk met: a thread known already or a new one, sampled unless it
+// was sampled before the walk began again, has not started, or has no ref left for it.
+void Sampler::sampleThread(Target& t, ThreadHead& th_head, const PassHead& head,
+                           uint64_t interp, uint64_t ts) {
+  const uint64_t tstate = th_head.tstate;
+  auto known = t.threads.find(tstate);
+  // (Also where a known thread's state now holds other ids: its memory was reused. A thread
+  // ending unbinds its state one id at a time: one id gone and the other its own is still
+  // the same thread.)
+  const bool same =
+      known != t.threads.end() && (th_head.thread_id || th_head.native_tid) &&
+      (known->second.thread_id == th_head.thread_id || !th_head.thread_id) &&
+      (known->second.native_tid == th_head.native_tid || !th_head.native_tid);
+  if (same) {
+    th_head.thread_id = known->second.thread_id;
+    th_head.native_tid = known->second.native_tid;
+  }
+  if (same && known->second.seen_pass == pass_) return;  // sampled before the walk began again
+  if (!same && unstarted(t, tstate, th_head)) return;
+  if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
+    threads_full_ = true;
+    return;
+  }
+  Thread& th = track(t, th_head, ts, known != t.threads.end() ? &known->second : nullptr);
+  PassReader::updateHint(th_head, th.stack.hint);
+  th.seen_pass = pass_;
+  uint64_t read_again = 0;
+  StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
+  if (read_again) bump(st_.retries, read_again);
+  if (got == StackRead::kOk) {
+    record(t, th, th_head, head);
+  } else if (got == StackRead::kEnded) {
+    // Not an error: the thread has exited (before this pass: it has no sample in it).
+    encoder_.threadExit(th.ref, ts);
+    ended_.push_back(th.ref);
+    bump(st_.ended_in_pass, 1);
+  } else {
+    failed_.push_back(th.ref);
+  }
+  t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
+}
+
+// The known threads the walk did not meet: ended (their state left the list) where the list
+// was read whole, else errors of this pass.
+void Sampler::settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts,
+                          uint64_t* errors) {
   for (auto it = t.threads.begin(); it != t.threads.end();) {
     if (it->second.seen_pass == pass_) {
       ++it;
@@ -559,7 +535,7 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
   }
 
   uint8_t status = 0;
-  const GilStatus gil = t.unwinder->gilStatus(head, ph);
+  const GilStatus gil = t.unwinder->pass.gilStatus(head, ph);
   if (!gil.known) status |= fmt::kStatusGilUnknown;
   if (gil.held) status |= fmt::kStatusGilHeld;
   if (gil.requested_known) status |= fmt::kStatusGilRequestedKnown;

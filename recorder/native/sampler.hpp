@@ -24,6 +24,7 @@
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/stack_reader.hpp"
 #include "recorder/native/thread_names.hpp"
+#include "recorder/native/thread_list.hpp"
 #include "recorder/native/thread_stats.hpp"
 #include "recorder/native/unwinder.hpp"
 
@@ -172,6 +173,7 @@ class Sampler {
     std::unique_ptr<Unwinder> unwinder;
     std::unique_ptr<CodeCache> codes;
     std::unique_ptr<StackReader> reader;
+    std::unique_ptr<ThreadListWalk> list;
     std::unique_ptr<ThreadNames> names;
     std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
     uint64_t names_ts = 0;       // when py_names was last read (0: never)
@@ -187,6 +189,12 @@ class Sampler {
   // False when no process runs Python: no pass is taken.
   bool samplePass(uint64_t ts, uint64_t* errors);
   void sampleTarget(Target& t, uint64_t ts, uint64_t* errors);
+  struct PassPause;
+  bool pauseTarget(PassPause& p, uint64_t ts);
+  void passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors);
+  void sampleThread(Target& t, ThreadHead& th_head, const PassHead& head, uint64_t interp,
+                    uint64_t ts);
+  void settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts, uint64_t* errors);
   // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
   void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph);
   // The thread at head.tstate; known: its entry found by the caller (or null).

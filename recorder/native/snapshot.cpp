@@ -5,6 +5,7 @@
 #include "recorder/native/errors.hpp"
 #include "recorder/native/process_pause.hpp"
 #include "recorder/native/stack_reader.hpp"
+#include "recorder/native/thread_list.hpp"
 #include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_stats.hpp"
 #include "recorder/native/unwinder.hpp"
@@ -28,7 +29,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
   // A non-blocking read can be torn; retry a few times before giving up.
   ReadStatus st = ReadStatus::kOther;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    st = unwinder.readPassHead(head);
+    st = unwinder.pass.readPassHead(head);
     if (st == ReadStatus::kOk || st == ReadStatus::kNoProcess) break;
   }
   if (st == ReadStatus::kNoProcess)
@@ -40,27 +41,23 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
   std::unordered_map<uint64_t, std::string> names;
   ThreadNames(proc).read(names, true);
   const uint64_t interp = proc.mainInterpreter();
-  uint64_t tstate = head.threads_head;
   const uint64_t pass = 1;
-  for (int n = 0; tstate && n < 4096; ++n) {
-    ThreadHead t;
-    if (unwinder.readThread(tstate, t) != ReadStatus::kOk) break;
-    const uint64_t next = t.next;
-    if (!t.thread_id && !t.native_tid) {  // not started yet (see Sampler::sampleTarget)
-      tstate = next;
-      continue;
-    }
+  // The list walked as a sampler's pass walks it: the same checks of every state's links, the
+  // same walks begun again when it changed under the read.
+  ThreadListWalk list(unwinder.pass);
+  list.begin(interp, head);
+  ThreadHead t;
+  auto no_hint = [](uint64_t) -> const StackHint* { return nullptr; };
+  while (list.next(t, no_hint)) {
+    if (unwinder.pass.notStarted(t)) continue;
     ThreadStack stack;
     uint64_t read_again = 0;
     const StackRead got = reader.read(t, stack, interp, pass, kReadAgain, &read_again);
-    if (got == StackRead::kEnded) {  // it exited while read: it is no thread of the process
-      tstate = next;
-      continue;
-    }
+    if (got == StackRead::kEnded) continue;  // it exited while read: no thread of the process
     ThreadDump d;
     d.python_tid = t.thread_id;
     d.native_tid = t.native_tid;
-    const GilStatus gil = unwinder.gilStatus(t, head);
+    const GilStatus gil = unwinder.pass.gilStatus(t, head);
     d.gil_known = gil.known;
     d.gil_held = gil.held;
     auto named = names.find(t.thread_id);
@@ -90,7 +87,6 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
       }
     }
     out.push_back(std::move(d));
-    tstate = next;
   }
   return out;
 }

@@ -8,9 +8,9 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
                             int retries, uint64_t* read_again) {
   // 3.8-3.10: a thread's frames are read in one copy where its last stack says they are.
   if (proc_.layout().frame_model == cpython::FrameModel::kFrameObject && !last.raw.empty())
-    unwinder_.guessFrames(head.tstate, last.raw);
+    unwinder_.frames.guessFrames(head.tstate, last.raw);
   bool ok = readOnce(head, last, pass);
-  unwinder_.noteWalk(last.hint);
+  unwinder_.frames.noteWalk(last.hint);
   // A torn copy: the thread changed its stack while we copied it. Read it again, at once and
   // without read-ahead, still compared with its last good stack; only when every attempt
   // fails is the read torn. Giving up early would bias a profile against code that calls and
@@ -19,24 +19,24 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
   // that still holds the ids): nothing more is read from it.
   for (int attempt = 0; !ok && attempt < retries; ++attempt) {
     ThreadHead again;
-    if (unwinder_.readThread(head.tstate, again, nullptr) != ReadStatus::kOk ||
+    if (unwinder_.pass.readThread(head.tstate, again, nullptr) != ReadStatus::kOk ||
         again.thread_id != head.thread_id || again.native_tid != head.native_tid ||
-        again.interp != interp || (again.prev != head.prev && !unwinder_.linked(head.tstate)))
+        again.interp != interp || (again.prev != head.prev && !unwinder_.pass.linked(head.tstate)))
       return StackRead::kEnded;
     ++*read_again;
     head = again;
-    Unwinder::updateHint(head, last.hint);
+    PassReader::updateHint(head, last.hint);
     ok = readOnce(head, last, pass);
-    unwinder_.noteWalk(last.hint);
+    unwinder_.frames.noteWalk(last.hint);
   }
   if (ok) return StackRead::kOk;
   // A thread that ends unlinks its state, then frees its frames' memory: a copy torn because
   // the thread ended while it was read is no torn copy of a live thread.
-  return unwinder_.linked(head.tstate) ? StackRead::kTorn : StackRead::kEnded;
+  return unwinder_.pass.linked(head.tstate) ? StackRead::kTorn : StackRead::kEnded;
 }
 
 bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass) {
-  WalkResult r = unwinder_.walk(head, walk_, max_depth_, last.hint.bottom);
+  WalkResult r = unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom);
   if (r == WalkResult::kError) return false;
   if (r == WalkResult::kTruncated) {
     // A cycle (torn read) also fills the cap: real frames have distinct addresses.
@@ -96,7 +96,7 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   }
   std::sort(callers_.begin(), callers_.end());
   callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
-  if (!unwinder_.verifyCallers(walk_, callers_.data(), callers_.size())) return false;
+  if (!unwinder_.frames.verifyCallers(walk_, callers_.data(), callers_.size())) return false;
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {
     // The same frame (address and code) as in the last stack keeps its code object alive (a
@@ -113,9 +113,9 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   for (size_t i = same; i < n; ++i) {
     CodeInfo* info = codes_.get(walk_[i].code, pass);
     if (!info) return false;
-    if (info->shim && !unwinder_.shimCode()) {
+    if (info->shim && !unwinder_.frames.shimCode()) {
       // First sight of the __init__ trampoline: the walk leaves it out from now on.
-      unwinder_.setShimCode(walk_[i].code);
+      unwinder_.frames.setShimCode(walk_[i].code);
       return readOnce(head, last, pass);
     }
     const int off = codes_.byteOffset(*info, walk_[i].instr, walk_[i].tlbc);

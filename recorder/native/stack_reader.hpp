@@ -16,7 +16,7 @@ namespace psrec::recorder {
 // with the last good one, and frames that did not change are not resolved again.
 struct ThreadStack {
   std::vector<RawFrame> raw;  // root first, as last read well
-  StackHint hint;             // where the thread's frames were (see Unwinder::readPass)
+  StackHint hint;             // where the thread's frames were (see PassReader::readPass)
 };
 
 enum class StackRead {

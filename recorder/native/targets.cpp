@@ -69,10 +69,11 @@ void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.unwinder = std::make_unique<Unwinder>(*t.proc);
   t.codes = std::make_unique<CodeCache>(*t.proc);
   t.reader = std::make_unique<StackReader>(*t.proc, *t.unwinder, *t.codes);
+  t.list = std::make_unique<ThreadListWalk>(t.unwinder->pass);
   // Deeper than kMaxDepth: the encoder gets one frame more than it keeps, so it cuts and
   // marks the stack instead of the walk cutting it silently.
   t.reader->setMaxDepth(fmt::kMaxDepth + 1);
-  t.unwinder->setCodeCache(t.codes.get());
+  t.unwinder->pass.setCodeCache(t.codes.get());
   t.names = std::make_unique<ThreadNames>(*t.proc);
   // Threads already running get threading's names in their first record.
   t.names->read(t.py_names, true);

@@ -1,8 +1,7 @@
-// The unwinder's reads of the interpreter: the GIL, the thread list and each thread's state,
-// read in one batch per pass (with what each thread's last walk used of its stack), and the
-// list-change and tid checks that make a pass's thread list trustworthy. The frame walk is in
-// frame_walk.cpp and the checks of a walk's copy in torn_checks.cpp.
-#include "recorder/native/unwinder.hpp"
+// The pass reader (see pass_reader.hpp): the GIL, the thread list and each thread's state,
+// read in one batch per pass with what each thread's last walk used of its stack, and the
+// list-change and tid checks that make a pass's thread list trustworthy.
+#include "recorder/native/pass_reader.hpp"
 
 #include <dirent.h>
 
@@ -44,7 +43,8 @@ std::set<int32_t> taskIds(pid_t pid) {
 }  // namespace
 
 
-Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
+PassReader::PassReader(PythonProcess& proc, ReadAhead& ahead)
+    : proc_(proc), l_(proc.layout()), ahead_(ahead) {
   const uint64_t runtime = proc.info().runtime_addr;
   if (l_.runtime_gil_locked != kAbsent) {
     // 3.8-3.11: one GIL in _PyRuntime.ceval.gil.
@@ -54,7 +54,6 @@ Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
   } else {
     resolveGil();
   }
-  chunk_buf_.reserve(64 * 1024);
 }
 
 // 3.12+: interp->ceval.gil points at the GIL this interpreter uses. It is null until the
@@ -62,7 +61,7 @@ Unwinder::Unwinder(PythonProcess& proc) : proc_(proc), l_(proc.layout()) {
 // attaches, so the pass reads call this again until it is set; once set it does not change.
 // Not read at all where each thread state says whether it holds the GIL (3.14+), or where a
 // thread's status is whether it is attached (free-threaded): one range fewer in every pass.
-void Unwinder::resolveGil() {
+void PassReader::resolveGil() {
   if (gil_addr_ || l_.interp_ceval_gil == kAbsent || l_.tstate_holds_gil != kAbsent ||
       l_.free_threaded)
     return;
@@ -76,7 +75,7 @@ void Unwinder::resolveGil() {
   }
 }
 
-GilStatus Unwinder::gilStatus(const ThreadHead& t, const PassHead& ph) const {
+GilStatus PassReader::gilStatus(const ThreadHead& t, const PassHead& ph) const {
   GilStatus g;
   if (l_.free_threaded) {
     // No GIL (or one re-enabled at run time, which an attached thread then holds): a thread
@@ -96,7 +95,7 @@ GilStatus Unwinder::gilStatus(const ThreadHead& t, const PassHead& ph) const {
 }
 
 // The GIL's state from the bytes [gil_lo_, gil_hi_) of its struct; gil is null when unread.
-void Unwinder::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const {
+void PassReader::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const {
   out.gil_known = gil != nullptr;
   if (!gil) return;
   int32_t locked_off = (l_.runtime_gil_locked != kAbsent ? l_.runtime_gil_locked : l_.gil_locked);
@@ -107,7 +106,7 @@ void Unwinder::parseGil(const uint8_t* gil, size_t gil_len, PassHead& out) const
   out.gil_holder = v.at<uint64_t>(holder_off - gil_lo_);
 }
 
-bool Unwinder::listEnds(uint64_t first, uint64_t last) {
+bool PassReader::listEnds(uint64_t first, uint64_t last) {
   uint64_t head = 0, next = 0;
   ReadRequest reqs[2] = {
       {proc_.mainInterpreter() + static_cast<uint64_t>(l_.interp_threads_head), &head, 8},
@@ -115,7 +114,7 @@ bool Unwinder::listEnds(uint64_t first, uint64_t last) {
   return proc_.mem().readMany(reqs, 2) == ReadStatus::kOk && head == first && next == 0;
 }
 
-bool Unwinder::linked(uint64_t tstate) {
+bool PassReader::linked(uint64_t tstate) {
   // Its neighbour may come or go between the two reads: a state that stays in the list
   // shows a consistent pair within a few tries, one that left it never does (CPython leaves
   // an unlinked state's own links as they were, or the allocator overwrites them).
@@ -132,7 +131,7 @@ bool Unwinder::linked(uint64_t tstate) {
   return false;
 }
 
-ReadStatus Unwinder::readPassHead(PassHead& out) {
+ReadStatus PassReader::readPassHead(PassHead& out) {
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;
   resolveGil();
@@ -149,7 +148,7 @@ ReadStatus Unwinder::readPassHead(PassHead& out) {
   return ReadStatus::kOk;
 }
 
-bool Unwinder::calibratePthreadTid(uint64_t thread_id) {
+bool PassReader::calibratePthreadTid(uint64_t thread_id) {
   // glibc keeps the kernel thread id in struct pthread (pthread_t points at it); its offset
   // depends on the glibc build. Find the int32 equal to one of the process's task ids,
   // preferring the offset current x86-64 glibc uses.
@@ -168,13 +167,13 @@ bool Unwinder::calibratePthreadTid(uint64_t thread_id) {
   return true;
 }
 
-void Unwinder::updateHint(const ThreadHead& t, StackHint& hint) {
+void PassReader::updateHint(const ThreadHead& t, StackHint& hint) {
   hint.cframe = t.frame;
   hint.chunk = t.datastack_chunk;
   hint.used = t.datastack_top > t.datastack_chunk ? t.datastack_top - t.datastack_chunk : 0;
 }
 
-ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& known) {
+ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>& known) {
   pf_.clear();
   pf_cursor_ = 0;
   uint64_t interp = proc_.mainInterpreter();
@@ -203,7 +202,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
       p.chunk_off = total;
       total += p.chunk_len;
       if (l_.tstate_cframe != kAbsent && k.hint.cframe) {
-        if (l_.generators_enter_loop && codes_ && k.hint.entry) {
+        if (l_.generators_enter_loop && sizes_.known() && k.hint.entry) {
           p.top_cframe = k.hint.cframe;
           p.entry = k.hint.entry;
           p.entry_code = k.hint.entry_code;
@@ -287,7 +286,7 @@ ReadStatus Unwinder::readPass(PassHead& out, const std::vector<PrefetchThread>& 
 // head's prev) and unlinks one by rewriting its neighbours' links (the head's successor gets
 // prev = NULL), so any change since the previous pass shows in these links; a state freed in
 // the meantime has its first words overwritten by the allocator.
-bool Unwinder::listUnchanged() const {
+bool PassReader::listUnchanged() const {
   uint64_t prev = 0;
   for (size_t i = 0; i < pf_.size(); ++i) {
     const Prefetched& p = pf_[i];
@@ -300,7 +299,7 @@ bool Unwinder::listUnchanged() const {
   return !pf_.empty();
 }
 
-void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
+void PassReader::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                            const Prefetched* pf) {
   StructView<st::TState> v(buf, len);
   out.tstate = tstate;
@@ -337,9 +336,8 @@ void Unwinder::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Thre
   }
 }
 
-ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
-  spec_cframe_ = spec_chunk_ = 0;
-  spec_out_n_ = 0;
+ReadStatus PassReader::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
+  ahead_.clear();
   if (hint) {
     // Read ahead by readPass, in list order as a rule.
     const Prefetched* pf = nullptr;
@@ -351,26 +349,26 @@ ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHin
     }
     if (pf && pf->ts_ok) {
       if (pf->chunk_ok) {
-        spec_chunk_ = pf->chunk;
-        spec_data_ = pf_buf_.data() + pf->chunk_off;
-        spec_len_ = pf->chunk_len;
+        ahead_.chunk = pf->chunk;
+        ahead_.data = pf_buf_.data() + pf->chunk_off;
+        ahead_.len = pf->chunk_len;
         if (pf->cframe_ok) {
-          spec_cframe_ = pf->cframe;
-          spec_frame_ = pf->frame;
+          ahead_.cframe = pf->cframe;
+          ahead_.frame = pf->frame;
         }
         // Copied in the same system call as the chunk: as consistent with it as its frames.
         for (size_t j = 0; j < pf->outside_n; ++j) {
           if (!pf->outside_ok[j]) continue;
-          spec_out_addr_[spec_out_n_] = pf->outside[j];
-          spec_out_ptr_[spec_out_n_++] = pf_buf_.data() + pf->outside_off[j];
+          ahead_.outside_addr[ahead_.outside_n] = pf->outside[j];
+          ahead_.outside_ptr[ahead_.outside_n++] = pf_buf_.data() + pf->outside_off[j];
         }
       }
       parseThread(tstate, pf_buf_.data() + pf->ts_off, static_cast<size_t>(l_.tstate_size), out,
                   pf);
       uint64_t top = 0;
       if (pf->chunk_ok && pf->top_cframe && topFrame(*pf, out, &top)) {
-        spec_cframe_ = pf->top_cframe;
-        spec_frame_ = top;
+        ahead_.cframe = pf->top_cframe;
+        ahead_.frame = top;
       }
       return ReadStatus::kOk;
     }
@@ -385,22 +383,74 @@ ReadStatus Unwinder::readThread(uint64_t tstate, ThreadHead& out, const StackHin
     size_t n = 0;
     reqs[n++] = {tstate, buf, len};
     size_t chunk_len = aheadLen(hint->used);
-    spec_buf_.resize(chunk_len);
-    reqs[n++] = {hint->chunk, spec_buf_.data(), chunk_len};
+    ahead_.buf.resize(chunk_len);
+    reqs[n++] = {hint->chunk, ahead_.buf.data(), chunk_len};
     if (l_.tstate_cframe != kAbsent && hint->cframe)
-      reqs[n++] = {hint->cframe + static_cast<uint64_t>(l_.cframe_current_frame), &spec_frame_, 8};
+      reqs[n++] = {hint->cframe + static_cast<uint64_t>(l_.cframe_current_frame), &ahead_.frame, 8};
     if (proc_.mem().readMany(reqs, n) == ReadStatus::kOk) {
       st = ReadStatus::kOk;
-      spec_chunk_ = hint->chunk;
-      spec_data_ = spec_buf_.data();
-      spec_len_ = chunk_len;
-      if (n == 3) spec_cframe_ = hint->cframe;
+      ahead_.chunk = hint->chunk;
+      ahead_.data = ahead_.buf.data();
+      ahead_.len = chunk_len;
+      if (n == 3) ahead_.cframe = hint->cframe;
     }
   }
   if (st != ReadStatus::kOk) st = proc_.mem().read(tstate, buf, len);
   if (st != ReadStatus::kOk) return st;
   parseThread(tstate, buf, len, out, nullptr);
   return ReadStatus::kOk;
+}
+
+uint64_t FrameSizes::of(uint64_t code) {
+  if (codes_->invalidations() != generation_) {
+    std::fill(std::begin(slots_), std::end(slots_), Slot{});
+    generation_ = codes_->invalidations();
+  }
+  Slot& slot = slots_[(code >> 4) & 63];
+  if (slot.code != code) {
+    const CodeInfo* info = codes_->peek(code);
+    if (!info) return 0;
+    slot = {code, info->frame_bytes};
+  }
+  return slot.bytes;
+}
+
+// 3.11, with the thread state still pointing at the _PyCFrame of the previous pass: that run of
+// the interpreter loop began with the frame p.entry in the data-stack chunk. Generators and
+// calls from C each run in a loop of their own (Layout::generators_enter_loop), with a
+// _PyCFrame of their own, so every frame of this loop above its entry frame was pushed by an
+// inlined call: the frames from the entry to datastack_top follow one another without gaps,
+// each taking its code's frame size and linking to the one below it, and the current frame
+// is the last of them. (A loop that ended and another that began at the same _PyCFrame
+// address started with a frame at the same place, which is then that loop's entry; or with a
+// generator's frame, outside the chunk, and the chain from the old entry no longer reaches
+// the top.) Anything that does not fit leaves the _PyCFrame to be read.
+bool PassReader::topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame) {
+  if (t.frame != p.top_cframe || t.datastack_chunk != p.chunk) return false;
+  const uint64_t top = t.datastack_top;
+  const uint64_t base = p.chunk + static_cast<uint64_t>(l_.chunk_data);
+  const uint64_t head = static_cast<uint64_t>(l_.iframe_size);
+  if (top <= base || top - p.chunk > p.chunk_len) return false;
+  const uint8_t* data = pf_buf_.data() + p.chunk_off;
+  uint64_t at = p.entry, below = 0;
+  for (int n = 0; n < 4096; ++n) {
+    if (at < base || at > top || top - at < head) return false;
+    StructView<st::IFrame> v(data + (at - p.chunk), static_cast<size_t>(head));
+    const uint64_t code = v.ptr(l_.iframe_code);
+    if (v.get<uint8_t>(l_.iframe_owner) != 0) return false;  // FRAME_OWNED_BY_THREAD
+    const bool entry = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+    if (n == 0 ? (code != p.entry_code || !entry) : (entry || v.ptr(l_.iframe_previous) != below))
+      return false;
+    const uint64_t bytes = sizes_.of(code);
+    if (!bytes || bytes > top - at) return false;
+    if (bytes == top - at) {
+      *frame = at;
+      return true;
+    }
+    below = at;
+    at += bytes;
+  }
+  return false;
 }
 
 }  // namespace psrec::recorder

@@ -1,0 +1,89 @@
+// The frame walk of one thread: from its current frame to its first, over the frames' bytes as
+// read (a data-stack chunk copied whole where it can be, other frames one by one, and on
+// 3.8-3.10 the frames of the last stack in one copy), with the code objects each frame runs
+// and the records a later pass starts from. A change to how a CPython version lays out its
+// frames touches this walk and that version's layout (cpython/), nothing else. A walk never
+// follows more than max_depth frames.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "recorder/native/python_process.hpp"
+#include "recorder/native/remote_memory.hpp"
+#include "recorder/native/torn_checks.hpp"
+#include "recorder/native/unwind_types.hpp"
+
+namespace psrec::recorder {
+
+class FrameWalker {
+ public:
+  // ahead: what the pass reader read ahead for the thread walked next.
+  FrameWalker(PythonProcess& proc, ReadAhead& ahead);
+  FrameWalker(const FrameWalker&) = delete;
+  FrameWalker& operator=(const FrameWalker&) = delete;
+
+  // Frames innermost first. kTruncated when max_depth frames were read and more follow.
+  // bottom: where the thread's last whole walk ended (StackHint::bottom; 0 if unknown).
+  WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                  uint64_t bottom = 0);
+  // After a walk: the frames it found outside the data stack, and its loop's entry frame,
+  // for the next pass's hint.
+  void noteWalk(StackHint& hint) const;
+  // 3.8-3.10: where the next walk of the thread at `tstate` may find its frames (its last
+  // sample's). A walk that fails leaves its own frames as the guess for a walk again.
+  void guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames);
+  // Whether the callers frames[which[..]] of frames walked from one copy still read the same.
+  bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count) {
+    return checks_.verifyCallers(frames, which, count);
+  }
+  // A code object whose frames are interpreter trampolines, not Python code (3.13+'s
+  // _Py_InitCleanup, under __init__ calls): the walk leaves them out.
+  void setShimCode(uint64_t code) { shim_code_ = code; }
+  uint64_t shimCode() const { return shim_code_; }
+  const UnwinderStats& stats() const { return stats_; }
+
+ private:
+  // 3.8-3.10: PyFrameObjects linked by f_back.
+  WalkResult walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
+  // 3.11+: _PyInterpreterFrames in data-stack chunks (and a few outside them).
+  WalkResult walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
+                                   size_t max_depth, uint64_t bottom);
+  // 3.8-3.10: the walk in one copy of the guessed frames (see guessFrames); false when the
+  // copy does not hold the whole stack. current_frame: the thread's current frame as read.
+  bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                   uint64_t* current_frame);
+  const uint8_t* frameBytes(uint64_t addr);
+  bool loadChunk(uint64_t addr, uint64_t used_end);
+
+  PythonProcess& proc_;
+  const cpython::Layout& l_;
+  ReadAhead& ahead_;
+  TornChecks checks_;
+  UnwinderStats stats_;
+  uint64_t shim_code_ = 0;
+
+  // Data-stack chunks of the thread being walked (3.11+).
+  struct LoadedChunk {
+    uint64_t start;
+    uint64_t end;
+    size_t offset;  // into chunk_buf_
+  };
+  RawBuffer chunk_buf_;
+  std::vector<LoadedChunk> chunks_;
+  size_t last_chunk_ = 0;  // where the previous frame was: the next one is usually there too
+  uint64_t next_chunk_ = 0;
+  int chunk_loads_ = 0;
+  uint8_t scratch_[256];
+  std::vector<uint64_t> walk_outside_;  // frames the walk read outside every chunk
+  uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
+  uint64_t walk_bottom_ = 0;  // where this walk ended (see walk())
+
+  // 3.8-3.10: the frames of the thread's last stack (guessFrames), sorted, and their copy.
+  std::vector<uint64_t> guess_;
+  uint64_t guess_tstate_ = 0;
+  std::vector<uint8_t> guess_buf_;
+  ReadPlan guess_plan_;
+};
+
+}  // namespace psrec::recorder

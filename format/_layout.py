@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 from . import _constants as C
 
-__all__ = ["ChunkHeader", "Field", "Header", "RECORD_FIELDS", "pack_trailer",
+__all__ = ["ChunkHeader", "Column", "Field", "Header", "RECORD_FIELDS", "SAMPLE_COLUMNS",
+           "pack_trailer",
            "unpack_chunk_header", "unpack_header", "unpack_trailer"]
 
 
@@ -57,6 +58,22 @@ RECORD_FIELDS: dict[int, tuple[Field, ...]] = {
                         Field("missed_deadlines", _V, "i64", "missed")),
     C.REC_MARKER: (Field("ts", _V, "u64"), Field("label", "string id", "i64")),
 }
+
+
+class Column(NamedTuple):
+    """One column of decoded samples (spec/psr-format.md section 8.1)."""
+
+    name: str
+    typecode: str  # of the array that holds it (the native SampleBatch gives its raw bytes)
+
+
+# The columns a decoded chunk gives for each thread-sample, in order: the Python twin of
+# format/native/sample_columns.hpp, read by the reference decoder's RefBatch;
+# tests/unit/test_spec_sync.py checks the two against the spec's table.
+SAMPLE_COLUMNS: tuple[Column, ...] = (
+    Column("ts", "q"), Column("thread", "I"), Column("node", "I"), Column("status", "B"),
+    Column("cpu", "I"), Column("weight", "I"),
+)
 
 _HEADER = struct.Struct("<8sHHIqqII20s")  # without its trailing crc32
 _CHUNK = struct.Struct("<IBBHIII")  # without its trailing header crc32

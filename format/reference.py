@@ -10,7 +10,7 @@ from array import array
 from typing import Any
 
 from . import _constants as C
-from ._layout import RECORD_FIELDS
+from ._layout import RECORD_FIELDS, SAMPLE_COLUMNS
 
 __all__ = ["RefBudgetError", "RefDecodeError", "decode_defs", "RefBatch", "RefDecoder"]
 
@@ -163,18 +163,18 @@ def thread_renames(payload: bytes, max_events: int | None = None) -> list[Any]:
 
 
 class RefBatch:
-    """Sample columns in time order, like the native SampleBatch."""
+    """Sample columns in time order, like the native SampleBatch: one array per column of
+    SAMPLE_COLUMNS, as an attribute of its name."""
 
     def __init__(self) -> None:
         self.clear()
 
     def clear(self) -> None:
-        self.ts = array("q")
-        self.thread = array("I")
-        self.node = array("I")
-        self.status = array("B")
-        self.cpu = array("I")
-        self.weight = array("I")
+        for column in SAMPLE_COLUMNS:
+            setattr(self, column.name, array(column.typecode))
+
+    def __getattr__(self, name: str) -> array[int]:  # the columns, for type checkers
+        raise AttributeError(name)
 
     def __len__(self) -> int:
         return len(self.ts)

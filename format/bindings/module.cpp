@@ -106,16 +106,18 @@ NB_MODULE(_format, m) {
 
   // The decoded samples of a chunk. The analyzer's engine (psrec.analyzer._engine) takes
   // these objects as they are: nanobind shares the bound type between the two modules.
-  nb::class_<SampleColumns>(m, "SampleBatch")
-      .def(nb::init<>())
-      .def("__len__", [](const SampleColumns& c) { return c.size(); })
-      .def("clear", [](SampleColumns& c) { c.clear(); })
-      .def_prop_ro("ts", [](const SampleColumns& c) { return asBytes(c.ts); })
-      .def_prop_ro("thread", [](const SampleColumns& c) { return asBytes(c.thread); })
-      .def_prop_ro("node", [](const SampleColumns& c) { return asBytes(c.node); })
-      .def_prop_ro("status", [](const SampleColumns& c) { return asBytes(c.status); })
-      .def_prop_ro("cpu", [](const SampleColumns& c) { return asBytes(c.cpu); })
-      .def_prop_ro("weight", [](const SampleColumns& c) { return asBytes(c.weight); });
+  // Each column as a property of its raw bytes, and SAMPLE_COLUMNS: (name, typecode) in order.
+  auto batch = nb::class_<SampleColumns>(m, "SampleBatch")
+                   .def(nb::init<>())
+                   .def("__len__", [](const SampleColumns& c) { return c.size(); })
+                   .def("clear", [](SampleColumns& c) { c.clear(); });
+  nb::list columns;
+#define PSREC_BIND_COLUMN(name, type, typecode)                                    \
+  batch.def_prop_ro(#name, [](const SampleColumns& c) { return asBytes(c.name); }); \
+  columns.append(nb::make_tuple(#name, typecode));
+  PSREC_SAMPLE_COLUMNS(PSREC_BIND_COLUMN)
+#undef PSREC_BIND_COLUMN
+  m.attr("SAMPLE_COLUMNS") = nb::tuple(columns);
 
   nb::class_<Decoder>(m, "Decoder")
       .def(nb::init<uint32_t, uint32_t>(), nb::arg("weight_cap_ticks"),

@@ -52,7 +52,6 @@ constexpr uint32_t kEntryFlagBits = 3;
 constexpr uint8_t kStatusGilHeld = 0x01;
 constexpr uint8_t kStatusOnCpu = 0x02;
 constexpr uint8_t kStatusGilRequested = 0x04;
-constexpr uint8_t kStatusHasException = 0x08;
 constexpr uint8_t kStatusGilUnknown = 0x10;
 constexpr uint8_t kStatusCpuUnknown = 0x20;
 constexpr uint8_t kStatusGilRequestedKnown = 0x40;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "format/native/constants.hpp"
+#include "format/native/sample_columns.hpp"
 
 namespace psrec::format {
 
@@ -52,20 +53,6 @@ struct Event {
   uint8_t type;
   uint64_t ts;
   int64_t a, b, c;
-};
-
-// Samples in time order, one row per thread-sample.
-struct SampleColumns {
-  std::vector<int64_t> ts;
-  std::vector<uint32_t> thread;
-  std::vector<uint32_t> node;
-  std::vector<uint8_t> status;
-  std::vector<uint32_t> cpu;     // CPU ticks consumed since the thread's previous sample
-  std::vector<uint32_t> weight;  // ticks this sample stands for (capped)
-  void clear() {
-    ts.clear(); thread.clear(); node.clear(); status.clear(); cpu.clear(); weight.clear();
-  }
-  size_t size() const { return ts.size(); }
 };
 
 struct ChunkSummary {

@@ -306,3 +306,53 @@ def test_entry_fields_in_the_spec_order() -> None:
     for where, (source, steps) in sources.items():
         at = [source.find(step) for step in steps]
         assert -1 not in at and at == sorted(at), f"{where}: {dict(zip(steps, at))}"
+
+
+SAMPLE_COLUMNS_HPP = (ROOT / "format" / "native" / "sample_columns.hpp").read_text()
+CTYPE_OF = {"q": "int64_t", "I": "uint32_t", "B": "uint8_t"}
+
+
+def spec_sample_columns() -> list[tuple[str, str]]:
+    """Section 8.1's table: (column, typecode) in order."""
+    body = SPEC[SPEC.index("### 8.1 Sample columns *(checked columns)*"):]
+    rows = []
+    for line in body.splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1] in CTYPE_OF:
+            rows.append((cells[0], cells[1]))
+    return rows
+
+
+def test_sample_columns_in_step() -> None:
+    """The spec's columns are the Python twin's (format/_layout.py), the native struct's
+    (sample_columns.hpp, each of the C++ type its typecode names), the bound SampleBatch's
+    properties and _format.pyi's, and the reference decoder's arrays, in the same order."""
+    from psrec.format import _format
+    from psrec.format._layout import SAMPLE_COLUMNS
+    from psrec.format.reference import RefBatch
+
+    spec = spec_sample_columns()
+    assert len(spec) >= 6, spec
+    assert [(c.name, c.typecode) for c in SAMPLE_COLUMNS] == spec, "format/_layout.py"
+    native = re.findall(r'X\((\w+), (\w+), "(\w)"\)', SAMPLE_COLUMNS_HPP)
+    assert [(name, code) for name, _, code in native] == spec, "sample_columns.hpp"
+    for name, ctype, code in native:
+        assert CTYPE_OF[code] == ctype, f"{name}: typecode {code} but C++ type {ctype}"
+    assert [tuple(c) for c in _format.SAMPLE_COLUMNS] == spec, "the bound SAMPLE_COLUMNS"
+    batch = _format.SampleBatch()
+    assert all(getattr(batch, name) == b"" for name, _ in spec)
+    stub = (ROOT / "format" / "_format.pyi").read_text()
+    stub_batch = stub[stub.index("class SampleBatch:"):]
+    stub_batch = stub_batch[:stub_batch.index("\nclass ")]
+    assert re.findall(r"def (\w+)\(self\) -> bytes", stub_batch) == [n for n, _ in spec]
+    ref = RefBatch()
+    assert [(n, getattr(ref, n).typecode) for n, _ in spec] == spec
+
+
+def test_reserved_status_bits_are_not_defined() -> None:
+    """0x08 and 0x80 of the status byte are reserved (section 4.1): nothing defines them."""
+    assert "Bits 0x08 and 0x80 are reserved and zero." in SPEC
+    defined = {getattr(C, n) for n in dir(C) if n.startswith("STATUS_")}
+    assert not defined & {0x08, 0x80}

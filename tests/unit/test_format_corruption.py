@@ -93,7 +93,7 @@ def chunk_samples(rec: Any, native: bool) -> list[tuple[int, list[tuple[Any, ...
     out = []
     for info_ in rec.data_chunks():
         try:
-            payload = rec._payload(info_)
+            payload = rec._file.payload(info_)
         except CorruptRecordingError:
             continue
         if native:

@@ -196,6 +196,6 @@ def test_a_file_of_format_1_1_is_read_whole_for_renames(
 def _chunks_of(rec: Any) -> Iterator[Any]:
     """The chunks of an open file, the INDEX included (the index lists the others)."""
     yield from rec.chunks
-    at = rec._chunk_at(max(c.end for c in rec.chunks))
+    at = rec._file.chunk_at(max(c.end for c in rec.chunks))
     if at is not None:
         yield at

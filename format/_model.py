@@ -1,0 +1,149 @@
+"""What a .psr file holds, as Python objects: its chunks (ChunkInfo) and its definitions
+(functions, frames, threads and the programs processes ran), gathered in Definitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _constants as C
+
+__all__ = ["ChunkInfo", "Function", "Frame", "ProcessInfo", "ThreadInfo", "Definitions",
+           "TRUNCATED"]
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    offset: int
+    type: int
+    flags: int
+    length: int
+    raw_length: int
+    crc: int
+    first_ts: int = 0
+    last_ts: int = 0
+    passes: int = 0
+    samples: int = 0
+
+    @property
+    def type_name(self) -> str:
+        return C.CHUNK_NAMES.get(self.type, f"TYPE{self.type}")
+
+    @property
+    def end(self) -> int:
+        return self.offset + C.CHUNK_HEADER_SIZE + self.length
+
+
+def where(info: ChunkInfo) -> str:
+    """How a warning names a chunk."""
+    return f"{info.type_name} chunk at byte {info.offset}"
+
+
+@dataclass(frozen=True)
+class Function:
+    id: int
+    filename: str
+    name: str
+    first_line: int
+
+
+@dataclass(frozen=True)
+class Frame:
+    id: int
+    function: Function
+    line: int
+
+
+@dataclass
+class ProcessInfo:
+    """One program a process ran while it was recorded: a process that exec'd has one for
+    each Python program it ran, in time order."""
+
+    pid: int
+    parent_pid: int
+    command: str
+    start_ts: int
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.pid}" + (f" ({self.command})" if self.command else "")
+
+
+@dataclass
+class ThreadInfo:
+    ref: int
+    pid: int
+    python_tid: int
+    os_tid: int
+    name: str
+    start_ts: int
+    end_ts: int | None = None
+    names: list[tuple[int, str]] = field(default_factory=list)  # renames: (ts, new name)
+
+    @property
+    def label(self) -> str:
+        return self.name or f"thread (tid {self.os_tid or self.python_tid})"
+
+
+_UNKNOWN_FUNCTION = Function(0, "<unknown>", "<unknown>", 0)
+TRUNCATED = Frame(0, Function(0, "<psrec>", "[truncated stack]", 0), 0)
+
+
+@dataclass
+class Definitions:
+    strings: dict[int, str] = field(default_factory=dict)
+    functions: dict[int, Function] = field(default_factory=dict)
+    frames: dict[int, Frame] = field(default_factory=lambda: {0: TRUNCATED})
+    threads: dict[int, ThreadInfo] = field(default_factory=dict)
+    processes: list[ProcessInfo] = field(default_factory=list)  # in start order
+    unknown_records: int = 0
+    _processes_seen: set[tuple[int, int, int, int]] = field(default_factory=set, repr=False)
+
+    def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]
+            ) -> None:
+        strings, functions, frames, threads, processes, unknown = decoded
+        s = self.strings
+        for sid, value in strings:
+            s[sid] = value
+        for fid, filename, name, first_line in functions:
+            self.functions[fid] = Function(
+                fid, s.get(filename, "<unknown>"), s.get(name, "<unknown>"), first_line
+            )
+        for frid, fid, line in frames:
+            self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION), line)
+        for ref, pid, ptid, otid, name, start in threads:
+            self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
+        for pid, ppid, command, start in processes:
+            key = (pid, ppid, command, start)
+            if key in self._processes_seen:  # the same definition again: a chunk written twice
+                continue
+            self._processes_seen.add(key)
+            self.processes.append(ProcessInfo(pid, ppid, s.get(command, ""), start))
+        self.unknown_records += unknown
+
+    def process_of(self, thread: ThreadInfo) -> ProcessInfo | None:
+        """The program the thread ran in: the last one its process started before it."""
+        found = None
+        for p in self.processes:
+            if p.pid == thread.pid and p.start_ts <= thread.start_ts:
+                found = p
+        return found
+
+    def apply_renames(self, events: list[tuple[int, int, int, int, int]]) -> None:
+        """Gives each thread the names THREAD_RENAME events gave it, in time order; its name
+        becomes the last one. Applying the same events again changes nothing."""
+        renames: dict[int, list[tuple[int, str]]] = {}
+        for etype, ts, ref, name_id, _ in events:
+            if etype == C.REC_THREAD_RENAME and ref in self.threads:
+                renames.setdefault(ref, []).append((ts, self.strings.get(name_id, "")))
+        for ref, names in renames.items():
+            names.sort(key=lambda n: n[0])
+            self.threads[ref].names = names
+            self.threads[ref].name = names[-1][1]
+
+    def frame(self, frame_id: int) -> Frame:
+        f = self.frames.get(frame_id)
+        if f is None:
+            f = Frame(frame_id, Function(0, "<unknown>", f"<frame {frame_id}>", 0), 0)
+        return f
+

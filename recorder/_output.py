@@ -1,0 +1,57 @@
+"""Where the recording goes, checked before anything is started: a file psrec may create or
+(with --force) overwrite, or a stream (standard output, a pipe, a device), never a terminal."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from psrec.format.errors import OutputExistsError, PsrecError
+from psrec.format.writer import check_link, is_stream
+
+__all__ = ["check_output", "to_stdout"]
+
+
+def to_stdout(path: str) -> bool:
+    """The recording goes to psrec's standard output ('-', /dev/stdout, the same pipe)."""
+    if path == "-":
+        return True
+    try:
+        a, b = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def check_output(path: str, force: bool) -> None:
+    """Fails before anything is started if the output cannot be written."""
+    if is_stream(path):
+        # '-', a device or a pipe: written in place, nothing to overwrite. A terminal cannot
+        # take a binary recording.
+        if to_stdout(path) and sys.stdout.isatty():
+            raise PsrecError("the recording is binary and stdout is a terminal",
+                             help="give a file name with -o, or redirect stdout")
+        return
+    if not force:
+        check_link(path)  # dangling or not: never created or written through
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise PsrecError(f"{path} is a directory", help="give a file name with -o")
+    if os.path.exists(path) and not force:
+        raise OutputExistsError(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise PsrecError(
+            f"cannot create {path}: folder {folder} does not exist",
+            help="create the folder first or choose another path with -o",
+        )
+    try:  # access() says yes to root everywhere: try for real, before anything starts
+        fd, probe = tempfile.mkstemp(prefix=".psrec-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        raise PsrecError(
+            f"cannot create {path}: folder {folder} is not writable",
+            help="choose a folder you can write to with -o",
+        ) from None
+

@@ -1,0 +1,372 @@
+"""One recording from start to end: the target launched or attached to, sampled natively while
+a writer thread writes the sealed chunks, stopped by the target's end, a limit or a signal, and
+the file closed with its statistics.
+
+record() (in _api.py) runs a Session's steps in order; each step is a method here. SIGTERM and
+SIGHUP are caught from before the output exists, so that a recording ended at any point is
+closed cleanly; a recorder killed outright leaves chunks a reader recovers.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from types import FrameType, ModuleType
+from typing import Any, TextIO
+
+from psrec.format import PsrWriter
+from psrec.format.errors import PsrecError
+from psrec.format.version import psrec_version
+
+from ._children import Guard, end_marked
+from ._launch import Waiting, exit_status, launch, stop_child
+from ._options import RecordOptions, RecordResult
+from ._output import to_stdout
+from ._status import StatusLine
+from .errors import RecorderError
+
+__all__ = ["Session"]
+
+# The sampler's figures that the trailer (STATS chunk) names otherwise (spec section 2).
+_TRAILER_NAMES = {"elapsed_ns": "duration_ns", "sampling_cpu_ns": "sampler_cpu_ns"}
+# How a recording that stopped on its own leaves a launched program: running on (a program
+# that is not Python, or exec'd one, or whose recording reached the most threads a file
+# holds; after --duration until the file is closed), rather than waited for at once.
+_RUNS_ON = ("duration", "not_python", "exec", "write_error", "thread_limit")
+
+
+class _Terminate(Exception):
+    pass
+
+
+class Session:
+    """A recording of one target into opts.output, run step by step by record()."""
+
+    def __init__(self, opts: RecordOptions, stream: TextIO, rec: ModuleType) -> None:
+        self.opts = opts
+        self.stream = stream  # where messages and the status line go
+        self.rec = rec  # the native recorder
+        self.interval_ns = max(1000, int(round(1e9 / opts.rate_hz)))
+        # the target
+        self.child: subprocess.Popen[bytes] | None = None  # a launched program
+        self.guard: Guard | None = None  # ends what the launched program started
+        self.pid = 0
+        self.command: list[str] = []
+        self.exit_code: int | None = None
+        # the recording
+        self.sampler: Any = None
+        self.created_wall_ns = self.created_mono_ns = 0
+        self.writer: PsrWriter | None = None
+        self.write_error: list[BaseException] = []
+        self.writer_thread = threading.Thread(target=self._write_loop, name="psrec-writer",
+                                              daemon=True)
+        self.status = StatusLine(stream, stream.isatty() and not opts.quiet)
+        self.stopped_by = "exit"
+        # signals
+        self.terminated = False
+        self.in_loop = False
+        self.old_handlers: dict[int, Any] = {}
+
+    # -- the target ----------------------------------------------------------------------
+    def start_target(self) -> None:
+        """Launches opts.command, or takes opts.pid."""
+        opts = self.opts
+        if not opts.command:
+            assert opts.pid is not None
+            self.pid = opts.pid
+            return
+        # What costs time once is done before the program starts, so that psrec is quiet while
+        # the program's first milliseconds are recorded: the package's version (for the file's
+        # metadata) and the kernel's context-switch hooks.
+        psrec_version()
+        if opts.cpu_source != "procfs":
+            self.rec.prepare_switch_events()
+        self.child, self.guard, self.command = launch(opts.command, to_stdout(opts.output))
+        self.pid = self.child.pid
+
+    def start_sampler(self) -> None:
+        """The native sampler on the target (not sampling yet); a launched program is stopped
+        when it cannot be made."""
+        opts = self.opts
+        self.created_wall_ns = time.time_ns()
+        self.created_mono_ns = time.monotonic_ns()
+        try:
+            self.sampler = self.rec.Sampler(
+                self.pid, self.interval_ns, self.created_mono_ns, opts.blocking,
+                opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
+                launched=self.child is not None, **_test_limits())
+        except BaseException:
+            if self.child is not None:
+                stop_child(self.child)
+            raise
+
+    def name_target(self) -> None:
+        """The command line of a process attached to (a launched one has its own)."""
+        if not self.command:
+            self.command = self.rec.command_line(self.pid).split()
+
+    @property
+    def _name(self) -> str:
+        return os.path.basename(self.command[0])
+
+    # -- signals -------------------------------------------------------------------------
+    def catch_signals(self) -> None:
+        """SIGTERM is handled from before the output exists: a recording interrupted at any
+        point from here on is closed cleanly. Until the loop runs, the handler only notes it.
+        SIGHUP (the terminal psrec ran in was closed) is a request to end like SIGTERM: the
+        default would kill psrec and leave the file unclosed, its last second lost."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                # Under nohup (SIGHUP ignored) a closed terminal must not end the recording.
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self.old_handlers[sig] = signal.signal(sig, self._on_term)
+
+    def _on_term(self, signum: int, frame: FrameType | None) -> None:
+        self.terminated = True
+        if self.in_loop:
+            raise _Terminate()
+
+    def restore_signals(self) -> None:
+        for sig, handler in self.old_handlers.items():
+            signal.signal(sig, handler)
+
+    # -- the file ------------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        """The writer thread: writes the chunks the sampler seals until it has no more."""
+        assert self.writer is not None
+        try:
+            while True:
+                chunk = self.sampler.pop_chunk(200)
+                if chunk is not None:
+                    self.writer.write_sealed(*chunk)
+                elif self.sampler.chunks_done():
+                    return
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            self.write_error.append(exc)
+
+    def _open_file(self, info: dict[str, Any]) -> None:
+        """Opens the output, once the target runs Python (info: what the sampler found in
+        it), and starts the writer thread."""
+        if info["layout_warning"]:
+            print(f"psrec: warning: {info['layout_warning']}", file=self.stream)
+        try:
+            self.writer = PsrWriter(
+                self.opts.output,
+                metadata=_metadata(info, self.opts, self.pid, self.command, self.interval_ns),
+                created_wall_ns=self.created_wall_ns,
+                created_mono_ns=self.created_mono_ns,
+                force=True,  # checked before anything started
+            )
+        except OSError as exc:
+            raise RecorderError(f"cannot write {self.opts.output}: {exc.strerror or exc}",
+                                help=_write_help(exc)) from None
+        self.writer_thread.start()
+
+    # -- sampling ------------------------------------------------------------------------
+    def sample(self) -> None:
+        """Samples until the target ends, a limit is reached, or Ctrl-C, SIGTERM or SIGHUP
+        stops it; sets stopped_by. On an error, stops the sampler and the program, restores
+        the signals and raises."""
+        waiting = (Waiting(self.opts, self.child, self.stream, self._name)
+                   if self.child is not None else None)
+        start = time.monotonic()
+        self.sampler.start()
+        try:
+            self.in_loop = True
+            if self.terminated:
+                raise _Terminate()
+            self.stopped_by = self._loop(waiting, start)
+            if self.write_error and self.child is not None and self.child.poll() is None:
+                print(f"psrec: writing {self.opts.output} failed ({_why(self.write_error[0])}): "
+                      f"recording stopped; waiting for {self._name} to exit (Ctrl-C stops it)",
+                      file=self.stream)
+            state = self.sampler.state()
+            if state["stop_reason"]:
+                self.stopped_by = "thread_limit" if state["threads_full"] else "exec"
+                print(f"psrec: {state['stop_reason']}", file=self.stream)
+        except KeyboardInterrupt:
+            self.stopped_by = "interrupt"
+        except _Terminate:
+            self.stopped_by = "terminate"
+            if self.child is not None and self.child.poll() is None:
+                self.child.terminate()
+            if self.guard is not None:  # and what it started, as if psrec had died
+                end_marked(self.guard.token)
+        except BaseException:
+            self.sampler.stop()
+            if self.child is not None:
+                stop_child(self.child)
+            self.restore_signals()
+            raise
+        finally:
+            self.in_loop = False
+
+    def _loop(self, waiting: Waiting | None, start: float) -> str:
+        """The progress loop: opens the file once the target runs Python, redraws the status
+        line, and returns why it stopped."""
+        opts, sampler = self.opts, self.sampler
+        while True:
+            if self.writer is None:
+                info = sampler.target_info()
+                if info is not None:
+                    self._open_file(info)
+                elif waiting is not None and not waiting.check(sampler.state()):
+                    return "not_python"
+            if sampler.wait(0.1 if self.writer is not None else 0.02):
+                return "exit"
+            if self.write_error:
+                return "write_error"
+            if opts.duration is not None and time.monotonic() - start >= opts.duration:
+                return "duration"
+            if self.writer is not None:
+                self.status.update(sampler.stats(), self.writer.bytes_written)
+
+    def stop_sampling(self) -> None:
+        """Stops the sampler (a Python process found in its last moments still gets its
+        file) and restores the signals."""
+        try:
+            self.sampler.stop()
+            if self.writer is None:
+                info = self.sampler.target_info()
+                if info is not None:
+                    self._open_file(info)
+        finally:
+            self.restore_signals()
+
+    def wait_program(self) -> None:
+        """A launched program's exit status, when it is ending. After Ctrl-C the program got
+        the SIGINT too (same process group) and should be ending; after --duration it keeps
+        running and is waited for once the file is closed; a program that is not Python, or
+        that exec'd one, runs on, as does one whose recording reached the most threads a file
+        holds."""
+        child = self.child
+        if child is None or self.stopped_by in _RUNS_ON:
+            return
+        try:
+            child.wait(10 if self.stopped_by != "exit" else None)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        self.exit_code = exit_status(child.returncode)
+
+    def close_file(self) -> dict[str, Any]:
+        """Ends the sampler, waits for the writer thread to write every chunk, and closes the
+        file with its statistics (abandons it after a write error). Returns the statistics."""
+        self.sampler.finish(self.exit_code)
+        writer = self.writer
+        if writer is None:
+            return {}
+        if self.writer_thread.ident is None:  # stopped between opening the file and starting it
+            self.writer_thread.start()
+        self.writer_thread.join()
+        st = self.sampler.stats()
+        self.status.clear()
+        # Every figure the sampler keeps (one list: PSREC_SAMPLER_STATS in
+        # recorder/native/sampler.hpp), two under the names the spec gives them, and means.
+        final_stats = {_TRAILER_NAMES.get(k, k): v for k, v in st.items() if k != "finished"}
+        final_stats["lateness_ns_mean"] = st["lateness_ns_total"] // max(1, st["passes"])
+        final_stats["sampling_ns_per_pass"] = st["sampling_ns_total"] // max(1, st["passes"])
+        final_stats["stopped_by"] = self.stopped_by
+        if self.exit_code is not None:
+            final_stats["exit_code"] = self.exit_code
+        if self.write_error:
+            writer.abandon()
+        else:
+            writer.close(final_stats)
+        return final_stats
+
+    def result(self, stats: dict[str, Any]) -> RecordResult:
+        """What the recording gave: raises a write error; waits for a launched program still
+        running; releases its guard."""
+        child = self.child
+        if self.write_error:
+            err = self.write_error[0]
+            if isinstance(err, PsrecError):
+                raise err
+            if child is not None:
+                exit_status(child.wait())
+            raise RecorderError(
+                f"writing {self.opts.output} failed: {_why(err)}; the file keeps every chunk "
+                "written whole", help=_write_help(err)) from err
+        if child is not None and self.exit_code is None:
+            if self.stopped_by == "duration" and child.poll() is None:
+                # The program was launched to be recorded, not to be cut short: it runs on, and
+                # psrec returns its exit status. Said, so that a server does not look hung.
+                print(f"psrec: --duration {self.opts.duration:g} s reached: recording stopped; "
+                      f"waiting for {self._name} to exit (Ctrl-C stops it)", file=self.stream)
+            self.exit_code = exit_status(child.wait())
+        if self.writer is None and self.stopped_by == "exit" and child is not None:
+            print(f"psrec: {self._name} exited with status {self.exit_code} before "
+                  "psrec found Python in it"
+                  + (" or its children" if self.opts.subprocesses else "") + ": nothing recorded",
+                  file=self.stream)
+            self.stopped_by = "not_python"
+        if self.guard is not None:
+            self.guard.release()
+        return RecordResult(
+            output=self.opts.output,
+            pid=self.pid,
+            exit_code=self.exit_code,
+            stats=stats,
+            bytes_written=self.writer.bytes_written if self.writer is not None else 0,
+            stopped_by=self.stopped_by,
+        )
+
+
+def _test_limits() -> dict[str, int]:
+    """Limits lowered for tests of what happens at them (PSREC_TEST_MAX_THREADS: the threads a
+    recording names, 2^24 otherwise, which a test cannot reach)."""
+    value = os.environ.get("PSREC_TEST_MAX_THREADS")
+    return {"max_threads": int(value)} if value else {}
+
+
+def _metadata(info: dict[str, Any], opts: RecordOptions, pid: int, command: list[str],
+              interval_ns: int) -> dict[str, Any]:
+    return {
+        "psrec_version": psrec_version(),
+        "pid": pid,
+        "command": command,
+        "python_version": info["version"],
+        "python_build": {
+            "source": info["version_source"],
+            "layout": info["layout_source"],
+            "binary": info["binary"],
+            "executable": info["executable"],
+            "libpython": info["shared_libpython"],
+            "version_hex": info["version_hex"],
+            # No GIL: the GIL_HELD bit records whether a thread was attached to the
+            # interpreter (spec/psr-format.md, the thread status byte).
+            "free_threaded": info["free_threaded"],
+        },
+        "hostname": socket.gethostname(),
+        "interval_ns": interval_ns,
+        "rate_hz": opts.rate_hz,
+        "options": {
+            "blocking": opts.blocking,
+            "subprocesses": opts.subprocesses,
+            "duration": opts.duration,
+            "mode": "launch" if opts.command else "attach",
+            # threading's names (Thread.name); the kernel's (/proc/PID/task/TID/comm) for
+            # threads threading does not know
+            "thread_names": "python",
+            "cpu_source": opts.cpu_source,
+            # GIL_REQUESTED is known where the thread state says it (3.15+ with a GIL)
+            "gil_requested": info["version_hex"] >= 0x030F0000 and not info["free_threaded"],
+        },
+    }
+
+
+def _why(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or \
+        type(exc).__name__
+
+
+def _write_help(exc: BaseException) -> str | None:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space, or record to another disk with -o"
+    return None

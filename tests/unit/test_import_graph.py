@@ -10,13 +10,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # folder -> the psrec packages its modules must not import. None imports the package root
-# (`psrec`, for its version or anything else): the root puts the parts together, not the
-# other way round.
+# (`psrec`, for its version or anything else, nor any module of package/psrec: psrec.cli,
+# psrec.top and those top is made of): the root puts the parts together, not the other way
+# round.
 FORBIDDEN = {
-    "format": ("psrec.recorder", "psrec.analyzer", "psrec.cli", "psrec.top"),
-    "recorder": ("psrec.analyzer", "psrec.cli", "psrec.top"),
-    "analyzer": ("psrec.recorder", "psrec.cli", "psrec.top"),
+    "format": ("psrec.recorder", "psrec.analyzer"),
+    "recorder": ("psrec.analyzer",),
+    "analyzer": ("psrec.recorder",),
 }
+PARTS = {"format", "recorder", "analyzer"}
+
+
+def of_the_root(name: str) -> bool:
+    """The package root or one of its modules: psrec, or psrec.X where X is not a part."""
+    return name == "psrec" or (name.startswith("psrec.") and name.split(".")[1] not in PARTS)
 
 
 def imported(path: Path) -> set[str]:
@@ -38,9 +45,16 @@ def test_parts_import_only_along_the_arrows(part: str) -> None:
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted((ROOT / part).rglob("*.py"))
         for name in sorted(imported(path))
-        if name == "psrec" or any(name == f or name.startswith(f + ".") for f in FORBIDDEN[part])
+        if of_the_root(name)
+        or any(name == f or name.startswith(f + ".") for f in FORBIDDEN[part])
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_module_of_the_package_root_is_one_no_part_may_import() -> None:
+    modules = [f"psrec.{p.stem}" for p in (ROOT / "package" / "psrec").glob("*.py")]
+    assert "psrec.top" in modules and all(of_the_root(m) for m in modules)
+    assert not any(of_the_root(f"psrec.{part}.x") for part in PARTS)
 
 
 # folder -> the folders whose C++ headers its C++ sources must not include. Native cores

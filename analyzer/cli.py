@@ -3,26 +3,29 @@
 
 The psrec command is put together in ``psrec.cli``, which also handles every command's errors;
 these commands raise PsrecError (CliUsageError for wrong usage) and load the analysis engine
-only when they run. Output formats are the registry's (``psrec.analyzer.registry``): each
-command offers the formats registered for it as ``--format NAME``, and keeps a flag of its own
-for each format it offered before ``--format`` (``--pstats``, ``--collapsed``, ``--slices``,
-``--speedscope``).
+only when they run. The commands that write an output (report, export, diff) offer the
+outputs registered for them (``psrec.analyzer.registry``, ``psrec.analyzer.outputs``): their
+flags and options are built from what each output declares (``psrec.analyzer.cli_options``);
+what is here reads them back: which output was chosen, the options it reads, and the options
+it would leave unread.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 from psrec.format import PsrecError, open_recording
 
+from .cli_options import OutputCommand, command_options, outputs_of
+
+if TYPE_CHECKING:
+    from .registry import Option, Reporter
+
 __all__ = ["COMMANDS", "CliUsageError", "diff", "dump_file", "export", "info", "length",
            "report", "warn_all"]
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CliUsageError(PsrecError):
@@ -164,54 +167,21 @@ def dump_file(recording: str, as_json: bool = False) -> None:
         warn_all(rec.warnings)
 
 
-# -- report and export -------------------------------------------------------------------------
+# -- report, export and diff ------------------------------------------------------------------
 
-def _view_options(fn: F) -> F:
-    """The view options every analysis command shares."""
-    options = [
-        click.option("--mode", type=click.Choice(["wall", "cpu", "gil", "idle", "gil-wait"]),
-                     default="wall", show_default=True,
-                     help="wall: every sample; cpu: samples on a CPU, weighted by the CPU time "
-                          "they consumed where it was recorded; gil: samples holding the GIL; "
-                          "idle: samples off CPU; gil-wait: samples of threads waiting to take "
-                          "the GIL (recorded on CPython 3.15 and later)."),
-        click.option("--thread", "threads", multiple=True, metavar="ID|NAME",
-                     help="Only this thread (OS or Python thread id, or name); repeatable."),
-        click.option("--pid", "pids", multiple=True, type=int, metavar="PID",
-                     help="Only this process (psrec info lists them); repeatable."),
-        click.option("--process", "processes", multiple=True, metavar="TEXT",
-                     help="Only processes whose command line holds TEXT; repeatable."),
-        click.option("--from", "start", metavar="T",
-                     help="Window start: seconds from the start of the recording (12.5, 500ms) "
-                          "or a wall-clock time (14:02:10, 2024-05-01T14:02:10). Inclusive."),
-        click.option("--to", "end", metavar="T", help="Window end, like --from. Exclusive."),
-        click.option("--weights", type=click.Choice(["time", "count"]), default=None,
-                     help="time: each sample weighs the time it stands for (default); count: "
-                          "raw sample counts (the default for --collapsed)."),
-        click.option("--by", type=click.Choice(["function", "line"]), default="function",
-                     show_default=True, help="Group by function or by line."),
-        click.option("-o", "--output", type=click.Path(dir_okay=False),
-                     help="Output file ('-' for stdout)."),
-        click.option("--force", is_flag=True, help="Overwrite an existing output file."),
-    ]
-    for opt in reversed(options):
-        fn = opt(fn)
-    return fn
-
-
-def _view(name: str, view_args: dict[str, Any]) -> Any:
-    """The View the shared view options ask for (the reporter's name picks the weights when
-    --weights is not given)."""
+def _view(reporter: type[Reporter], view_args: dict[str, Any]) -> Any:
+    """The View the shared view options ask for (the output's default weights when --weights
+    is not given)."""
     from psrec.analyzer.profile import View
 
-    weights = view_args["weights"] or ("count" if name == "collapsed" else "time")
+    weights = view_args["weights"] or reporter.default_weights
     rest = {k: v for k, v in view_args.items()
             if k not in ("weights", "threads", "pids", "processes")}
     return View(weights=weights, threads=tuple(view_args["threads"]),
                 pids=tuple(view_args["pids"]), processes=tuple(view_args["processes"]), **rest)
 
 
-def _load(recording: str, view: Any, reporter: Any) -> Any:
+def _load(recording: str, view: Any, reporter: Reporter) -> Any:
     from psrec.analyzer.profile import Profile
 
     return Profile.load(
@@ -223,67 +193,8 @@ def _load(recording: str, view: Any, reporter: Any) -> Any:
     )
 
 
-def _run_reporter(
-    name: str, recording: str, options: dict[str, Any], view_args: dict[str, Any],
-    output: str | None, force: bool,
-) -> None:
-    from psrec.analyzer.registry import get, write_output
-
-    reporter = get(name)(**options)
-    profile = _load(recording, _view(name, view_args), reporter)
-    where, summary = write_output(reporter, profile, output, force)
-    if where != "<stdout>":
-        click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
-
-
-def _formats(command: str) -> dict[str, str]:
-    """The registry's output formats for a command: name -> description."""
-    from psrec.analyzer.registry import get, names
-
-    return {n: get(n).description for n in names() if get(n).command == command}
-
-
-if TYPE_CHECKING:
-    _StrChoice = click.Choice[str]  # generic from click 8.2 on
-else:
-    _StrChoice = click.Choice
-
-
-class _FormatChoice(_StrChoice):
-    """--format's choices: the formats registered for a command, looked up when they are
-    needed (to parse --format, or show help), so that a command line without --format does not
-    load every reporter."""
-
-    def __init__(self, command: str) -> None:
-        self._command = command
-        super().__init__([])
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        return tuple(_formats(self._command))
-
-    @choices.setter
-    def choices(self, _value: Any) -> None:
-        pass
-
-
-class _FormatOption(click.Option):
-    """--format NAME, whose help lists each format with its description."""
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        record = super().get_help_record(ctx)
-        if record is None:
-            return None
-        assert isinstance(self.type, _FormatChoice)
-        listed = "; ".join(f"{name}: {text}" for name, text in
-                           _formats(self.type._command).items())
-        return record[0], f"{self.help} {listed}."
-
-
-def _format_option(command: str, default: str) -> Callable[[F], F]:
-    return click.option(
-        "--format", "fmt", cls=_FormatOption, type=_FormatChoice(command), default=None,
-        help=f"Output format (default: {default}; each has a flag of its own too):")
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
 
 
 def _chosen_format(given: list[tuple[str, str]], default: str) -> str:
@@ -291,201 +202,138 @@ def _chosen_format(given: list[tuple[str, str]], default: str) -> str:
     pairs; naming two formats is wrong usage."""
     formats = list(dict.fromkeys(fmt for _, fmt in given))
     if len(formats) > 1:
-        spelled = [what for what, _ in given]
-        both = ", ".join(spelled[:-1]) + " and " + spelled[-1]
+        both = _listed([what for what, _ in given])
         raise CliUsageError(f"{both} cannot be given together: choose one output")
     return formats[0] if formats else default
 
 
-# The options of report and export that only some formats read: option -> (parameter name,
-# the formats that read it). pprof and the Firefox Profiler keep every sample's line and both
-# its count and its time, for their own viewers to group and weigh, so --by and --weights do
-# nothing there.
-_READ_BY: dict[str, tuple[str, tuple[str, ...]]] = {
-    "--sort": ("sort", ("table",)),
-    "--limit": ("limit", ("table",)),
-    "--per-thread": ("per_thread", ("table", "collapsed", "pstats")),
-    "--by": ("by", ("table", "pstats", "collapsed", "slices", "html", "speedscope")),
-    "--weights": ("weights", ("table", "pstats", "collapsed", "slices", "html", "speedscope")),
-}
-
-
-def _refuse_unread(ctx: click.Context, name: str, spelled: str, output: str | None) -> None:
-    """Wrong usage: an option given on the command line that the chosen format would leave
-    unread (options left at their defaults are not looked at)."""
+def _refuse_unread(ctx: click.Context, command: OutputCommand, chosen: type[Reporter],
+                   spelled: str, output: str | None) -> None:
+    """Wrong usage: an option given on the command line that the chosen output would leave
+    unread (options left at their defaults are not looked at). A command that lets unread
+    options pass (OutputCommand.refuses_unread) still refuses those declared with a refusal of
+    their own (Option.refusal), which come last."""
     from click.core import ParameterSource
 
     def given(param: str) -> bool:
         return ctx.get_parameter_source(param) not in (None, ParameterSource.DEFAULT,
                                                        ParameterSource.DEFAULT_MAP)
 
-    for option, (param, formats) in _READ_BY.items():
-        if param in ctx.params and given(param) and name not in formats:
-            offered = _formats(str(ctx.command.name))
-            mine = [f for f in formats if f in offered]
-            listed = ", ".join(mine[:-1]) + " and " + mine[-1] if len(mine) > 1 else mine[0]
-            raise CliUsageError(
-                f"{option} does nothing with {spelled}: only the {listed} "
-                f"output{'s read' if len(mine) > 1 else ' reads'} it",
-                help=f"leave out {option}, or choose {'one of those' if len(mine) > 1 else 'it'}"
-                     " with --format")
-    if given("force") and (output == "-" or (output is None and _stdout_format(name))):
-        raise CliUsageError(f"--force does nothing here: {spelled} goes to stdout, where "
-                            "there is no file to overwrite",
-                            help="leave out --force, or name a file with -o")
+    outputs = outputs_of(command.name or "")
+    read = [opt for opt in command_options(outputs)
+            if any(opt in cls.reads for cls in outputs.values())]
+    if command.refuses_unread:
+        # The options some outputs read, then --by and --weights, which pprof and the Firefox
+        # Profiler leave to their own viewers.
+        checks = [(opt.name, opt.param, [n for n, cls in outputs.items() if opt in cls.reads])
+                  for opt in read if opt.refusal is None]
+        grouping = [n for n, cls in outputs.items() if cls.groups]
+        checks += [("--by", "by", grouping), ("--weights", "weights", grouping)]
+        for option, param, readers in checks:
+            if given(param) and chosen.name not in readers:
+                raise CliUsageError(
+                    f"{option} does nothing with {spelled}: only the {_listed(readers)} "
+                    f"output{'s read' if len(readers) > 1 else ' reads'} it",
+                    help=f"leave out {option}, or choose "
+                         f"{'one of those' if len(readers) > 1 else 'it'} with --format")
+        if given("force") and (output == "-" or (output is None and chosen.suffix is None)):
+            raise CliUsageError(f"--force does nothing here: {spelled} goes to stdout, where "
+                                "there is no file to overwrite",
+                                help="leave out --force, or name a file with -o")
+    for opt in read:
+        if opt.refusal is not None and given(opt.param) and opt not in chosen.reads:
+            message, help = opt.refusal
+            raise CliUsageError(message.format(spelled=spelled), help=help.format(spelled=spelled))
 
 
-def _stdout_format(name: str) -> bool:
-    from psrec.analyzer.registry import get
-
-    return get(name).suffix is None
-
-
-def _spelled(given: list[tuple[str, str]], name: str) -> str:
-    """How the command line named the format: its flag or --format, or the default."""
-    return given[0][0] if given else f"the default format ({name})"
+def _value(opt: Option, value: Any, recording: str) -> Any:
+    """An option's value as the reporter reads it: a length in seconds."""
+    if opt.length is None or value is None:
+        return value
+    return slice_length(opt.name, value, " or ".join(opt.length.examples), recording,
+                        opt.length.whole, in_ns=opt.length.in_ns)
 
 
-@click.command()
-@click.argument("recording", type=click.Path(dir_okay=True))
-@_format_option("report", "table")
-@click.option("--sort", type=click.Choice(["own", "total", "own-samples", "total-samples", "name",
-                                           "file"]),
-              default="own", show_default=True, help="Table order.")
-@click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
-              help="Rows to show (0: all).")
-@click.option("--pstats", is_flag=True,
-              help="Write a pstats file (default RECORDING.pstats) for pstats, snakeviz, "
-                   "gprof2dot.")
-@click.option("--collapsed", is_flag=True,
-              help="Write collapsed stacks (default RECORDING.collapsed; -o - for stdout) for "
-                   "flamegraph.pl and inferno.")
-@click.option("--slices", metavar="DURATION",
-              help="Time-sliced report, one row per slice (e.g. 1s, 250ms), with a per-thread "
-                   "activity strip.")
-@click.option("--html", is_flag=True,
-              help="Write one self-contained HTML page (default RECORDING.html): each "
-                   "thread's GIL and CPU states over time, a brush for a window, and a flame "
-                   "graph and function table of it, in every mode.")
-@click.option("--per-thread", is_flag=True,
-              help="Table: one table per thread. Collapsed: a thread root frame on every stack. "
-                   "pstats: a root function per thread, under one <all threads> root.")
-@_view_options
-def report(recording: str, fmt: str | None, sort: str, limit: int, pstats: bool,
-           collapsed: bool, slices: str | None, html: bool, per_thread: bool, output: str | None,
-           force: bool, **view_args: Any) -> None:
+def _write(params: dict[str, Any]) -> None:
+    """What report, export and diff do: the output named by --format or a flag (or the
+    command's default), with the options it reads, written from the recording (for an output
+    that compares, from NEW and BASE) under the view the view options ask for."""
+    from psrec.analyzer.registry import write_output
+
+    ctx = click.get_current_context()
+    command = ctx.command
+    assert isinstance(command, OutputCommand)
+    outputs = outputs_of(command.name or "")
+    *bases, recording = [params.pop(r) for r in ("base", "new", "recording") if r in params]
+    base = bases[0] if bases else None
+    output, force, fmt = params.pop("output"), params.pop("force"), params.pop("fmt", None)
+    flags = {cls.flag.param: (cls.flag, name) for name, cls in outputs.items() if cls.flag}
+    given = [(f"--format {fmt}", fmt)] if fmt is not None else []
+    given += [(flag.name, name) for param, (flag, name) in flags.items()
+              if params[param] not in (None, False)]
+    name = _chosen_format(given, command.default)
+    chosen = outputs[name]
+    spelled = given[0][0] if given else f"the default format ({name})"
+    _refuse_unread(ctx, command, chosen, spelled, output)
+    options = {opt.param: params.pop(opt.param) for opt in command_options(outputs)}
+    view_args = params  # what is left: the view options
+    flag = chosen.flag
+    if flag is not None and flag.length is not None and options[flag.param] is None:
+        # Chosen with --format, without the flag that gives its value.
+        raise CliUsageError(f"--format {name} needs {flag.length.what}",
+                            help=f"give it with {flag.name} {flag.metavar}, e.g. "
+                                 f"{flag.name} {flag.length.examples[0]}")
+    # The options it reads, and the value of a flag that gives one (--slices DURATION).
+    taken = (flag, *chosen.reads) if flag is not None and not flag.is_flag else chosen.reads
+    reporter = chosen(**{opt.param: _value(opt, options[opt.param], recording)
+                         for opt in taken})
+    view = _view(chosen, view_args)
+    # A command whose outputs compare takes BASE and NEW (OutputCommand).
+    base_profile = _load(base, view, reporter) if base is not None else None
+    profile = _load(recording, view, reporter)
+    if name == "pprof" and reporter.options.get("window"):
+        # pprof's --window: one profile per window, each to a file of its own (BASE.0.pb.gz,
+        # BASE.1.pb.gz, ...), where every other output writes one.
+        from psrec.analyzer.pprof import write_windows
+
+        written = write_windows(profile, output, force)
+        click.echo(f"psrec: wrote {len(written)} profiles: {written[0]} ... {written[-1]}"
+                   if len(written) > 1 else f"psrec: wrote {written[0]}", err=True)
+        return
+    if base is not None and output is not None and output != "-" and \
+            os.path.exists(output) and os.path.samefile(output, base):
+        raise PsrecError(f"{output} is the base recording itself",
+                         help="choose another name with -o")
+    where, summary = write_output(reporter, profile, output, force, base=base_profile)
+    if where != "<stdout>":
+        click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
+
+
+@click.command(cls=OutputCommand, default="table")
+def report(**params: Any) -> None:
     """Where the time went: a table of functions, or pstats, collapsed stacks, time slices,
     an HTML page.
 
     Sample columns count stacks seen, not calls; times are estimated from the samples.
     """
-
-    given = [(f"--format {fmt}", fmt)] if fmt is not None else []
-    given += [(flag, name) for flag, name, on in (
-        ("--pstats", "pstats", pstats), ("--collapsed", "collapsed", collapsed),
-        ("--slices", "slices", slices is not None), ("--html", "html", html)) if on]
-    name = _chosen_format(given, "table")
-    _refuse_unread(click.get_current_context(), name, _spelled(given, name), output)
-    options: dict[str, Any] = {"sort": sort, "limit": limit, "per_thread": per_thread}
-    if name == "slices":
-        if slices is None:
-            raise CliUsageError("--format slices needs the length of a slice",
-                                help="give it with --slices DURATION, e.g. --slices 1s")
-        options["slice_seconds"] = slice_length("--slices", slices, "1s or 250ms", recording,
-                                                "a single slice")
-    _run_reporter(name, recording, options, view_args, output, force)
+    _write(params)
 
 
-@click.command()
-@click.argument("recording", type=click.Path(dir_okay=True))
-@_format_option("export", "speedscope")
-@click.option("--speedscope", is_flag=True,
-              help="speedscope JSON (default RECORDING.speedscope.json): one sampled profile "
-                   "per thread, samples in time order. The default format.")
-@click.option("--firefox", is_flag=True,
-              help="Firefox Profiler file (default RECORDING.firefox.json): a track per "
-                   "thread with its samples, CPU use and GIL markers; open it at "
-                   "profiler.firefox.com (Load a profile from file).")
-@click.option("--pprof", is_flag=True,
-              help="Gzipped pprof profile (default RECORDING.pb.gz) for go tool pprof, "
-                   "Pyroscope, Parca, Grafana: samples, wall and CPU time, labelled by thread, "
-                   "GIL and CPU state.")
-@click.option("--window", metavar="DURATION",
-              help="pprof: one profile per window of this length (e.g. 10s), written as "
-                   "BASE.0.pb.gz, BASE.1.pb.gz, ...")
-@_view_options
-def export(recording: str, fmt: str | None, speedscope: bool, firefox: bool, pprof: bool,
-           window: str | None, output: str | None, force: bool, **view_args: Any) -> None:
+@click.command(cls=OutputCommand, default="speedscope")
+def export(**params: Any) -> None:
     """Export a recording for another tool (speedscope, Firefox Profiler, pprof)."""
-    given = [(f"--format {fmt}", fmt)] if fmt is not None else []
-    given += [(flag, name) for flag, name, on in (("--speedscope", "speedscope", speedscope),
-                                                  ("--firefox", "firefox", firefox),
-                                                  ("--pprof", "pprof", pprof)) if on]
-    name = _chosen_format(given, "speedscope")
-    _refuse_unread(click.get_current_context(), name, _spelled(given, name), output)
-    if window is None:
-        _run_reporter(name, recording, {}, view_args, output, force)
-        return
-    if name != "pprof":
-        raise CliUsageError("--window is for pprof profiles", help="add --pprof")
-    from psrec.analyzer.pprof import write_windows
-    from psrec.analyzer.registry import get
-
-    reporter = get(name)(window=slice_length("--window", window, "10s", recording,
-                                                  "a single profile", in_ns=True))
-    profile = _load(recording, _view(name, view_args), reporter)
-    written = write_windows(profile, output, force)
-    click.echo(f"psrec: wrote {len(written)} profiles: {written[0]} ... {written[-1]}"
-               if len(written) > 1 else f"psrec: wrote {written[0]}", err=True)
+    _write(params)
 
 
-@click.command()
-@click.argument("base", type=click.Path(dir_okay=True))
-@click.argument("new", type=click.Path(dir_okay=True))
-@click.option("--sort", type=click.Choice(["own", "total", "z"]), default="own",
-              show_default=True,
-              help="Order: largest change of own share, of total share, or largest |z|.")
-@click.option("-l", "--limit", type=click.IntRange(min=0), default=25, show_default=True,
-              help="Rows to show (0: all).")
-@click.option("--html", is_flag=True,
-              help="Write a differential flame graph with the table as one HTML page "
-                   "(default NEW.diff.html): frames coloured by how their share changed.")
-@click.option("--speedscope", is_flag=True,
-              help="Write both recordings as two profiles of one speedscope file (default "
-                   "NEW.diff.speedscope.json), to switch between in speedscope.")
-@click.option("--absolute", is_flag=True,
-              help="Compare seconds, not shares of each recording's total (the table and, "
-                   "with --html, the colours): a function that did not change stays unchanged "
-                   "when another grew.")
-@_view_options
-def diff(base: str, new: str, sort: str, limit: int, html: bool, speedscope: bool,
-         absolute: bool, output: str | None, force: bool, **view_args: Any) -> None:
+@click.command(cls=OutputCommand, default="diff", format_option=False, refuses_unread=False)
+def diff(**params: Any) -> None:
     """Functions whose share of the time (with --absolute, whose time) changed most from BASE
     to NEW, under one view.
 
     The view options (mode, threads, processes, window, weights, by) apply to both
     recordings; a window counts from each recording's own start.
     """
-    from psrec.analyzer.registry import get, write_output
-
-    given = [(flag, name) for flag, name, on in (("--html", "diff-html", html),
-                                                 ("--speedscope", "diff-speedscope", speedscope))
-             if on]
-    name = _chosen_format(given, "diff")
-    if absolute and name == "diff-speedscope":
-        raise CliUsageError("--absolute does not apply to --speedscope (each profile keeps "
-                            "its own times)", help="leave out --absolute")
-    reporter = get(name)(sort=sort, limit=limit, absolute=absolute)
-    view = _view("diff", view_args)
-    reporter.options["base"] = _load(base, view, reporter)
-    profile = _load(new, view, reporter)
-    if output is not None and output != "-" and os.path.exists(output) and \
-            os.path.samefile(output, base):
-        raise PsrecError(f"{output} is the base recording itself",
-                         help="choose another name with -o")
-    where, summary = write_output(reporter, profile, output, force)
-    if where != "<stdout>":
-        click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
+    _write(params)
 
 
 # The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_file serves).

@@ -24,8 +24,8 @@ from psrec.format.text import printable
 from psrec.format.version import psrec_version
 
 from .profile import FrameKey, Profile
-from .registry import Reporter, register
-from .reporters import location
+from .registry import Option, Reporter, register
+from .reporters import LIMIT, location
 from .walks import Totals
 
 __all__ = ["DiffHtmlReporter", "DiffReporter", "DiffRow", "DiffSpeedscopeReporter", "diff_rows",
@@ -114,17 +114,29 @@ def _secs_change(seconds: float) -> str:
     return f"{seconds:+.3f}"
 
 
+# Options of `psrec diff` these outputs read.
+SORT = Option(("--sort",), choices=("own", "total", "z"), default="own",
+              help="Order: largest change of own share, of total share, or largest |z|.")
+ABSOLUTE = Option(("--absolute",),
+                  refusal=("--absolute does not apply to {spelled} (each profile keeps its own "
+                           "times)", "leave out --absolute"),
+                  help="Compare seconds, not shares of each recording's total (the table and, "
+                       "with --html, the colours): a function that did not change stays "
+                       "unchanged when another grew.")
+
+
 @register
 class DiffReporter(Reporter):
-    """The diff table. Written for the new recording's Profile; options: base (the base
-    recording's Profile), sort, limit and absolute (seconds, not shares)."""
+    """The diff table of the base recording's Profile and the new one's; options: sort, limit
+    and absolute (seconds, not shares)."""
 
     name = "diff"
     description = "functions whose share of the time changed most between two recordings"
     command = "diff"
+    reads = (SORT, LIMIT, ABSOLUTE)
+    compares = True
 
-    def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        base: Profile = self.options["base"]
+    def compare(self, base: Profile, profile: Profile, out: IO[Any]) -> str | None:
         sort = self.options.get("sort", "own")
         limit = int(self.options.get("limit", 25))
         absolute = bool(self.options.get("absolute"))
@@ -205,14 +217,18 @@ class DiffHtmlReporter(Reporter):
     name = "diff-html"
     description = "a differential flame graph and the diff table, as one HTML page"
     command = "diff"
+    flag = Option(("--html",), help="Write a differential flame graph with the table as one "
+                                    "HTML page (default NEW.diff.html): frames coloured by how "
+                                    "their share changed.")
+    reads = (SORT, LIMIT, ABSOLUTE)
+    compares = True
     suffix = ".diff.html"
 
-    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+    def compare(self, base: Profile, profile: Profile, out: IO[Any]) -> str | None:
         from pathlib import Path
 
         from .page import render
 
-        base: Profile = self.options["base"]
         sort = self.options.get("sort", "own")
         absolute = bool(self.options.get("absolute"))
         rows = diff_rows(base, profile, sort)
@@ -255,14 +271,17 @@ class DiffSpeedscopeReporter(Reporter):
     name = "diff-speedscope"
     description = "both recordings as two profiles of one speedscope file"
     command = "diff"
+    flag = Option(("--speedscope",), help="Write both recordings as two profiles of one "
+                                          "speedscope file (default NEW.diff.speedscope.json), "
+                                          "to switch between in speedscope.")
+    compares = True
     suffix = ".diff.speedscope.json"
 
-    def write(self, profile: Profile, out: IO[Any]) -> str | None:
+    def compare(self, base: Profile, profile: Profile, out: IO[Any]) -> str | None:
         import json
 
         from .speedscope import _UNITS, SCHEMA_URL, _frame
 
-        base: Profile = self.options["base"]
         frames: dict[FrameKey, int] = {}
         profiles = []
         for label, p in (("base", base), ("new", profile)):

@@ -28,7 +28,7 @@ from psrec.format.version import psrec_version
 from . import engine
 from .engine import Runs
 from .profile import NO_STACK, TRUNCATED_KEY, Profile
-from .registry import Reporter, register
+from .registry import Option, Reporter, register
 from .view import MODES, gil_wait_unknown, short_command
 from .walks import TrieOrder
 
@@ -378,6 +378,11 @@ class FirefoxExporter(Reporter):
     description = ("Firefox Profiler (processed format): a track per thread with its samples, "
                    "CPU use and GIL markers")
     command = "export"
+    flag = Option(("--firefox",), help="Firefox Profiler file (default RECORDING.firefox.json): "
+                                       "a track per thread with its samples, CPU use and GIL "
+                                       "markers; open it at profiler.firefox.com (Load a "
+                                       "profile from file).")
+    groups = False
     suffix = ".firefox.json"
 
     def more_timelines(self, profile_mode: str) -> dict[str, dict[str, Any]]:

@@ -24,7 +24,7 @@ from psrec.format.version import psrec_version
 
 from . import engine
 from .profile import NO_STACK, CellColumns, Profile
-from .registry import Reporter, register
+from .registry import Option, Reporter, register
 from .reporters import format_seconds
 from .view import MODE_HELP, MODES, gil_wait_unknown
 from .walks import TrieOrder
@@ -289,6 +289,10 @@ class HtmlReporter(Reporter):
     name = "html"
     description = ("an HTML page with everything inline: each thread's GIL and CPU states "
                    "over time, and a flame graph and function table of any window")
+    flag = Option(("--html",), help="Write one self-contained HTML page (default "
+                                    "RECORDING.html): each thread's GIL and CPU states over "
+                                    "time, a brush for a window, and a flame graph and function "
+                                    "table of it, in every mode.")
     suffix = ".html"
     slice_count = SLICES
 

@@ -27,7 +27,7 @@ from psrec.format import constants as C
 from psrec.format.writer import Output, write_failed
 
 from .profile import CellColumns, Profile
-from .registry import Reporter, default_output, register
+from .registry import Length, Option, Reporter, default_output, register
 from .view import ViewUsageError
 
 __all__ = ["PprofExporter", "build", "write_windows"]
@@ -226,6 +226,16 @@ class PprofExporter(Reporter):
     description = ("gzipped pprof profile (go tool pprof, Pyroscope, Parca, Grafana): "
                    "samples, wall and CPU time, with thread, GIL and CPU labels")
     command = "export"
+    flag = Option(("--pprof",), help="Gzipped pprof profile (default RECORDING.pb.gz) for go "
+                                     "tool pprof, Pyroscope, Parca, Grafana: samples, wall and "
+                                     "CPU time, labelled by thread, GIL and CPU state.")
+    # --window writes one profile per window (write_windows), each to a file of its own.
+    reads = (Option(("--window",), metavar="DURATION",
+                    length=Length(("10s",), "a single profile", in_ns=True),
+                    refusal=("--window is for pprof profiles", "add --pprof"),
+                    help="pprof: one profile per window of this length (e.g. 10s), written "
+                         "as BASE.0.pb.gz, BASE.1.pb.gz, ..."),)
+    groups = False
     suffix = SUFFIX
     binary = True
 

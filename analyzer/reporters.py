@@ -9,7 +9,7 @@ from typing import IO, Any
 from psrec.format.text import printable
 
 from .profile import FrameKey, Profile
-from .registry import Reporter, register
+from .registry import Length, Option, Reporter, register
 from .view import gil_wait_unknown
 from .walks import SliceSums, Totals
 
@@ -61,10 +61,21 @@ def _sorted(totals: dict[FrameKey, Totals], sort: str) -> list[tuple[FrameKey, T
     return items
 
 
+# Options of `psrec report` these outputs read (the diff table reads LIMIT too).
+SORT = Option(("--sort",), choices=("own", "total", "own-samples", "total-samples", "name",
+                                    "file"), default="own", help="Table order.")
+LIMIT = Option(("-l", "--limit"), minimum=0, default=25, help="Rows to show (0: all).")
+PER_THREAD = Option(("--per-thread",),
+                    help="Table: one table per thread. Collapsed: a thread root frame on every "
+                         "stack. pstats: a root function per thread, under one <all threads> "
+                         "root.")
+
+
 @register
 class TableReporter(Reporter):
     name = "table"
     description = "functions (or lines) by own and cumulative samples and estimated time"
+    reads = (SORT, LIMIT, PER_THREAD)
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         sort = self.options.get("sort", "own")
@@ -112,6 +123,9 @@ class PstatsReporter(Reporter):
 
     name = "pstats"
     description = "pstats file for pstats.Stats, snakeviz and gprof2dot"
+    flag = Option(("--pstats",), help="Write a pstats file (default RECORDING.pstats) for "
+                                      "pstats, snakeviz, gprof2dot.")
+    reads = (PER_THREAD,)
     suffix = ".pstats"
     binary = True
 
@@ -201,6 +215,10 @@ def collapsed_frame(k: FrameKey) -> str:
 class CollapsedReporter(Reporter):
     name = "collapsed"
     description = "collapsed stacks for flamegraph.pl and inferno"
+    flag = Option(("--collapsed",), help="Write collapsed stacks (default RECORDING.collapsed; "
+                                         "-o - for stdout) for flamegraph.pl and inferno.")
+    reads = (PER_THREAD,)
+    default_weights = "count"
     suffix = ".collapsed"
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
@@ -272,6 +290,10 @@ def samples_per_slice(profile: Profile, name: str) -> dict[int, int]:
 class SlicesReporter(Reporter):
     name = "slices"
     description = "time-sliced report with a per-thread activity strip"
+    flag = Option(("--slices",), keyword="slice_seconds", metavar="DURATION",
+                  length=Length(("1s", "250ms"), "a single slice", what="the length of a slice"),
+                  help="Time-sliced report, one row per slice (e.g. 1s, 250ms), with a "
+                       "per-thread activity strip.")
 
     def slice_seconds(self) -> float:
         return float(self.options["slice_seconds"])

@@ -12,7 +12,7 @@ from typing import IO, Any
 from psrec.format.version import psrec_version
 
 from .profile import FrameKey, Profile
-from .registry import Reporter, register
+from .registry import Option, Reporter, register
 
 __all__ = ["SCHEMA_URL", "SpeedscopeExporter", "check_consistency"]
 
@@ -27,6 +27,9 @@ class SpeedscopeExporter(Reporter):
     name = "speedscope"
     description = "speedscope JSON: one sampled profile per thread"
     command = "export"
+    flag = Option(("--speedscope",), help="speedscope JSON (default RECORDING.speedscope.json): "
+                                          "one sampled profile per thread, samples in time "
+                                          "order. The default format.")
     suffix = ".speedscope.json"
     needs_timelines = True
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from psrec.analyzer.registry import get, names
+from psrec.analyzer.outputs import get, names
 from psrec.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data"

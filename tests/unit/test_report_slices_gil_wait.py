@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from analyzer_synth import BUSY, F_A, F_B, MAIN, ON_CPU, Synth
 from click.testing import CliRunner
+from psrec.analyzer.outputs import get
 from psrec.analyzer.profile import Profile, View
-from psrec.analyzer.registry import get
 from psrec.cli import main
 from psrec.format import constants as C
 from psrec.format import native_available

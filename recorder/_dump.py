@@ -1,12 +1,13 @@
 """`psrec dump PID`: every thread's current Python stack, read once, as text or as JSON.
 
-psrec's entry point (``psrec.__main__.main``) sends ``psrec [-v] dump PID [--json]`` here before
-it imports anything else: no click, no reader or writer, no recording machinery (only the
-format package's errors and psrec.format.text, which import nothing). What a dump
+psrec's entry point (``psrec.__main__.main``) answers ``psrec [-v] dump PID [--json]`` with
+these functions (parse_args, print_dump) before it imports anything else: no click, no reader
+or writer, no recording machinery (only psrec.format.text, which imports nothing). What a dump
 needs is the native recorder and these few functions, so it starts about as fast as Python
-itself (the read takes well under a millisecond). Errors are worded, and exit with the status,
-exactly as the click command words them (``psrec.cli.handle_errors``); the modules
-that word them are imported only when there is an error to word.
+itself (the read takes well under a millisecond). Its errors are raised, and worded by the
+entry point as every command's are (``psrec._errors``), with the modules that word them
+imported only when there is an error to word. The click command (``psrec dump``, for any other
+form of command line) prints with print_dump too, so both print the same text.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-__all__ = ["format_dump", "dump_json", "render_json", "check_pid", "read_dump", "main"]
+__all__ = ["format_dump", "dump_json", "render_json", "check_pid", "read_dump", "render",
+           "parse_args", "print_dump"]
 
 # The largest pid Linux hands out (PID_MAX_LIMIT, include/linux/threads.h).
 _PID_MAX_LIMIT = 1 << 22
@@ -206,10 +208,10 @@ def render(pid: int, as_json: bool, blocking: bool = False) -> str:
     return "".join(line + "\n" for line in format_dump(d))
 
 
-def _echo(text: str, err: bool = False) -> None:
+def _echo(text: str) -> None:
     """What a dump prints, text the stream cannot encode replaced (names from the target
     are escaped by format_dump, so nothing here can drive a terminal)."""
-    stream = sys.stderr if err else sys.stdout
+    stream = sys.stdout
     try:
         stream.write(text)
     except UnicodeEncodeError:
@@ -218,7 +220,7 @@ def _echo(text: str, err: bool = False) -> None:
     stream.flush()
 
 
-def _pid_dump_args(args: list[str]) -> tuple[int, bool, bool] | None:
+def parse_args(args: list[str]) -> tuple[int, bool, bool] | None:
     """(pid, --json, -v) when args are exactly ``[-v ...] dump PID [--json]`` (--json before or
     after PID) and PID names no file; None for anything else (help, a recording, an option
     psrec does not know, a repeated or misplaced word), which the click command handles."""
@@ -239,34 +241,7 @@ def _pid_dump_args(args: list[str]) -> tuple[int, bool, bool] | None:
     return int(target), bool(as_json), i > 0
 
 
-def main(args: list[str]) -> int | None:
-    """Runs ``psrec [-v] dump PID [--json]`` and returns its exit status; returns None, having
-    done nothing, when args are any other command line."""
-    parsed = _pid_dump_args(args)
-    if parsed is None:
-        return None
-    pid, as_json, verbose = parsed
-    try:
-        _echo(render(pid, as_json))
-    except KeyboardInterrupt:
-        if verbose:
-            raise
-        _echo("psrec: interrupted\n", err=True)
-        return 130
-    except BrokenPipeError:
-        sys.stderr.close()
-        return 1
-    except Exception as exc:
-        from psrec.format.errors import PsrecError
-        from psrec.format.text import printable
-
-        if verbose:
-            raise
-        if isinstance(exc, PsrecError):
-            _echo(f"psrec: error: {printable(exc.message)}\n"
-                  + (f"psrec: {printable(exc.help)}\n" if exc.help else ""), err=True)
-            return int(exc.exit_code)
-        _echo(f"psrec: internal error: {type(exc).__name__}: {exc}\n"
-              "psrec: run again with -v for the traceback, and please report it\n", err=True)
-        return 1
-    return 0
+def print_dump(pid: int, as_json: bool, blocking: bool = False) -> None:
+    """Prints the dump of process pid, text or JSON (the click command and the fast path
+    alike); its errors are the caller's to word."""
+    _echo(render(pid, as_json, blocking))

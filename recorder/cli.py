@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from ._dump import check_pid, format_dump, render
+from ._dump import check_pid, format_dump, print_dump
 from .errors import RecorderUsageError
 
 __all__ = ["COMMANDS", "record", "dump_pid", "format_dump", "check_pid"]
@@ -26,7 +26,7 @@ _AFTER_DASHDASH = "psrec.after_dashdash"
 def dump_pid(pid: int, blocking: bool = False, as_json: bool = False) -> None:
     """Prints every thread's current stack, with GIL and CPU status (like py-spy dump), as
     text or as one JSON document."""
-    click.echo(render(pid, as_json, blocking), nl=False)
+    print_dump(pid, as_json, blocking)
 
 
 class _RecordCommand(click.Command):

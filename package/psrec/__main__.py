@@ -2,7 +2,8 @@
 
 `psrec dump PID`, a question asked of a live process and answered in well under a millisecond,
 is answered without the click command line and what it imports (a few times the time of the
-dump itself); every other command line, help and wrong usage included, goes to click.
+dump itself), its errors worded as every command's (psrec._errors); every other command line,
+help and wrong usage included, goes to click.
 """
 
 from __future__ import annotations
@@ -13,11 +14,21 @@ import sys
 def main() -> None:
     args = sys.argv[1:]
     if "dump" in args:
-        from psrec.recorder._dump import main as dump
+        from psrec.recorder._dump import parse_args, print_dump
 
-        status = dump(args)
-        if status is not None:
-            sys.exit(status)
+        parsed = parse_args(args)
+        if parsed is not None:
+            pid, as_json, verbose = parsed
+            try:
+                print_dump(pid, as_json)
+            except BaseException as exc:  # worded as every command words it (psrec.cli)
+                from ._errors import exit_status
+
+                status = exit_status(exc, verbose)
+                if status is None:
+                    raise
+                sys.exit(status)
+            sys.exit(0)
     from psrec.cli import main as cli
 
     cli()

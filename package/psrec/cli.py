@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import click
 
 from psrec.analyzer import cli as analyzer
-from psrec.format import PsrecError
 from psrec.recorder import cli as recorder
 
+from ._errors import exit_status
 from .top import top
 
 __all__ = ["main", "handle_errors"]
@@ -40,45 +40,23 @@ def _verbose() -> bool:
 
 
 def handle_errors(fn: F) -> F:
-    """What every psrec command does with an error: a PsrecError is one line on stderr, and its
-    help on a second line if it has one, with the error's exit status (1; 2 for wrong usage);
-    click words wrong usage it finds itself (exit status 2); anything else is an internal
-    error in one line. The traceback is shown only with -v."""
+    """What every psrec command does with an error: it is worded and gives the exit status as
+    ``psrec._errors.exit_status`` says (a PsrecError in one line, and its help on a second
+    line if it has one, with the error's exit status: 1, 2 for wrong usage; anything else an
+    internal error in one line); click words wrong usage it finds itself (exit status 2). The
+    traceback is shown only with -v."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except PsrecError as exc:
-            if _verbose():
-                raise
-            # Messages name files and targets, which may hold terminal escapes or line breaks:
-            # escaped here, once, they can neither drive the terminal nor add a line.
-            from psrec.format.text import printable
-
-            click.echo(f"psrec: error: {printable(exc.message)}", err=True)
-            if exc.help:
-                click.echo(f"psrec: {printable(exc.help)}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            if _verbose():
-                raise
-            click.echo("psrec: interrupted", err=True)
-            sys.exit(130)
-        except BrokenPipeError:
-            sys.stderr.close()
-            sys.exit(1)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise  # wrong usage click words itself (exit status 2), and click's own exits
-        except Exception as exc:
-            if _verbose():
+        except BaseException as exc:
+            status = exit_status(exc, _verbose())
+            if status is None:
                 raise
-            from psrec.format.text import printable
-
-            click.echo(f"psrec: internal error: {type(exc).__name__}: {printable(str(exc))}",
-                       err=True)
-            click.echo("psrec: run again with -v for the traceback, and please report it", err=True)
-            sys.exit(1)
+            sys.exit(status)
 
     return wrapper  # type: ignore[return-value]
 

@@ -299,6 +299,21 @@ def test_errors_keep_their_words_and_status(python: str, as_json: bool) -> None:
     assert r.returncode == 1 and "Traceback" in r.stderr and "NoSuchProcessError" in r.stderr
 
 
+@pytest.mark.parametrize("flag", [[], ["--json"]], ids=["text", "json"])
+def test_errors_are_worded_as_the_click_command_words_them(flag: list[str]) -> None:
+    """`psrec dump PID`, answered before click is imported, and the click command (reached by
+    any other form of command line: `--` before the pid) end an error alike, in one place
+    (psrec._errors): the same lines and the same exit status."""
+    dead = dead_pid()
+    for pid, status in ((str(dead), 1), ("0", 2)):
+        fast, modules = psrec_imports("dump", pid, *flag)
+        assert "click" not in modules
+        by_click = psrec("dump", *flag, "--", pid)
+        assert_error(fast, status)
+        assert (fast.returncode, fast.stdout, fast.stderr) == \
+            (by_click.returncode, by_click.stdout, by_click.stderr)
+
+
 def test_json_of_a_recording_is_wrong_usage(tmp_path: Path) -> None:
     """--json is for a process: given a recording, psrec says so and points to psrec info
     --json (exit status 2); `psrec dump FILE` is unchanged, a file named like a pid included."""

@@ -27,7 +27,8 @@ from typing import Any
 from psrec.format import Frame, PsrecError, ThreadInfo, open_recording
 from psrec.format import constants as C
 
-from .profile import NO_STACK, FrameKey, Profile
+from .model import NO_STACK, FrameKey
+from .profile import Profile
 from .view import MODES, View, gil_wait_unknown
 from .walks import Totals
 
@@ -158,8 +159,9 @@ class Run:
 
     @property
     def samples(self) -> Samples:
-        """The thread-samples of the view's window, threads and processes (read on first
-        use; one more pass over the file)."""
+        """The thread-samples of the view's window, threads and processes: those the profile
+        selects (``profile.selection``), in every state (read on first use; one more pass
+        over the file)."""
         if self._samples is None:
             self._samples = self._read_samples()
         return self._samples
@@ -214,16 +216,17 @@ class Run:
         return frame
 
     def _read_samples(self) -> Samples:
+        # The profile's own selection (its window and threads, as Profile.load resolved
+        # them) and its engine's stream; every state, not only the mode's: the samples
+        # carry their own.
         p = self.profile
-        wanted = None if p.selected_threads is None else set(p.selected_threads)
-        lo = p.from_ts if p.from_ts is not None else -(1 << 63)
-        hi = p.to_ts if p.to_ts is not None else 1 << 63
+        selects = p.selection.selects
         tick_ns = p.tick_ns
         can_wait = gil_wait_unknown(p.metadata) is None
         out = Samples(array("d"), array("I"), array("I"), array("b"), array("b"), array("Q"),
                       array("Q"))
         with open_recording(p.path) as rec:
-            stream = rec.stream(p.from_ts, p.to_ts, native=p.native)
+            stream = p.engine.stream(rec, p.selection.from_ts, p.selection.to_ts)
             for batch in stream:
                 cols = []
                 for name, code in (("ts", "q"), ("thread", "I"), ("node", "I"),
@@ -235,7 +238,7 @@ class Run:
                         col = a
                     cols.append(col)
                 for ts, ref, node, status, cpu, weight in zip(*cols):
-                    if not lo <= ts < hi or (wanted is not None and ref not in wanted):
+                    if not selects(ts, ref):
                         continue
                     out.time.append(ts * tick_ns / 1e9)
                     out.thread.append(ref)

@@ -25,9 +25,9 @@ from psrec.format import constants as C
 from psrec.format import open_recording
 from psrec.format.version import psrec_version
 
-from . import engine
-from .engine import Runs
-from .profile import NO_STACK, TRUNCATED_KEY, Profile
+from .engine import timeline_of
+from .model import NO_STACK, TRUNCATED_KEY, Runs
+from .profile import Profile
 from .registry import Option, Reporter, register
 from .view import MODES, gil_wait_unknown, short_command
 from .walks import TrieOrder
@@ -91,15 +91,10 @@ def tracks(p: Profile, markers: bool = True) -> Tracks:
     done = p.more_timelines
     parents, frames = p.parents, p.frames
     if not all(name in done for name in wanted):
-        query: dict[str, Any] = {"threads": p.selected_threads}
-        if p.from_ts is not None:
-            query["from_ts"] = p.from_ts
-        if p.to_ts is not None:
-            query["to_ts"] = p.to_ts
+        sel = p.selection
         with open_recording(p.path) as rec:
-            stream = rec.stream(p.from_ts, p.to_ts, native=p.native)
-            timelines = {name: engine.timeline(stream.native, {**query, **q})
-                         for name, q in wanted.items()}
+            stream = p.engine.stream(rec, sel.from_ts, sel.to_ts)
+            timelines = {name: timeline_of(p.engine, sel, q) for name, q in wanted.items()}
             for batch in stream:
                 for t in timelines.values():
                     t.add(batch)

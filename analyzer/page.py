@@ -22,7 +22,7 @@ from psrec.format import constants as FC
 from psrec.format.reader import open_recording
 from psrec.format.version import psrec_version
 
-from . import engine
+from .engine import Engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
@@ -64,11 +64,10 @@ def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
     return cols.weight
 
 
-def _regroup(native: bool, g: Groups, width: int, factor: int) -> Groups:
+def _regroup(engine: Engine, g: Groups, width: int, factor: int) -> Groups:
     """Groups (a row of `width` sums each) summed again by slice // factor."""
     sl, th, node, values = g
-    return engine.group_sums(native, [(sl, th, node, values[i::width]) for i in range(width)],
-                             factor)
+    return engine.group_sums([(sl, th, node, values[i::width]) for i in range(width)], factor)
 
 
 def page_data(p: Profile) -> dict[str, Any]:
@@ -89,8 +88,8 @@ def page_data(p: Profile) -> dict[str, Any]:
     every = len(refs)
     shared: dict[int, int] = {}
     if every > MAX_ROWS:
-        _, by_thread, _, counts = engine.group_sums(
-            p.native, [(wall.slice, wall.thread, wall.node, wall.samples)], _ALL_SLICES, False)
+        _, by_thread, _, counts = p.engine.group_sums(
+            [(wall.slice, wall.thread, wall.node, wall.samples)], _ALL_SLICES, False)
         samples = dict(zip(by_thread, counts))
         kept = set(sorted(refs, key=lambda r: -samples.get(r, 0))[:MAX_ROWS - 1])
         shared = {r: OTHERS for r in refs if r not in kept}
@@ -114,7 +113,7 @@ def page_data(p: Profile) -> dict[str, Any]:
     state_sources = [(c.slice, by_row(c), c.node, c.weight) for c in (
         wall, columns["gil"], p.also["state-cpu"], p.also["state-wait"])]
     state_sources.append((wall.slice, state_sources[0][1], wall.node, wall.samples))
-    states = engine.group_sums(p.native, state_sources, 1, False)
+    states = p.engine.group_sums(state_sources, 1, False)
 
     # Timeline slices merged in twos while the rows' states are more than MAX_STATES.
     spans: dict[int, tuple[int, int]] = {}
@@ -129,7 +128,7 @@ def page_data(p: Profile) -> dict[str, Any]:
            and sum(hi // merge - lo // merge + 1 for lo, hi in spans.values()) > MAX_STATES):
         merge *= 2
     if merge > 1:
-        states = _regroup(p.native, states, 5, merge)
+        states = _regroup(p.engine, states, 5, merge)
         first, last = first // merge, last // merge
         bounds.append(f"timeline slices of {format_seconds(p.seconds(merge * ticks))}, not "
                       f"{format_seconds(p.seconds(ticks))} (at most {MAX_STATES:,} thread "
@@ -147,7 +146,7 @@ def page_data(p: Profile) -> dict[str, Any]:
     while len(wall) > MAX_CELLS * factor and span > 20 * factor:
         factor *= 2
     while True:
-        cells = engine.group_sums(p.native, sources, factor)
+        cells = p.engine.group_sums(sources, factor)
         if len(cells[2]) <= MAX_CELLS or span <= 20 * factor:
             break
         factor *= 2

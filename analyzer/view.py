@@ -7,11 +7,14 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psrec.format import PsrecError, Recording, ThreadInfo
 from psrec.format import constants as C
 from psrec.format.reader import Definitions, ProcessInfo
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 __all__ = [
     "MAX_SLICES",
@@ -203,11 +206,11 @@ def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:
 
 
 def match_threads(
-    specs: tuple[str, ...], rec: Recording, defs: Definitions, native: bool | None
+    specs: tuple[str, ...], rec: Recording, defs: Definitions, engine: Engine
 ) -> list[int]:
     """Threads by OS or Python thread id, or by any name they had. A name a thread got only
     later (THREAD_RENAME, e.g. threading's name read after the thread started) is in the data
-    chunks: their renames are read to find it, without decoding their samples."""
+    chunks: the engine reads their renames to find it, without decoding their samples."""
     refs: list[int] = []
     renamed = False
     for spec in specs:
@@ -219,7 +222,7 @@ def match_threads(
             pass
         found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
         if not found and not renamed:
-            defs.apply_renames(rec.thread_renames(native))
+            defs.apply_renames(engine.thread_renames(rec))
             renamed = True
             found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
         if not found:

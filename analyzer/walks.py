@@ -2,10 +2,12 @@
 reporters and exporters use: own and total sums, pstats' caller edges, the sliced report's sums
 and speedscope's per-thread text.
 
-The native engine (psrec.analyzer._engine: StackKeys and its walks) does the work over the
-decoder's trie and the accumulator's columns in place; the Python twins follow the same rules
-where it is not built, and are what it is tested against. ``walks_of(profile, native)`` picks
-one.
+Two implementations satisfy one protocol (Walks, and SpeedscopeText for the text): the native
+engine's (psrec.analyzer._engine: StackKeys and its walks), over the decoder's trie and the
+accumulator's columns in place, and Python twins that follow the same rules where it is not
+built, and are what it is tested against. The profile's engine makes one of them
+(``Engine.walks``, engine.py): the reporters never ask which. What they read of a profile is
+model.Stacks; this module imports no other of the analyzer's but model.py.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ from __future__ import annotations
 from array import array
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol, runtime_checkable
 
-from .engine import Runs, native
+from .model import NO_STACK, FrameKey, Runs, Stacks
 
-if TYPE_CHECKING:
-    from .profile import FrameKey, Profile
-
-_engine: Any = native()
+__all__ = ["Edge", "NativeWalks", "PyWalks", "SliceSums", "SpeedscopeText", "Totals",
+           "TrieOrder", "Walks"]
 
 
 class TrieOrder:
@@ -69,23 +69,61 @@ class Totals:
 
 # (caller key, callee key, samples with the callee innermost, their value, value of the
 # samples the edge is on, counted once per stack)
-Edge = tuple["FrameKey", "FrameKey", int, int, int]
+Edge = tuple[FrameKey, FrameKey, int, int, int]
 # slice -> thread -> [samples, GIL-held, on-CPU]; slice -> leaf key -> own value
-SliceSums = tuple[dict[int, dict[int, list[int]]], dict[int, dict["FrameKey", int]]]
+SliceSums = tuple[dict[int, dict[int, list[int]]], dict[int, dict[FrameKey, int]]]
 
 
-def walks_of(profile: Profile, use_native: bool) -> Walks:
-    """The walks over the profile's stacks, native where the engine is built and asked for."""
-    if use_native and _engine is not None:
-        return NativeWalks(profile)
-    return PyWalks(profile)
+@runtime_checkable
+class SpeedscopeText(Protocol):
+    """One thread's speedscope samples and weights as text, in pieces of bounded size;
+    frames are numbered by first use across the threads set so far."""
+
+    def set_thread(self, runs: Runs, value: str, count_mult: int, scale: int) -> None:
+        """value: 'count' (count x count_mult), 'cpu' or 'weight'; every value x scale."""
+
+    @property
+    def kept(self) -> int:
+        """Runs that stand for some time (the others are left out)."""
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def samples(self) -> int: ...
+
+    @property
+    def start(self) -> int: ...
+
+    def samples_chunk(self, max_bytes: int) -> str: ...
+
+    def weights_chunk(self, max_bytes: int) -> str: ...
+
+    def frame_keys(self) -> list[FrameKey]:
+        """The keys of the frame table, in frame-index order."""
+
+
+@runtime_checkable
+class Walks(Protocol):
+    """The walks over a profile's stacks by report key (PyWalks, NativeWalks)."""
+
+    def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
+        """Own and total sums per key, of one thread (a ref) or all; a key that is several
+        times on one stack (recursion) counts once for it."""
+
+    def edges(self, thread: int | None = None) -> list[Edge]:
+        """Caller -> callee edges, with the sums of Edge."""
+
+    def slice_sums(self) -> SliceSums: ...
+
+    def speedscope_text(self) -> SpeedscopeText: ...
 
 
 class PyWalks:
     """Walks over stacks by report key in Python: the native walks' rules, over the profile's
     cells (thread: only that thread's)."""
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Stacks) -> None:
         self._p = profile
 
     def _rows(self, thread: int | None) -> Iterator[tuple[int, int, int]]:
@@ -142,10 +180,10 @@ class NativeWalks:
     """Walks over stacks by report key in the native engine: the trie's frames are mapped to
     key ids once (StackKeys), and every walk runs over those."""
 
-    def __init__(self, profile: Profile) -> None:
-        from .profile import NO_STACK
-
+    def __init__(self, profile: Stacks, engine: Any) -> None:
+        """engine: the native engine module (psrec.analyzer._engine)."""
         self._p = profile
+        self._engine = engine
         key_list = [NO_STACK]
         index = {NO_STACK: 0}
         node_frames = profile.frames
@@ -170,7 +208,7 @@ class NativeWalks:
                 i = index[k] = len(key_list)
                 key_list.append(k)
             frame_key[fid if order is None else order[fid]] = i
-        self._sk = _engine.StackKeys(profile.parents, node_frames, frame_key, 0)
+        self._sk = engine.StackKeys(profile.parents, node_frames, frame_key, 0)
         self._keys = key_list
 
     def _rows(self, thread: int | None) -> tuple[Any, ...]:
@@ -183,7 +221,7 @@ class NativeWalks:
         return c.node, c.samples, value, mult, c.thread, thread
 
     def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
-        cols = [array("Q", b) for b in _engine.key_totals(self._sk, *self._rows(thread))]
+        cols = [array("Q", b) for b in self._engine.key_totals(self._sk, *self._rows(thread))]
         out: dict[FrameKey, Totals] = {}
         for i, (own_count, own, total_count, total) in enumerate(zip(*cols)):
             if total_count or total:
@@ -192,7 +230,7 @@ class NativeWalks:
         return out
 
     def edges(self, thread: int | None = None) -> list[Edge]:
-        e = _engine.key_edges(self._sk, *self._rows(thread))
+        e = self._engine.key_edges(self._sk, *self._rows(thread))
         caller, callee = array("I", e[0]), array("I", e[1])
         count, own, cum = (array("Q", b) for b in e[2:])
         keys = self._keys
@@ -203,7 +241,7 @@ class NativeWalks:
         p = self._p
         c = p.columns
         value, mult = p.value_column()
-        parts = _engine.slice_sums(self._sk, c.slice, c.thread, c.node, c.samples, c.gil,
+        parts = self._engine.slice_sums(self._sk, c.slice, c.thread, c.node, c.samples, c.gil,
                                    c.on_cpu, value, mult)
         t_slice, key_slice = (array("Q", parts[i]) for i in (0, 5))  # slices are 64-bit
         t_ref, key = (array("I", parts[i]) for i in (1, 6))
@@ -217,10 +255,8 @@ class NativeWalks:
         return per, own
 
     def speedscope_text(self) -> NativeSpeedscopeText:
-        return NativeSpeedscopeText(_engine.SpeedscopeText(self._sk), self._keys)
+        return NativeSpeedscopeText(self._engine.SpeedscopeText(self._sk), self._keys)
 
-
-Walks = Union[PyWalks, NativeWalks]
 
 
 class NativeSpeedscopeText:
@@ -267,7 +303,7 @@ class NativeSpeedscopeText:
 class PySpeedscopeText:
     """NativeSpeedscopeText's rules in Python."""
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Stacks) -> None:
         self._p = profile
         self._frame_of: dict[FrameKey, int] = {}
         self._frame_keys: list[FrameKey] = []
@@ -331,8 +367,6 @@ class PySpeedscopeText:
     def frame_keys(self) -> list[FrameKey]:
         return list(self._frame_keys)
 
-
-SpeedscopeText = Union[PySpeedscopeText, NativeSpeedscopeText]
 
 
 def _merge(runs: Runs, canon: dict[int, int]) -> Runs:

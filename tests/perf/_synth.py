@@ -279,13 +279,15 @@ def _payloads(path: str) -> tuple[list[bytes], int, int]:
 
 
 def _decode_accumulate(path: str) -> float:
-    from psrec.analyzer import engine
+    from psrec.analyzer.engine import engine_for
+    from psrec.analyzer.model import Selection
     from psrec.format import open_recording
 
+    engine = engine_for(None)
     with open_recording(path) as rec:
         t0 = time.perf_counter()
-        stream = rec.stream()
-        acc = engine.accumulator(stream.native)
+        stream = engine.stream(rec)
+        acc = engine.accumulator(Selection())
         for batch in stream:
             acc.add(batch)
         return time.perf_counter() - t0

@@ -359,11 +359,13 @@ def _read_psr(path: str, size: int, attribution: bool) -> ToolResult:
 
 
 def _psr_attribution(rec: Any, r: ToolResult) -> None:
-    defs = rec.definitions()
-    stream = rec.stream()
-    from psrec.analyzer import engine
+    from psrec.analyzer.engine import engine_for
+    from psrec.analyzer.model import CellColumns, Selection
 
-    acc = engine.accumulator(stream.native)
+    defs = rec.definitions()
+    engine = engine_for(None)
+    stream = engine.stream(rec)
+    acc = engine.accumulator(Selection())
     for batch in stream:
         acc.add(batch)
     trie = stream.decoder
@@ -387,7 +389,8 @@ def _psr_attribution(rec: Any, r: ToolResult) -> None:
         return flags[node]
 
     tick_s = rec.tick_ns / 1e9
-    for _slice, _thread, node, count, weight, _cpu, _gil, _on in acc.cells():
+    for _slice, _thread, node, count, weight, _cpu, _gil, _on in CellColumns(
+            *acc.columns()).cells():
         m, f = node_flags(node)
         if m:
             r.main_n += count

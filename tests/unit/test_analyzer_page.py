@@ -95,7 +95,7 @@ def test_names_from_the_target_cannot_end_the_script(tmp_path: Path) -> None:
 
 
 def test_group_sums_native_and_python_agree(tmp_path: Path) -> None:
-    from psrec.analyzer import engine
+    from psrec.analyzer.engine import engine_for
 
     s = two_thread_recording(str(tmp_path / "two.psr"))
     p = Profile.load(s.path, View(), slice_seconds=0.1, also=("gil",))
@@ -103,8 +103,8 @@ def test_group_sums_native_and_python_agree(tmp_path: Path) -> None:
     for factor in (1, 3):
         for by_node in (True, False):
             rows = []
-            for use_native in (True, False):
-                sl, th, node, values = engine.group_sums(use_native, sources, factor, by_node)
+            for native in (True, False):
+                sl, th, node, values = engine_for(native).group_sums(sources, factor, by_node)
                 rows.append(sorted(zip(sl, th, node, values[0::2], values[1::2])))
             assert rows[0] == rows[1] and rows[0], (factor, by_node)
             assert sum(r[3] for r in rows[0]) == sum(p.columns.weight)

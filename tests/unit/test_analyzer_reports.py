@@ -31,7 +31,7 @@ from psrec.analyzer.profile import Profile, SelectionError, View
 from psrec.analyzer.reporters import PstatsReporter, function_totals, slice_sums
 from psrec.analyzer.speedscope import SpeedscopeExporter
 from psrec.cli import main
-from psrec.format import Recording
+from psrec.format import Recording, open_recording
 
 
 @pytest.fixture(scope="module")
@@ -337,13 +337,15 @@ def test_output_names_and_force(rec: Synth, tmp_path: Path) -> None:
 
 def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
     # Loaded without the native engine, a profile is summed and walked by the Python twins
-    # (engine.PyAccumulator, PyTimeline, PyWalks, PySpeedscopeText): every output agrees.
+    # (engine.PyEngine: pyengine.PyAccumulator, PyTimeline, walks.PyWalks, PySpeedscopeText):
+    # every output agrees.
     s = two_thread_recording(str(tmp_path / "small.psr"), passes=400)
     views = (View(), View(mode="cpu"), View(by="line", start="0.1", end="0.3"),
              View(mode="gil", weights="count"))
     for view in views:
         a = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=True)
         b = Profile.load(s.path, view, timelines=True, slice_seconds=0.1, native=False)
+        assert (a.engine.name, b.engine.name) == ("native", "python")
         assert type(a.walks).__name__ == "NativeWalks" and type(b.walks).__name__ == "PyWalks"
 
         def key(p: Profile) -> list[Any]:
@@ -376,6 +378,84 @@ def test_pure_python_fallback_gives_the_same_answers(tmp_path: Path) -> None:
             texts.append(out.getvalue())
         assert texts[0] == texts[1]
         assert json.loads(texts[0])["profiles"]
+
+
+def _members(protocol: type) -> dict[str, Any]:
+    """A Protocol's members: its methods' parameters, and its attributes and properties
+    (None)."""
+    out: dict[str, Any] = dict.fromkeys(getattr(protocol, "__annotations__", {}))
+    for name, value in vars(protocol).items():
+        if not name.startswith("_"):
+            out[name] = _parameters(value) if callable(value) else None
+    return out
+
+
+def _parameters(method: Any) -> list[Any]:
+    """A method's parameters, names, kinds, defaults and types (an implementation may
+    return a type of its own)."""
+    import inspect
+
+    return list(inspect.signature(method).parameters.values())
+
+
+def test_both_engines_satisfy_one_protocol_and_agree(tmp_path: Path) -> None:
+    """The native engine and the one in Python are one Engine (engine.py), their sums, timelines,
+    walks and speedscope text each one protocol, with the same parameters; over the same
+    selection they give the same cells and runs."""
+    from psrec.analyzer import engine as E
+    from psrec.analyzer import walks as W
+    from psrec.analyzer.model import CellColumns
+
+    engines = [E.engine_for(True), E.engine_for(False), E.engine_for(None)]
+    assert [type(e) for e in engines] == [E.NativeEngine, E.PyEngine, E.NativeEngine]
+    for cls in (E.NativeEngine, E.PyEngine):
+        for name, sig in _members(E.Engine).items():
+            assert hasattr(cls, name), (cls, name)
+            if sig is not None:
+                assert _parameters(getattr(cls, name)) == sig, (cls, name)
+    for cls in (W.NativeWalks, W.PyWalks):
+        for name, sig in _members(W.Walks).items():
+            assert _parameters(getattr(cls, name)) == sig, (cls, name)
+    for cls in (W.NativeSpeedscopeText, W.PySpeedscopeText):
+        for name, sig in _members(W.SpeedscopeText).items():
+            if sig is not None:
+                assert _parameters(getattr(cls, name)) == sig, (cls, name)
+
+    s = two_thread_recording(str(tmp_path / "two.psr"), passes=500)
+    found = []
+    for engine in engines[:2]:
+        assert isinstance(engine, E.Engine)
+        p = Profile.load(s.path, View(mode="cpu", start="0.05"), native=engine.name == "native",
+                         slice_seconds=0.1)
+        assert type(p.engine) is type(engine) and p.walks is p.walks
+        assert isinstance(p.walks, W.Walks)
+        assert isinstance(p.walks.speedscope_text(), W.SpeedscopeText)
+        sel = p.selection.under()  # the profile's window and threads, every sample
+        with open_recording(s.path) as rec:
+            stream = engine.stream(rec, sel.from_ts, sel.to_ts)
+            acc = engine.accumulator(sel, slice_ticks=p.slice_ticks)
+            timeline = engine.timeline(sel, split_mask=ON_CPU)
+            assert isinstance(acc, E.Accumulator) and isinstance(timeline, E.Timeline)
+            for batch in stream:
+                acc.add(batch)
+                timeline.add(batch)
+            parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
+
+        def stack(node: int, parents: Any = parents, frames: Any = frames) -> tuple[int, ...]:
+            out = []
+            while node:
+                out.append(frames[node])
+                node = parents[node]
+            return tuple(out)
+
+        cells = sorted((c.slice, c.thread, stack(c.node), c[3:])
+                       for c in CellColumns(*acc.columns()).cells())
+        runs = {ref: [[stack(n) for n in r.node], list(r.count), list(r.weight), list(r.cpu),
+                      list(r.first_ts), list(r.state or [])]
+                for ref, r in timeline.result().items()}
+        found.append((cells, acc.selected, acc.first_ts, acc.last_ts, acc.slice_overflow, runs))
+    assert found[0] == found[1]
+    assert found[0][0] and found[0][1] > 0 and len(found[0][5]) == 2
 
 
 def test_native_cells_when_chunks_come_out_of_time_order(tmp_path: Path) -> None:

@@ -78,3 +78,59 @@ def test_native_sources_include_only_along_the_arrows(part: str) -> None:
                     "/native/" in str(path) and target.startswith("nanobind")):
                 wrong.append(f"{path.relative_to(ROOT)}: {line}")
     assert not wrong, "\n".join(wrong)
+
+
+def module_imports(path: Path, package: str) -> set[str]:
+    """The package's modules a module imports at module level, by module name within the
+    package (``from . import x`` and ``from .x import y`` name x). Imports under
+    TYPE_CHECKING count (a cycle kept for the type checker is still one); those in a
+    function do not (they run when it is called)."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.If, ast.Try, ast.With)):
+                for part in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, part, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                names.update(a.name[len(package) + 1:].split(".")[0]
+                             for a in node.names if a.name.startswith(package + "."))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level == 1 and node.module is None:
+                    names.update(a.name for a in node.names)
+                elif node.level == 1 and node.module:
+                    names.add(node.module.split(".")[0])
+                elif node.level == 0 and node.module and node.module.startswith(package + "."):
+                    names.add(node.module[len(package) + 1:].split(".")[0])
+
+    visit(ast.parse(path.read_text(), str(path)).body)
+    return names
+
+
+def test_no_import_cycle_among_the_analyzer_modules() -> None:
+    """No chain of module-level imports among the analyzer's modules comes back to where it
+    started: each can be read, and loaded, after the ones it names (profile.py and walks.py
+    once imported each other, walks.py for the type checker)."""
+    folder = ROOT / "analyzer"
+    modules = {p.stem: p for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph = {name: sorted(module_imports(path, "psrec.analyzer") & modules.keys() - {name})
+             for name, path in modules.items()}
+    cycles = []
+    done: set[str] = set()
+
+    def walk(name: str, path: list[str]) -> None:
+        if name in path:
+            cycles.append(" -> ".join(path[path.index(name):] + [name]))
+            return
+        if name in done:
+            return
+        for nxt in graph[name]:
+            walk(nxt, path + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        walk(name, [])
+    assert not cycles, "\n".join(cycles)
+    assert "walks" in graph["engine"] and "profile" not in graph["walks"]

@@ -325,16 +325,17 @@ def test_timelines_split_by_state_alike_native_and_python(mixed: Synth) -> None:
     """A timeline with split_mask ends a run where its samples' CPU state changes and keeps
     that state per run (the Firefox export's idle samples): the engines agree, and no run mixes
     states."""
-    from psrec.analyzer import engine
+    from psrec.analyzer.engine import engine_for
+    from psrec.analyzer.model import Selection
     from psrec.format import open_recording
 
     cpu_bits = ON_CPU | CPU_UNKNOWN
     results = []
     for native in (True, False):
+        engine = engine_for(native)
         with open_recording(mixed.path) as rec:
-            stream = rec.stream(native=native)
-            t = engine.timeline(native, {"status_mask": 0, "status_value": 0,
-                                         "split_mask": cpu_bits})
+            stream = engine.stream(rec)
+            t = engine.timeline(Selection(), split_mask=cpu_bits)
             for batch in stream:
                 t.add(batch)
             results.append({ref: tuple(list(col) for col in (r.node, r.count, r.cpu, r.state))

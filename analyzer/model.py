@@ -1,0 +1,196 @@
+"""The analyzer's shared types, which import nothing else of it: report keys (FrameKey), the
+cells a profile sums its samples into, a thread's runs in time order, the samples a view
+selects once resolved against a recording (Selection), and what the walks over stacks read of
+a profile (Stacks).
+
+The engine (engine.py), the walks (walks.py), the loading and the Profile model all use these:
+they live here so that none of those imports another to name them.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Union
+
+if TYPE_CHECKING:
+    from psrec.format.reader import Definitions
+
+__all__ = [
+    "NO_STACK",
+    "TRUNCATED_KEY",
+    "Cell",
+    "CellColumns",
+    "Column",
+    "FrameKey",
+    "Runs",
+    "Selection",
+    "Stacks",
+]
+
+
+class FrameKey(NamedTuple):
+    """What a report groups by: a function (line = its first line) or a line of a function."""
+
+    filename: str
+    line: int
+    name: str
+
+
+NO_STACK = FrameKey("<psrec>", 0, "[no Python stack]")
+TRUNCATED_KEY = FrameKey("<psrec>", 0, "[truncated stack]")
+
+
+class Cell(NamedTuple):
+    slice: int
+    thread: int
+    node: int
+    samples: int
+    weight: int  # ticks
+    cpu: int  # CPU ticks
+    gil: int  # samples holding the GIL
+    on_cpu: int  # samples on a CPU
+
+
+# A column of integers: an array, or a read-only view of the native engine's own memory.
+Column = Union["array[int]", memoryview]
+
+
+@dataclass
+class CellColumns:
+    """The cells as columns, for native aggregation over many cells (one per slice). From the
+    native engine they are views of its memory, not copies."""
+
+    slice: Column
+    thread: Column
+    node: Column
+    samples: Column
+    weight: Column
+    cpu: Column
+    gil: Column
+    on_cpu: Column
+
+    # Slices are 64-bit: a recording's timestamps span up to 2^63 ticks.
+    TYPES = ("Q", "I", "I", "Q", "Q", "Q", "Q", "Q")
+
+    @classmethod
+    def from_cells(cls, cells: list[tuple[int, ...]]) -> CellColumns:
+        columns = list(zip(*cells)) or [()] * len(cls.TYPES)
+        return cls(*(array(t, values) for t, values in zip(cls.TYPES, columns)))
+
+    def columns(self) -> tuple[Column, ...]:
+        return (self.slice, self.thread, self.node, self.samples, self.weight, self.cpu,
+                self.gil, self.on_cpu)
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    def cells(self) -> list[Cell]:
+        return list(map(Cell._make, zip(*self.columns())))
+
+
+@dataclass
+class Runs:
+    """One thread's selected samples in time order, consecutive equal stacks merged.
+
+    Columns are arrays, or read-only memoryviews of the native timeline's own (no copy).
+    """
+
+    node: array[int] | memoryview
+    count: array[int] | memoryview
+    weight: array[int] | memoryview
+    cpu: array[int] | memoryview
+    first_ts: array[int] | memoryview
+    # each run's status bits under the query's split_mask (a run ends where they change);
+    # None: not kept (every run in one state)
+    state: array[int] | memoryview | None = None
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+# A window's bounds where the view gives none: timestamps are 64-bit, and the window's end is
+# exclusive (as the native engine's AccumulatorQuery has them).
+FIRST_TS, END_TS = -(1 << 63), (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The samples a view selects, as a Profile resolved its words against the recording: a
+    window in ticks (from_ts inclusive, to_ts exclusive; None: open), the threads by ref (None:
+    every thread), and a status filter (a sample counts where status & status_mask ==
+    status_value; cpu_view: the CPU view's rule for the CPU time of samples it does not count,
+    spec section 5). Every read of the profile's samples selects by it: the engine's sums and
+    timelines (``query()``), and the API's rows (``selects``)."""
+
+    from_ts: int | None = None
+    to_ts: int | None = None
+    threads: tuple[int, ...] | None = None
+    status_mask: int = 0
+    status_value: int = 0
+    cpu_view: bool = False
+    # the window with its open ends closed, and the threads as a set: what selects() reads
+    _lo: int = field(default=FIRST_TS, init=False, repr=False, compare=False)
+    _hi: int = field(default=END_TS, init=False, repr=False, compare=False)
+    _refs: frozenset[int] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.from_ts is not None:
+            object.__setattr__(self, "_lo", self.from_ts)
+        if self.to_ts is not None:
+            object.__setattr__(self, "_hi", self.to_ts)
+        if self.threads is not None:
+            object.__setattr__(self, "threads", tuple(self.threads))
+            object.__setattr__(self, "_refs", frozenset(self.threads))
+
+    def selects(self, ts: int, thread: int) -> bool:
+        """The window and thread rule (native: AccumulatorQuery::fate's first test): a sample
+        is in the selection, whatever its status, where its time is in the window and its
+        thread is one of the selection's."""
+        return self._lo <= ts < self._hi and (self._refs is None or thread in self._refs)
+
+    def counts(self, status: int) -> bool:
+        """The status filter: a selected sample with this status is counted."""
+        return status & self.status_mask == self.status_value
+
+    def under(self, status_mask: int = 0, status_value: int = 0,
+              cpu_view: bool = False) -> Selection:
+        """The same window and threads under another status filter (none given: every
+        sample)."""
+        return replace(self, status_mask=status_mask, status_value=status_value,
+                       cpu_view=cpu_view)
+
+    def query(self) -> dict[str, Any]:
+        """The native Accumulator's and Timeline's query fields (window, threads, filter)."""
+        q: dict[str, Any] = {
+            "threads": None if self.threads is None else list(self.threads),
+            "status_mask": self.status_mask, "status_value": self.status_value,
+            "cpu_view": self.cpu_view}
+        if self.from_ts is not None:
+            q["from_ts"] = self.from_ts
+        if self.to_ts is not None:
+            q["to_ts"] = self.to_ts
+        return q
+
+
+class Stacks(Protocol):
+    """What the walks over stacks by report key read of a profile (Profile has it all): its
+    stack trie, its cells and their values under the view, and its stacks as report keys."""
+
+    defs: Definitions
+    parents: Column  # the stack trie: a node's parent and innermost frame, by node
+    frames: Column
+    columns: CellColumns
+
+    @property
+    def cells(self) -> list[Cell]: ...
+
+    def cell_value(self, c: Cell) -> int: ...
+
+    def value_column(self) -> tuple[Column, int]: ...
+
+    def key(self, frame_id: int) -> FrameKey: ...
+
+    def keys(self, node: int) -> tuple[FrameKey, ...]: ...
+
+    def leaf(self, node: int) -> FrameKey: ...

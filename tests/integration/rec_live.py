@@ -1,7 +1,13 @@
-"""Helpers for the recorder's live tests: interpreters, targets, psrec runs, recordings."""
+"""Helpers for the recorder's live tests: interpreters, targets, psrec runs, recordings, and
+the bounds a timing test derives from what its run measured.
+
+Over 400 lines and kept whole: it is the one module every live test imports (the recorder's,
+dump's, top's and the end-to-end tests), in sections that each build on the ones above:
+interpreters, then targets and psrec runs, then recordings, then bounds over a recording."""
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import shutil
@@ -379,3 +385,140 @@ def line_of(script: str, marker: str) -> int:
         if f"# LINE {marker}" in text:
             return n
     raise AssertionError(f"no '# LINE {marker}' in {script}")
+
+
+# -- Bounds from what a run measured ------------------------------------------------------
+# A timing-bound test judges one run against a bound worked out from that run: what the
+# recorder does with no host steal, widened by what the run's conditions explain (the host's
+# steal, gaps in the sampling) and by a few standard errors at the run's sample count. A
+# recorder clearly worse than its base then fails the first time, not only when it fails twice.
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's CPU time so far, and the part of it a hypervisor gave to others (steal),
+    in ticks of /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields), fields[7] if len(fields) > 7 else 0
+
+
+@dataclass
+class Steal:
+    """The share of the machine's CPU time the host gave to other guests (steal) while a
+    `with host_steal()` block ran; 0 on bare metal. Counted in ticks of /proc/stat (10 ms of
+    one CPU), so over a few seconds on 2 CPUs it reads 0, 0.2 %, 0.4 %..., give or take one
+    tick."""
+
+    share: float = 0.0
+
+
+@contextmanager
+def host_steal() -> Iterator[Steal]:
+    """Measures the host's steal over the block: `with host_steal() as steal: ...`, then
+    steal.share."""
+    total0, steal0 = cpu_ticks()
+    seen = Steal()
+    try:
+        yield seen
+    finally:
+        total1, steal1 = cpu_ticks()
+        seen.share = (steal1 - steal0) / max(total1 - total0, 1)
+
+
+def rate_bound(base: float, n: int, steal: float = 0.0, k: float = 3.0) -> float:
+    """The highest share of n attempts that a correct recorder may fail in one run (sample
+    errors among sample attempts, wrong stacks among a line's samples).
+
+    base: the recorder's own rate, as measured with no host steal. steal: the share of CPU
+    time the host stole during the run. An attempt goes wrong when the target moves while
+    the sampler copies it, and the host's stops (milliseconds long) outlast a copy (tens of
+    microseconds): the share of attempts a stop interrupts is at most the share of time the
+    host stopped the CPU, so steal is added to the rate whole (an upper bound; on a quiet
+    host it is 0). On top, k standard errors of a binomial at n with that rate: with k = 3 a
+    recorder at its base passes all but about 1 run in 700 (normal approximation), and one at
+    twice its base fails on average once n is past 9 / base (3,000 attempts at 0.3 %)."""
+    p = min(1.0, base + steal)
+    return min(1.0, p + k * math.sqrt(p * (1 - p) / max(n, 1)))
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A count of failed attempts in a run, judged against rate_bound; str() gives the
+    figures a failure message needs."""
+
+    what: str
+    failed: int
+    n: int
+    base: float
+    steal: float = 0.0
+    k: float = 3.0
+
+    @property
+    def bound(self) -> float:
+        return rate_bound(self.base, self.n, self.steal, self.k)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed <= self.bound * self.n
+
+    def __str__(self) -> str:
+        return (f"{self.what}: {self.failed} of {self.n} ({100 * self.failed / max(self.n, 1):.2f}"
+                f" %), bound {100 * self.bound:.2f} % (base {100 * self.base:.2f} % + host "
+                f"steal {100 * self.steal:.2f} % + {self.k:g} standard errors at n={self.n})")
+
+
+@dataclass(frozen=True)
+class Passes:
+    """The passes of a recording of one process, as the times its samples carry (every pass
+    samples every thread: the main thread of a target that outlives the recording marks
+    every pass), with the weight each sample gets (spec section 5), in ticks."""
+
+    ts: tuple[int, ...]
+    interval: int  # the sampling interval, in ticks
+    tick_ns: int
+
+    @classmethod
+    def of(cls, path: Path, samples: list[Sample]) -> Passes:
+        from psrec.format import open_recording
+
+        with open_recording(path) as rec:
+            interval, tick_ns = rec.interval_ticks, rec.tick_ns
+        return cls(tuple(sorted({s.ts for s in samples})), interval, tick_ns)
+
+    @property
+    def cap(self) -> int:
+        from psrec.format import constants as C
+
+        return self.interval * int(C.WEIGHT_CAP_INTERVALS)
+
+    def weights(self) -> dict[int, int]:
+        """Each pass's weight: the time since the previous pass, at most the cap; the first
+        pass weighs one interval."""
+        out = dict.fromkeys(self.ts[:1], self.interval)
+        out.update((b, min(b - a, self.cap)) for a, b in zip(self.ts, self.ts[1:]))
+        return out
+
+    def seconds(self, ticks: float) -> float:
+        return ticks * self.tick_ns / 1e9
+
+    def time_of(self, samples: list[Sample]) -> tuple[float, float]:
+        """The time samples of one thread stand for (their weights' sum, in seconds), and its
+        relative standard error, each sample counted as a draw of its weight: sqrt(sum of
+        w^2) / sum of w, which is 1/sqrt(n) for n samples of equal weight and grows where a
+        few samples after a stop carry the gap before them. 1 for no samples."""
+        weight = self.weights()
+        ws = [weight[s.ts] for s in samples]
+        total = sum(ws)
+        return self.seconds(total), math.sqrt(sum(w * w for w in ws)) / total if total else 1.0
+
+    def unsampled(self, start: int, end: int) -> tuple[float, float]:
+        """What no sample's weight covers in [start, end]: the time each gap between passes
+        lasted past the cap. The sampler was stopped then (by the host, or a load that kept
+        it off its CPU), and a view misses what the target did in that time. Returns that
+        time as a share of [start, end], and the root of the sum of the gaps' squares as the
+        same share: what a thread held in those gaps has at most this standard deviation,
+        relative to its time, times sqrt((1 - d) / d) at a duty cycle d (each gap held
+        whole or not at all, the widest spread there is)."""
+        gaps = [b - a - self.cap for a, b in zip(self.ts, self.ts[1:])
+                if start <= a and b <= end and b - a > self.cap]
+        span = max(end - start, 1)
+        return sum(gaps) / span, math.sqrt(sum(g * g for g in gaps)) / span

@@ -9,44 +9,49 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from psrec.format import _constants as C
 from psrec.format import open_recording
-from rec_live import TARGETS, minor_of, one_python, psrec, python_params
+from rec_live import (
+    TARGETS,
+    Rate,
+    host_steal,
+    minor_of,
+    one_python,
+    psrec,
+    python_params,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+
+
+# The recorder's own rate of sample errors under churn, measured on every interpreter at 1 kHz
+# (2,000-3,100 sample attempts a run) and 10 kHz (20,000) with the machine's two CPUs busy with
+# other work and no host steal: at most 0.25 % in 106 runs of 107, and 0.46 % in one (3.10 at
+# 1 kHz: 11 of 2,371, inside the bound at that count).
+CHURN_ERRORS = 0.003
 
 
 @pytest.mark.parametrize("rate", ["1000", "10k"])
 @pytest.mark.parametrize("python", python_params())
 def test_thread_churn_keeps_threads_apart(python: str, rate: str, tmp_path: Path) -> None:
+    """A thread caught ending while a pass reads it (its state unlinked, its data-stack chunk
+    unmapped or its memory freed between the reads) is recorded as exited, not as an error:
+    errors stay near the recorder's own rate (CHURN_ERRORS), plus what the host's steal during
+    the run explains, within three standard errors at the run's sample attempts (rec_live.
+    rate_bound). One run, so a recorder worse than that fails the first time."""
     out = tmp_path / "churn.psr"
-
-    def run() -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
-        r = psrec("record", "-q", "-r", rate, "-o", str(out), "--force", "--", python,
-                  "rec_churn.py", "2")
-        assert r.returncode == 0, r.stderr
-        printed = json.loads(r.stdout.splitlines()[-1])
-        assert printed["per_second"] > 500, printed["per_second"]  # the churn really happened
-        with open_recording(out) as rec:
-            return printed, rec.stats, list(rec.definitions().threads.values())
-
-    printed, st, threads = run()
-    # 0.0-0.3 % measured on every interpreter. A thread caught ending while a pass reads it
-    # (its state unlinked, its data-stack chunk unmapped or its memory freed between the
-    # reads) is recorded as exited, not as an error. Another load on the machine adds errors,
-    # so a run past the bound is recorded once more and the better of the two judged: a
-    # recorder that is worse than the bound in most runs still fails.
-    def rate_of(st: dict[str, Any]) -> float:
-        return st["sample_errors"] / (st["samples"] + st["sample_errors"])
-
-    runs = [st]
-    if rate_of(st) >= 0.005:
-        printed, st, threads = run()  # the checks below hold for any run: this one
-        runs.append(st)
-    assert min(map(rate_of, runs)) < 0.005, runs
+    with host_steal() as steal:
+        r = psrec("record", "-q", "-r", rate, "-o", str(out), "--", python, "rec_churn.py", "2")
+    assert r.returncode == 0, r.stderr
+    printed = json.loads(r.stdout.splitlines()[-1])
+    assert printed["per_second"] > 500, printed["per_second"]  # the churn really happened
+    with open_recording(out) as rec:
+        st, threads = rec.stats, list(rec.definitions().threads.values())
+    errors = Rate("sample errors", st["sample_errors"], st["samples"] + st["sample_errors"],
+                  CHURN_ERRORS, steal.share)
+    assert errors.ok, f"{errors}\n{dict(st)}"
     main, workers = printed["main"], set(printed["workers"])
     # The main thread is one thread of the file, from start to end (no false exits).
     assert [t.os_tid for t in threads].count(main) == 1, \

@@ -23,6 +23,7 @@
 #include "recorder/native/errors.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/stack_reader.hpp"
+#include "recorder/native/target.hpp"
 #include "recorder/native/thread_names.hpp"
 #include "recorder/native/thread_list.hpp"
 #include "recorder/native/thread_stats.hpp"
@@ -135,53 +136,7 @@ class Sampler {
   bool chunksDone() { return queue_.closedAndDrained(); }
 
  private:
-  struct Thread {
-    uint64_t tstate = 0;
-    uint64_t thread_id = 0;
-    uint64_t native_tid = 0;
-    uint32_t ref = 0;
-    std::string name;          // as last recorded
-    bool python_named = false;  // name is threading's, not the kernel's
-    uint64_t first_ts = 0;
-    ThreadStatFiles files;
-    bool has_cpu = false;
-    uint64_t cpu_reported_ns = 0;
-    // --blocking: the CPU state read before the pass paused the process (a stopped thread is
-    // off its CPU because psrec stopped it); used by the pass's sample.
-    ThreadCpu before_pause;
-    bool paused = false;
-    uint64_t seen_pass = 0;
-    ThreadStack stack;          // as last sampled
-    std::vector<uint32_t> ids;  // its frame ids, root first
-  };
-  // A process the sampler follows. With `proc` it runs Python and is sampled (a segment of
-  // the recording, opened by PROCESS_START); without, it is watched: it may exec Python later,
-  // and with subprocesses its children are followed.
-  struct Target {
-    pid_t pid = 0;
-    pid_t ppid = 0;
-    bool root = false;
-    bool alive = true;
-    uint64_t image = 0;          // processImage() of the program it runs (0: not read)
-    uint64_t watch_ns = 0;       // when it was last seen to start a program without Python
-    uint64_t next_try_ns = 0;    // when to try to attach next
-    bool attach_over = false;    // no more attempts to attach until it execs again
-    bool recorded = false;       // a segment of it was recorded
-    std::string why;             // why the last attempt to attach failed
-    ErrorCode why_code = ErrorCode::kInternal;
-    std::unique_ptr<PythonProcess> proc;
-    std::unique_ptr<Unwinder> unwinder;
-    std::unique_ptr<CodeCache> codes;
-    std::unique_ptr<StackReader> reader;
-    std::unique_ptr<ThreadListWalk> list;
-    std::unique_ptr<ThreadNames> names;
-    std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
-    uint64_t names_ts = 0;       // when py_names was last read (0: never)
-    bool names_wanted = false;   // a thread seen recently has no Python name yet
-    bool sampled = false;        // a pass has read its thread list
-    std::unordered_map<uint64_t, Thread> threads;  // by tstate address
-    std::vector<PrefetchThread> order;              // the threads of the last pass, in order
-  };
+  using Thread = SampledThread;
 
   void run();
   static bool setRealtime(bool on);
@@ -208,7 +163,7 @@ class Sampler {
   // Every 100 ms: exec, liveness and attach attempts of every target; children with
   // subprocesses. False when the recording must end.
   bool watch(uint64_t now_ns);
-  bool tryAttach(Target& t, uint64_t now_ns);
+  void tryAttach(Target& t, uint64_t now_ns);
   // The target runs another program since `image` was read: its segment ends.
   void execed(Target& t, uint64_t now_ns, uint64_t image);
   void scanChildren(uint64_t now_ns);

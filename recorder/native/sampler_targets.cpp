@@ -1,6 +1,6 @@
-// The targets a Sampler follows: attaching (and trying again while a launched program is not
-// yet Python), a target's segment opened and ended, threading's names, exec and exit seen by
-// the watch every 100 ms, and with --subprocesses the children found and followed.
+// The Sampler's methods for the processes it follows (each a Target, target.hpp): a target's
+// segment opened and ended, threading's names, exec and exit seen by the watch every 100 ms,
+// and with --subprocesses the children found and followed.
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,22 +14,9 @@
 
 namespace psrec::recorder {
 
-namespace fmt = psrec::format;
-
-// Exec, liveness and children are looked at this often.
-constexpr uint64_t kWatchNs = 100000000;
-// A process that starts a program is tried for this long to be Python (its loader maps
-// libpython, its runtime initialises); then only when it execs again.
-constexpr uint64_t kAttachWindowNs = 3000000000ull;
 // A recorded target that exec'd a program that is not Python, without --subprocesses: the
 // recording ends once that has held this long (a shell that execs Python again is followed).
 constexpr uint64_t kNotPythonSettleNs = 1000000000;
-// A child found running its parent's executable is first tried this long after it was found.
-// Most such children are about to exec another program (subprocess, multiprocessing's spawn
-// and its resource tracker fork and then exec at once): until then the child is a frozen copy
-// of its parent, whose stack would be recorded as a process of its own. A child that stays a
-// fork (multiprocessing's fork, os.fork workers) loses this much of its start.
-constexpr uint64_t kForkGraceNs = 30000000;
 
 namespace {
 
@@ -66,15 +53,7 @@ std::vector<pid_t> childrenOf(pid_t pid) {
 }  // namespace
 
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
-  t.unwinder = std::make_unique<Unwinder>(*t.proc);
-  t.codes = std::make_unique<CodeCache>(*t.proc);
-  t.reader = std::make_unique<StackReader>(*t.proc, *t.unwinder, *t.codes);
-  t.list = std::make_unique<ThreadListWalk>(t.unwinder->pass);
-  // Deeper than kMaxDepth: the encoder gets one frame more than it keeps, so it cuts and
-  // marks the stack instead of the walk cutting it silently.
-  t.reader->setMaxDepth(fmt::kMaxDepth + 1);
-  t.unwinder->pass.setCodeCache(t.codes.get());
-  t.names = std::make_unique<ThreadNames>(*t.proc);
+  t.openReaders();
   // Threads already running get threading's names in their first record.
   t.names->read(t.py_names, true);
   t.names_ts = ts ? ts : 1;
@@ -176,27 +155,8 @@ bool Sampler::watch(uint64_t now) {
   return stop.empty();
 }
 
-bool Sampler::tryAttach(Target& t, uint64_t now) {
-  const uint64_t since = now - t.watch_ns;
-  // Often while a program starts (it runs Python within milliseconds if it does), then less.
-  t.next_try_ns = now + std::clamp<uint64_t>(since / 8, 2000000, kWatchNs);
-  const uint64_t image = processImage(t.pid);
-  try {
-    auto p = PythonProcess::attach(t.pid);
-    if (p->mainInterpreter()) {
-      t.proc = std::move(p);
-      if (image) t.image = image;
-      openTarget(t, ticks(now), t.ppid);
-      return true;
-    }
-    t.why = "its Python runtime is not initialised yet";
-    t.why_code = ErrorCode::kReadFailed;
-  } catch (const RecorderError& e) {
-    t.why = e.what();
-    t.why_code = e.code();
-  }
-  if (since >= kAttachWindowNs) t.attach_over = true;
-  return false;
+void Sampler::tryAttach(Target& t, uint64_t now) {
+  if (t.tryAttach(now)) openTarget(t, ticks(now), t.ppid);
 }
 
 void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
@@ -204,16 +164,7 @@ void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
   // program's segment once it runs Python (spec/psr-format.md).
   const uint64_t ts = ticks(now);
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
-  Target fresh;
-  fresh.pid = t.pid;
-  fresh.ppid = t.ppid;
-  fresh.root = t.root;
-  fresh.recorded = t.recorded;
-  fresh.image = image;
-  fresh.watch_ns = fresh.next_try_ns = now;
-  fresh.why = "it exec'd a program that does not run Python yet";
-  fresh.why_code = ErrorCode::kReadFailed;
-  t = std::move(fresh);
+  t.execedInto(image, now);
   next_watch_ns_ = now;
 }
 
@@ -227,23 +178,12 @@ void Sampler::scanChildren(uint64_t now) {
                              [&](const auto& t) { return t->pid == child && t->alive; });
     if (known || gone(processState(child))) continue;
     // Python or not: a launcher's (a shell's, make's) children are followed too.
-    auto t = std::make_unique<Target>();
-    t->pid = child;
-    t->ppid = parent;
-    t->image = processImage(child);
-    t->watch_ns = t->next_try_ns = now;
-    if (t->image && t->image == processImage(parent)) {
-      t->next_try_ns = now + kForkGraceNs;  // tried by watch(), on the new image if it exec'd
-      t->why = "it has not exec'd since its parent forked it";
-      t->why_code = ErrorCode::kReadFailed;
-      targets_.push_back(std::move(t));
-      continue;
-    }
+    auto t = Target::child(child, parent, now);
+    const bool try_now = t->next_try_ns <= now;
     Target& added = *t;
     targets_.push_back(std::move(t));
-    tryAttach(added, now);
+    if (try_now) tryAttach(added, now);
   }
 }
-
 
 }  // namespace psrec::recorder

@@ -1,0 +1,318 @@
+// One pass over one target: its thread list walked (ThreadListWalk), each thread's stack read
+// through the target's StackReader, thread tracking, the samples handed to the encoder, and
+// the rules of a thread's life within a pass (started, ended while read, reused state,
+// paused with --blocking).
+#include <errno.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "format/native/constants.hpp"
+#include "recorder/native/process_pause.hpp"
+#include "recorder/native/sampler.hpp"
+
+namespace psrec::recorder {
+
+namespace fmt = psrec::format;
+
+// Reads of a thread after a torn one, within the same pass.
+constexpr int kTornRetries = 3;
+
+Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known) {
+  if (known) {
+    if (known->thread_id == head.thread_id && known->native_tid == head.native_tid) return *known;
+    // The address now holds another thread's state: the old thread is gone.
+    encoder_.threadExit(known->ref, ts);
+    t.threads.erase(head.tstate);
+  }
+  Thread th;
+  th.tstate = head.tstate;
+  th.thread_id = head.thread_id;
+  th.native_tid = head.native_tid;
+  th.first_ts = ts;
+  // Thread idents (pthread_t values) are reused. A thread state first seen after the first
+  // pass is newer than the names read so far, and a name cached for its ident belonged to a
+  // thread that has exited since: read its own (threading registers it once it runs).
+  if (t.sampled) t.py_names.erase(head.thread_id);
+  auto named = t.py_names.find(head.thread_id);
+  if (named != t.py_names.end()) {
+    th.name = named->second;
+    th.python_named = true;
+  } else {
+    t.names_wanted = true;
+  }
+  if (head.native_tid) {
+    pid_t tid = static_cast<pid_t>(head.native_tid);
+    th.files = ThreadStatFiles(t.pid, tid, config_.cpu_switches);
+    if (!th.python_named) th.name = threadComm(t.pid, tid);
+  }
+  th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid,
+                              th.name, ts);
+  bump(st_.threads_seen, 1);
+  return t.threads.emplace(head.tstate, std::move(th)).first->second;
+}
+
+// A thread state that no thread runs yet (or any more), so there is nothing to sample: the
+// thread starting a new one creates it, and until the new thread binds it, it carries no ids
+// (3.12+) or the creating thread's (3.8-3.11). The new thread binds it in two steps (the Python
+// thread id, then the kernel's): read between them it carries its own Python id with the
+// creating thread's kernel id (3.11) or none (3.12+). On 3.8-3.10 the kernel id comes from the
+// pthread, which reads 0 once the thread has exited. An id that another thread seen in this or
+// the last pass holds is one of those (ids are unique among live threads; a reused one is
+// taken once its old holder is gone, a pass later).
+bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const {
+  if (t.unwinder->pass.notStarted(head)) return true;
+  for (const auto& [addr, other] : t.threads)
+    if (addr != tstate && other.seen_pass + 1 >= pass_ &&
+        (other.thread_id == head.thread_id ||
+         (head.native_tid && other.native_tid == head.native_tid)))
+      return true;
+  return false;
+}
+
+// A walk can end early without a sign: the list changed under it in a way the checks of its
+// links did not catch. A thread ends by unlinking its state (then clears its ids, or frees the
+// memory), so a state still linked that still carries the thread's ids is the thread's: it was
+// missed (an error), not ended. Read afresh, only for the threads a pass did not meet. The
+// ids are read again once the link is confirmed: a freed state is often given at once to the
+// next new thread, which links it with ids of its own (none yet), so a thread that ended just
+// before shows its old ids, then a link that is already the new thread's.
+bool Sampler::stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp) {
+  auto carries_ids = [&] {
+    ThreadHead now;
+    return t.unwinder->pass.readThread(tstate, now, nullptr) == ReadStatus::kOk &&
+           now.interp == interp && now.thread_id == th.thread_id &&
+           now.native_tid == th.native_tid;
+  };
+  return carries_ids() && t.unwinder->pass.linked(tstate) && carries_ids();
+}
+
+// --blocking: stops the target for the pass, after reading each thread's CPU state (a
+// stopped thread is off its CPU because psrec stopped it). Once the pause has ended (it is
+// destroyed before this), each thread that was running is told so: psrec's own stop is no
+// sleep (ThreadStatFiles::resumed). False when the target is gone (its segment has ended).
+struct Sampler::PassPause {
+  Target& t;
+  std::optional<ProcessPause> pause;
+  explicit PassPause(Target& target) : t(target) {}
+  PassPause(const PassPause&) = delete;
+  PassPause& operator=(const PassPause&) = delete;
+  ~PassPause() {
+    if (!pause) return;
+    pause.reset();
+    for (auto& [addr, th] : t.threads)
+      if (th.before_pause.ok) th.files.resumed(th.before_pause.running);
+  }
+};
+
+bool Sampler::pauseTarget(PassPause& p, uint64_t ts) {
+  Target& t = p.t;
+  for (auto& [addr, th] : t.threads) {
+    const uint64_t stat_reads = th.files.statReads();
+    th.before_pause = th.files.sample(pass_ns_);
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+    th.paused = true;
+  }
+  p.pause.emplace(t.pid);
+  if (p.pause->stop() == ESRCH) {
+    char state = processState(t.pid);
+    if (state == 0 || state == 'Z' || state == 'X') {
+      endTarget(t, ts, -1);
+      return false;
+    }
+  }
+  return true;
+}
+
+// A pass head that could not be read: the target ended, ran another program, or this pass of
+// it is an error for every thread.
+void Sampler::passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors) {
+  char state = processState(t.pid);
+  if (st == ReadStatus::kNoProcess || gone(state)) {
+    endTarget(t, ts, -1);
+    return;
+  }
+  // Every read fails once the process runs another program.
+  const uint64_t image = processImage(t.pid);
+  if (image && t.image && image != t.image) {
+    execed(t, pass_ns_, image);
+    return;
+  }
+  for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
+  *errors += t.threads.size();
+  bump(st_.pass_errors, 1);
+}
+
+void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
+  PassPause pause(t);
+  if (config_.blocking && !pauseTarget(pause, ts)) return;
+  PassHead head;
+  // One system call for the pass head and every thread seen last time (see
+  // PassReader::readPass).
+  ReadStatus st = t.unwinder->pass.readPass(head, t.order);
+  t.order.clear();
+  if (st != ReadStatus::kOk) {
+    passFailed(t, st, ts, errors);
+    return;
+  }
+  const uint64_t interp = t.proc->mainInterpreter();
+  ThreadListWalk& list = *t.list;
+  list.begin(interp, head);
+  ThreadHead th_head;
+  auto hint_of = [&](uint64_t tstate) -> const StackHint* {
+    auto known = t.threads.find(tstate);
+    return known != t.threads.end() ? &known->second.stack.hint : nullptr;
+  };
+  while (list.next(th_head, hint_of)) sampleThread(t, th_head, head, interp, ts);
+  const bool list_ok = list.whole();
+  // Threads that ended while read have their THREAD_EXIT already.
+  if (!ended_.empty()) {
+    for (auto it = t.threads.begin(); it != t.threads.end();) {
+      if (std::find(ended_.begin(), ended_.end(), it->second.ref) != ended_.end())
+        it = t.threads.erase(it);
+      else
+        ++it;
+    }
+    ended_.clear();
+  }
+  if (!failed_.empty() || !list_ok) {
+    // A thread read that failed may be the first sign of an exec (its memory is gone).
+    const uint64_t image = processImage(t.pid);
+    if (image && t.image && image != t.image) {
+      failed_.clear();
+      execed(t, pass_ns_, image);
+      return;
+    }
+    for (uint32_t ref : failed_) encoder_.sampleError(ref);
+    *errors += failed_.size();
+    failed_.clear();
+  }
+  t.sampled = true;
+  settleUnmet(t, list_ok, interp, ts, errors);
+}
+
+// One thread state the list walk met: a thread known already or a new one, sampled unless it
+// was sampled before the walk began again, has not started, or has no ref left for it.
+void Sampler::sampleThread(Target& t, ThreadHead& th_head, const PassHead& head,
+                           uint64_t interp, uint64_t ts) {
+  const uint64_t tstate = th_head.tstate;
+  auto known = t.threads.find(tstate);
+  // (Also where a known thread's state now holds other ids: its memory was reused. A thread
+  // ending unbinds its state one id at a time: one id gone and the other its own is still
+  // the same thread.)
+  const bool same =
+      known != t.threads.end() && (th_head.thread_id || th_head.native_tid) &&
+      (known->second.thread_id == th_head.thread_id || !th_head.thread_id) &&
+      (known->second.native_tid == th_head.native_tid || !th_head.native_tid);
+  if (same) {
+    th_head.thread_id = known->second.thread_id;
+    th_head.native_tid = known->second.native_tid;
+  }
+  if (same && known->second.seen_pass == pass_) return;  // sampled before the walk began again
+  if (!same && unstarted(t, tstate, th_head)) return;
+  if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
+    threads_full_ = true;
+    return;
+  }
+  Thread& th = track(t, th_head, ts, known != t.threads.end() ? &known->second : nullptr);
+  PassReader::updateHint(th_head, th.stack.hint);
+  th.seen_pass = pass_;
+  uint64_t read_again = 0;
+  StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
+  if (read_again) bump(st_.retries, read_again);
+  if (got == StackRead::kOk) {
+    record(t, th, th_head, head);
+  } else if (got == StackRead::kEnded) {
+    // Not an error: the thread has exited (before this pass: it has no sample in it).
+    encoder_.threadExit(th.ref, ts);
+    ended_.push_back(th.ref);
+    bump(st_.ended_in_pass, 1);
+  } else {
+    failed_.push_back(th.ref);
+  }
+  t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
+}
+
+// The known threads the walk did not meet: ended (their state left the list) where the list
+// was read whole, else errors of this pass.
+void Sampler::settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts,
+                          uint64_t* errors) {
+  for (auto it = t.threads.begin(); it != t.threads.end();) {
+    if (it->second.seen_pass == pass_) {
+      ++it;
+    } else if (list_ok && !stillListed(t, it->first, it->second, interp)) {
+      encoder_.threadExit(it->second.ref, ts);
+      it = t.threads.erase(it);
+    } else {
+      encoder_.sampleError(it->second.ref);
+      ++*errors;
+      ++it;
+    }
+  }
+}
+
+void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph) {
+  // The stack the reader holds, as frame ids: those of the frames that did not change are
+  // kept, the others interned (once per code object and instruction).
+  const StackReader& reader = *t.reader;
+  const std::vector<RawFrame>& frames = reader.frames();
+  const auto kind = t.proc->layout().line_table;
+  CodeCache& codes = *t.codes;
+  th.ids.resize(reader.same());
+  for (size_t i = reader.same(); i < frames.size(); ++i) {
+    const RawFrame& f = frames[i];
+    CodeInfo* info = reader.info(i);
+    const int off = codes.byteOffset(*info, f.instr, f.tlbc);
+    auto it = info->frame_ids.find(off);
+    uint32_t id;
+    if (it != info->frame_ids.end()) {
+      id = it->second;
+    } else {
+      if (!info->function_id) {
+        info->function_id = encoder_.internFunction(encoder_.internString(info->filename),
+                                                    encoder_.internString(info->name),
+                                                    static_cast<uint32_t>(info->firstlineno));
+      }
+      id = encoder_.internFrame(info->function_id, info->lineAt(kind, off));
+      info->frame_ids.emplace(off, id);
+    }
+    th.ids.push_back(id);
+  }
+
+  uint8_t status = 0;
+  const GilStatus gil = t.unwinder->pass.gilStatus(head, ph);
+  if (!gil.known) status |= fmt::kStatusGilUnknown;
+  if (gil.held) status |= fmt::kStatusGilHeld;
+  if (gil.requested_known) status |= fmt::kStatusGilRequestedKnown;
+  if (gil.requested) status |= fmt::kStatusGilRequested;
+  bool has_cpu = false;
+  uint64_t cpu_ticks = 0;
+  ThreadCpu cpu;
+  if (th.paused) {
+    cpu = th.before_pause;
+    th.paused = false;
+  } else {
+    const uint64_t stat_reads = th.files.statReads();
+    cpu = th.files.sample(pass_ns_);
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+  }
+  if (th.files.fromSwitches()) ++pass_switch_samples_;
+  if (cpu.ok) {
+    if (cpu.running) status |= fmt::kStatusOnCpu;
+    if (cpu.cpu_known) {
+      if (th.has_cpu && cpu.cpu_ns > th.cpu_reported_ns) {
+        cpu_ticks = (cpu.cpu_ns - th.cpu_reported_ns) / 1000;
+        th.cpu_reported_ns += cpu_ticks * 1000;  // keep the remainder for the next sample
+        has_cpu = cpu_ticks > 0;
+      } else if (!th.has_cpu) {
+        th.cpu_reported_ns = cpu.cpu_ns;
+        th.has_cpu = true;
+      }
+    }
+  } else {
+    status |= fmt::kStatusCpuUnknown;
+  }
+  encoder_.sample(th.ref, th.ids.data(), th.ids.size(), status, has_cpu, cpu_ticks);
+}
+
+}  // namespace psrec::recorder

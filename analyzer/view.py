@@ -190,12 +190,20 @@ def gil_wait_unknown(metadata: dict[str, Any]) -> str | None:
         return "the target is free-threaded: there is no GIL to wait for"
     version = metadata.get("python_version")
     parts = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    # The recorder says whether it could read GIL_REQUESTED (from the target's layout); a
+    # recording without that word is judged by its Python's version.
+    said = (metadata.get("options") or {}).get("gil_requested")
+    if said is True:
+        return None
     if parts is None:
         return "the recording does not say which Python it ran, so GIL waits are not known"
     if (int(parts.group(1)), int(parts.group(2))) < GIL_WAIT_SINCE:
         return (f"Python {version} does not say which threads wait for the GIL (CPython "
                 f"{GIL_WAIT_SINCE[0]}.{GIL_WAIT_SINCE[1]} and later do): the gil-wait view "
                 "is empty, not zero")
+    if said is False:
+        return (f"the recorder could not read which threads of Python {version} waited for the "
+                "GIL: the gil-wait view is empty, not zero")
     return None
 
 

@@ -355,8 +355,9 @@ def _metadata(info: dict[str, Any], opts: RecordOptions, pid: int, command: list
             # threads threading does not know
             "thread_names": "python",
             "cpu_source": opts.cpu_source,
-            # GIL_REQUESTED is known where the thread state says it (3.15+ with a GIL)
-            "gil_requested": info["version_hex"] >= 0x030F0000 and not info["free_threaded"],
+            # GIL_REQUESTED is known where the target's layout has a thread's own field for it
+            # (3.15+ with a GIL)
+            "gil_requested": info["gil_requested_known"],
         },
     }
 

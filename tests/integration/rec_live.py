@@ -21,11 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from psrec.recorder.supported import Supported, supported
 
 TARGETS = Path(__file__).resolve().parent.parent / "targets"
-# From pyenv: 3.8-3.13; from tests/interpreters/provision: Debian sid's 3.14 and 3.15 (run in a
-# sid root, as in a container) and a free-threaded 3.14 built from Debian's source package.
-SUPPORTED = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t")
+# Every version the built recorder supports (psrec.recorder.supported, from the native code),
+# and the first free-threaded one: pyenv has 3.8-3.13 here; tests/interpreters/provision gives
+# Debian sid's 3.14 and 3.15 (run in a sid root, as in a container) and a free-threaded 3.14
+# built from Debian's source package. A version added to the recorder is missing (and the run
+# under PSREC_REQUIRE_PYTHONS fails) until one of them provides it.
+def _versions() -> Supported:
+    s = supported()
+    if s is None:
+        raise RuntimeError("psrec's native recorder is not built: make dev (or make test)")
+    return s
+
+
+_VERSIONS = _versions()
+SUPPORTED = (*_VERSIONS.minors(), f"3.{_VERSIONS.free_threaded_from_minor}t")
+SUPPORTED_RANGE = _VERSIONS.range  # "3.8 to 3.15", as psrec's messages say it
 PROVISIONED = Path(os.environ.get("PSREC_INTERPRETERS", "/var/cache/psrec-interpreters"))
 # The root each provisioned interpreter runs in (its files, headers included, are there).
 ROOTS: dict[str, Path] = {}

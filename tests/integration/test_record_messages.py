@@ -17,7 +17,17 @@ from pathlib import Path
 import pytest
 from psrec.format import constants as C
 from rec_live import PYTHONS as FOUND
-from rec_live import TARGETS, collapsed, dead_pid, load, psrec, python_params, stop, target
+from rec_live import (
+    SUPPORTED_RANGE,
+    TARGETS,
+    collapsed,
+    dead_pid,
+    load,
+    psrec,
+    python_params,
+    stop,
+    target,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 PYTHONS = python_params()
@@ -95,7 +105,7 @@ def test_not_python_names_the_versions_psrec_records(tmp_path: Path) -> None:
         p.kill()
         p.wait()
     assert r.returncode == 1 and "is not a Python process" in r.stderr, r.stderr
-    assert "3.8 to 3.15" in r.stderr and "3.13" not in r.stderr, r.stderr
+    assert SUPPORTED_RANGE in r.stderr and "3.13" not in r.stderr, r.stderr
 
 
 # -- a zombie ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from analyzer_synth import BUSY, F_A, F_B, MAIN, ON_CPU, Synth
@@ -91,3 +92,21 @@ def test_a_recording_that_cannot_know_says_so_once(tmp_path: Path) -> None:
     assert out.count("No GIL-wait column: Python 3.12.4 does not say which threads wait") == 1
     assert "GIL-wait" not in out.replace("No GIL-wait column", "")
     assert all(len(row) >= 5 and not row[4].endswith("%") for row in _rows(out)), out
+
+
+def test_gil_wait_known_as_the_recorder_says() -> None:
+    """The recorder's word (options.gil_requested, from the target's layout) decides; a
+    recording without it is judged by its Python's version."""
+    from psrec.analyzer.view import gil_wait_unknown
+
+    def meta(version: str, said: bool | None) -> dict[str, Any]:
+        m: dict[str, Any] = {"python_version": version, "python_build": {}}
+        if said is not None:
+            m["options"] = {"gil_requested": said}
+        return m
+
+    assert gil_wait_unknown(meta("3.15.2", True)) is None
+    assert gil_wait_unknown(meta("3.15.2", None)) is None
+    assert "could not read" in (gil_wait_unknown(meta("3.15.2", False)) or "")
+    assert "3.12.1 does not say" in (gil_wait_unknown(meta("3.12.1", None)) or "")
+    assert "3.12.1 does not say" in (gil_wait_unknown(meta("3.12.1", False)) or "")

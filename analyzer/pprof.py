@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from psrec.format import PsrecError
 from psrec.format import constants as C
-from psrec.format.writer import Output, write_failed
+from psrec.format.writer import Output, is_stream, write_failed
 
 from .profile import CellColumns, Profile
 from .registry import Length, Option, Reporter, default_output, register
@@ -257,6 +257,10 @@ def write_windows(p: Profile, output: str | None, force: bool) -> list[str]:
     """One profile per slice of the profile (every window with samples): BASE.N.pb.gz, BASE
     from -o (its .pb.gz left off) or the recording's name. Returns the files written."""
     _check_mode(p)
+    if output is not None and is_stream(output):
+        raise ViewUsageError(f"--window writes one file per window; -o {output} names a stream",
+                             help="give -o a base name: -o run writes run.0.pb.gz, run.1.pb.gz, "
+                                  "...")
     base = output if output is not None else default_output(p.path, SUFFIX)
     base = base[: -len(SUFFIX)] if base.endswith(SUFFIX) else base
     slices = sorted(set((p.columns if p.view.mode == "wall" else p.also["wall"]).slice))

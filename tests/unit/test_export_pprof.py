@@ -96,7 +96,8 @@ def test_threads_and_window_select_the_samples(tmp_path: Path) -> None:
         1 for x in s.samples if x.thread == "worker" and x.ts >= 1_000_000)
 
 
-def test_window_writes_one_profile_per_window(tmp_path: Path) -> None:
+def test_window_writes_one_profile_per_window(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     s = Synth(str(tmp_path / "win.psr"))
     s.thread("MainThread", 7)
     for i in range(3500):  # 3.5 s at 1 kHz
@@ -119,6 +120,11 @@ def test_window_writes_one_profile_per_window(tmp_path: Path) -> None:
     assert starts[0] == WALL_NS
     bad = CliRunner().invoke(main, ["export", "--window", "1s", s.path])
     assert bad.exit_code == 2 and "--pprof" in bad.output
+    # One file per window: standard output cannot take them (nor a file named "-.0.pb.gz").
+    monkeypatch.chdir(tmp_path)
+    stream = CliRunner().invoke(main, ["export", "--pprof", "--window", "1s", s.path, "-o", "-"])
+    assert stream.exit_code == 2 and "base name" in stream.output, stream.output
+    assert not list(tmp_path.glob("-*"))
 
 
 def test_generated_classes_match_the_proto_file() -> None:

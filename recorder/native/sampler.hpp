@@ -147,8 +147,8 @@ class Sampler {
   struct PassPause;
   bool pauseTarget(PassPause& p, uint64_t ts);
   void passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors);
-  void sampleThread(Target& t, ThreadHead& th_head, const PassHead& head, uint64_t interp,
-                    uint64_t ts);
+  void sampleThread(Target& t, ThreadHead& th_head, Thread* known, const PassHead& head,
+                    uint64_t interp, uint64_t ts);
   void settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts, uint64_t* errors);
   // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
   void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph);

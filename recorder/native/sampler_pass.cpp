@@ -159,11 +159,15 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   ThreadListWalk& list = *t.list;
   list.begin(interp, head);
   ThreadHead th_head;
+  // The walk asks for the hint of each state just before it reads it: the thread found for
+  // the last one asked is the state next() returns.
+  Thread* known = nullptr;
   auto hint_of = [&](uint64_t tstate) -> const StackHint* {
-    auto known = t.threads.find(tstate);
-    return known != t.threads.end() ? &known->second.stack.hint : nullptr;
+    auto it = t.threads.find(tstate);
+    known = it != t.threads.end() ? &it->second : nullptr;
+    return known ? &known->stack.hint : nullptr;
   };
-  while (list.next(th_head, hint_of)) sampleThread(t, th_head, head, interp, ts);
+  while (list.next(th_head, hint_of)) sampleThread(t, th_head, known, head, interp, ts);
   const bool list_ok = list.whole();
   // Threads that ended while read have their THREAD_EXIT already.
   if (!ended_.empty()) {
@@ -193,28 +197,27 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
 
 // One thread state the list walk met: a thread known already or a new one, sampled unless it
 // was sampled before the walk began again, has not started, or has no ref left for it.
-void Sampler::sampleThread(Target& t, ThreadHead& th_head, const PassHead& head,
-                           uint64_t interp, uint64_t ts) {
+void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
+                           const PassHead& head, uint64_t interp, uint64_t ts) {
   const uint64_t tstate = th_head.tstate;
-  auto known = t.threads.find(tstate);
   // (Also where a known thread's state now holds other ids: its memory was reused. A thread
   // ending unbinds its state one id at a time: one id gone and the other its own is still
   // the same thread.)
   const bool same =
-      known != t.threads.end() && (th_head.thread_id || th_head.native_tid) &&
-      (known->second.thread_id == th_head.thread_id || !th_head.thread_id) &&
-      (known->second.native_tid == th_head.native_tid || !th_head.native_tid);
+      known && (th_head.thread_id || th_head.native_tid) &&
+      (known->thread_id == th_head.thread_id || !th_head.thread_id) &&
+      (known->native_tid == th_head.native_tid || !th_head.native_tid);
   if (same) {
-    th_head.thread_id = known->second.thread_id;
-    th_head.native_tid = known->second.native_tid;
+    th_head.thread_id = known->thread_id;
+    th_head.native_tid = known->native_tid;
   }
-  if (same && known->second.seen_pass == pass_) return;  // sampled before the walk began again
+  if (same && known->seen_pass == pass_) return;  // sampled before the walk began again
   if (!same && unstarted(t, tstate, th_head)) return;
   if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
     threads_full_ = true;
     return;
   }
-  Thread& th = track(t, th_head, ts, known != t.threads.end() ? &known->second : nullptr);
+  Thread& th = track(t, th_head, ts, known);
   PassReader::updateHint(th_head, th.stack.hint);
   th.seen_pass = pass_;
   uint64_t read_again = 0;

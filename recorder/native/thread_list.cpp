@@ -13,7 +13,8 @@ void ThreadListWalk::begin(uint64_t interp, const PassHead& head) {
   count_ = 0;
   restarts_ = 0;
   whole_ = true;
-  forgetMet();
+  check_met_ = !list_unchanged_;
+  if (check_met_) forgetMet();
 }
 
 void ThreadListWalk::forgetMet() {
@@ -24,7 +25,7 @@ void ThreadListWalk::forgetMet() {
 bool ThreadListWalk::readChecked(ThreadHead& out, const StackHint* hint) {
   if (count_ >= kMaxThreadStates || pass_.readThread(tstate_, out, hint) != ReadStatus::kOk ||
       out.prev != prev_ || out.interp != interp_ || out.native_tid > kMaxKernelTid ||
-      met(tstate_))
+      (check_met_ && met(tstate_)))
     return false;
   ++count_;
   prev_ = tstate_;
@@ -51,6 +52,7 @@ bool ThreadListWalk::restart() {
   tstate_ = first_ = again.threads_head;
   prev_ = 0;
   count_ = 0;
+  check_met_ = true;
   forgetMet();
   return true;
 }

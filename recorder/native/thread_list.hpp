@@ -66,6 +66,9 @@ class ThreadListWalk {
   int count_ = 0;
   int restarts_ = 0;
   bool whole_ = true;
+  // Whether states met twice are looked for: not in a pass whose read-ahead showed the list
+  // unchanged (every state's links were checked in one copy, which holds no cycle).
+  bool check_met_ = true;
   std::vector<uint64_t> met_;  // open addressing by address; 0 is empty
   size_t met_count_ = 0;
 };

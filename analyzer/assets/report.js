@@ -1,6 +1,8 @@
 // psrec's HTML report: draws the page's data (psrec.analyzer.page.page_data). Everything the
 // viewer picks (mode, window, threads, zoom, search) lives in the address's #fragment, so a
 // view can be linked to and reloaded; every control only changes the fragment.
+// Over 400 lines and kept whole: the page ships as one inline script with no build step and
+// no modules, so its parts (fragment, rows, flame graph, table) share one closure.
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("psrec-data").textContent);

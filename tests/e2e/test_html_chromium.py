@@ -2,6 +2,7 @@
 rows, state shares, flame graph and function table are read back from the DOM after the
 page's script ran, in each mode and for a window and a thread picked through the address's
 fragment (which is all the page's controls change). Screenshots are kept as test artifacts.
+Over 400 lines and kept whole: every test shares one Chromium session and its DOM readers.
 
 Needs a Chromium binary (Debian: apt-get install chromium); skips, saying so, without one.
 """

@@ -1,5 +1,8 @@
 """Targets that change under the recorder: exec into Python or not, launchers with
---subprocesses, commands that are not Python. Every interpreter, real processes."""
+--subprocesses, commands that are not Python. Every interpreter, real processes.
+
+Over 400 lines and kept whole: one test per way a target changes under the recorder, sharing
+the process-segment readers at the top."""
 
 from __future__ import annotations
 

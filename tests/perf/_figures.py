@@ -1,4 +1,5 @@
 """The figures of the benchmark: each runs the tools, keeps every raw run, and adds table rows.
+Over 400 lines and kept whole: the figures share one way of running, timing and reporting.
 
 Figure numbers follow the benchmark issue: 1 rate and cost, 2 rate fidelity, 3 slowdown,
 4 output size, 5 attribution, 6 analyzer throughput, 7 recorder memory; F are the format's own

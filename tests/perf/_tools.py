@@ -1,4 +1,6 @@
-"""The three profilers under test: how to install, run and read each one.
+"""The three profilers under test: how to install, run and read each one. Over 400 lines and
+kept whole: each tool's install, command line and reading of its output sit side by side, so
+that they are counted the same way.
 
 Sample counting, per each tool's own definition:
 - psrec: a *pass* visits every thread once; each thread visited is a *thread-sample*

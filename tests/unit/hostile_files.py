@@ -1,6 +1,7 @@
 """Hostile .psr files, made at test time (none is checked in): each is small on disk and was
 built to make a reader spend far more memory or time than its size warrants, or to make it
-count something twice. test_format_hostile.py runs the real `psrec` on each.
+count something twice. test_format_hostile.py runs the real `psrec` on each. Over 400 lines
+and kept whole: the files share one writer of raw chunks, and each is a few lines of it.
 
 Every file is valid where it is not hostile: header, chunk headers and checksums are right,
 so the reader takes each chunk at its word. Most also hold a small good recording (one

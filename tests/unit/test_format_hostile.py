@@ -1,4 +1,5 @@
 """Files made to hurt their reader (tests/unit/hostile_files.py) against the real `psrec`.
+Over 400 lines and kept whole: one test per hostile file, through one runner.
 
 Each command runs in a process of its own with at most 1 GiB of address space (RLIMIT_AS, as
 `ulimit -v 1048576`) and 10 s: what the file holds may make the reader refuse a chunk (a

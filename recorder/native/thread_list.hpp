@@ -48,8 +48,6 @@ class ThreadListWalk {
   }
   // The list was read to its end, as it stands (no state of it was given up).
   bool whole() const { return whole_; }
-  // The walk began again from the head at least once.
-  bool restarted() const { return restarts_ > 0; }
 
  private:
   bool readChecked(ThreadHead& out, const StackHint* hint);

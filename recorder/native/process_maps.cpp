@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -208,6 +209,91 @@ uint32_t ElfFile::scanVersionString() const {
     }
   }
   return 0;
+}
+
+const uint8_t* ElfFile::bytesAt(uint64_t vaddr, size_t len) const {
+  auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    if (vaddr >= ph[i].p_vaddr && vaddr - ph[i].p_vaddr <= ph[i].p_filesz &&
+        len <= ph[i].p_filesz - (vaddr - ph[i].p_vaddr)) {
+      uint64_t off = ph[i].p_offset + (vaddr - ph[i].p_vaddr);
+      if (off > size_ || len > size_ - off) return nullptr;
+      return data_ + off;
+    }
+  }
+  return nullptr;
+}
+
+std::string ElfFile::buildId() const {
+  auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_NOTE || ph[i].p_offset > size_ || ph[i].p_filesz > size_ - ph[i].p_offset)
+      continue;
+    const uint8_t* p = data_ + ph[i].p_offset;
+    const uint8_t* end = p + ph[i].p_filesz;
+    while (end - p >= static_cast<ptrdiff_t>(sizeof(Elf64_Nhdr))) {
+      Elf64_Nhdr n;
+      std::memcpy(&n, p, sizeof n);
+      const uint8_t* name = p + sizeof n;
+      const uint64_t name_len = (n.n_namesz + 3u) & ~3u;
+      const uint64_t desc_len = (n.n_descsz + 3u) & ~3u;
+      if (name_len + desc_len > static_cast<uint64_t>(end - name)) break;
+      const uint8_t* desc = name + name_len;
+      if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+          n.n_descsz > 0 && n.n_descsz <= 64) {
+        static const char kHex[] = "0123456789abcdef";
+        std::string out;
+        for (uint32_t k = 0; k < n.n_descsz; ++k) {
+          out += kHex[desc[k] >> 4];
+          out += kHex[desc[k] & 15];
+        }
+        return out;
+      }
+      p = desc + desc_len;
+    }
+  }
+  return {};
+}
+
+std::pair<uint64_t, uint64_t> ElfFile::ehFrameHdr() const {
+  auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (ph[i].p_type == PT_GNU_EH_FRAME) return {ph[i].p_vaddr, ph[i].p_filesz};
+  return {0, 0};
+}
+
+std::vector<ElfFile::Symbol> ElfFile::functionSymbols() const {
+  std::vector<Symbol> out;
+  uint16_t n;
+  const Elf64_Shdr* sh = sections(data_, &n);
+  for (uint16_t i = 0; i < n; ++i) {
+    if ((sh[i].sh_type != SHT_DYNSYM && sh[i].sh_type != SHT_SYMTAB) || sh[i].sh_link >= n ||
+        sh[i].sh_entsize != sizeof(Elf64_Sym))
+      continue;
+    const Elf64_Shdr& strtab = sh[sh[i].sh_link];
+    if (sh[i].sh_offset > size_ || sh[i].sh_size > size_ - sh[i].sh_offset ||
+        strtab.sh_offset > size_ || strtab.sh_size > size_ - strtab.sh_offset || strtab.sh_size == 0)
+      continue;
+    auto* syms = reinterpret_cast<const Elf64_Sym*>(data_ + sh[i].sh_offset);
+    const char* strs = reinterpret_cast<const char*>(data_ + strtab.sh_offset);
+    // The string table must end in a NUL for every name in it to end.
+    if (strs[strtab.sh_size - 1] != '\0') continue;
+    const size_t count = sh[i].sh_size / sizeof(Elf64_Sym);
+    for (size_t k = 0; k < count; ++k) {
+      const int type = ELF64_ST_TYPE(syms[k].st_info);
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || syms[k].st_value == 0 ||
+          syms[k].st_shndx == SHN_UNDEF || syms[k].st_name >= strtab.sh_size)
+        continue;
+      const int bind = ELF64_ST_BIND(syms[k].st_info);
+      out.push_back({syms[k].st_value, syms[k].st_size, strs + syms[k].st_name,
+                     bind == STB_GLOBAL || bind == STB_WEAK});
+    }
+  }
+  return out;
 }
 
 std::optional<uint64_t> loadBias(const std::vector<MapEntry>& maps, const std::string& path,

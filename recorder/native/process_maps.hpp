@@ -43,6 +43,22 @@ class ElfFile {
   bool readAt(uint64_t vaddr, void* dst, size_t len) const;
   // Scans read-only data for a version string like "3.10.13"; returns PY_VERSION_HEX-like or 0.
   uint32_t scanVersionString() const;
+  // The bytes of the file at a link-time address, when [vaddr, vaddr + len) lies in the file
+  // part of one loaded segment; null otherwise. Valid as long as the ElfFile.
+  const uint8_t* bytesAt(uint64_t vaddr, size_t len) const;
+  // The GNU build id (NT_GNU_BUILD_ID) in lowercase hex; empty when the file has none.
+  std::string buildId() const;
+  // Link-time address and size of the segment PT_GNU_EH_FRAME (.eh_frame_hdr); {0, 0} if none.
+  std::pair<uint64_t, uint64_t> ehFrameHdr() const;
+  // Every function symbol of .symtab and .dynsym with a nonzero address, as link-time address,
+  // size and name (duplicates between the two tables included).
+  struct Symbol {
+    uint64_t addr;
+    uint64_t size;
+    const char* name;  // in the file's string table: valid as long as the ElfFile
+    bool global;       // STB_GLOBAL or STB_WEAK (exported names before local aliases)
+  };
+  std::vector<Symbol> functionSymbols() const;
 
  private:
   ElfFile() = default;

@@ -1,0 +1,243 @@
+#include "recorder/native/native_stack.hpp"
+
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace psrec::recorder {
+
+namespace {
+
+// The top of the stack read in one system call: deep enough for the frames of most stacks.
+constexpr size_t kStackWindow = 64 * 1024;
+
+bool executablePath(const MapEntry& m) {
+  return !m.path.empty() && m.path[0] == '/' && m.perms.size() > 2 && m.perms[2] == 'x';
+}
+
+class StackWords : public WordReader {
+ public:
+  StackWords(RemoteMemory& mem, uint64_t base, const std::vector<uint8_t>& bytes, size_t got)
+      : mem_(mem), base_(base), bytes_(bytes), got_(got) {}
+  bool word(uint64_t addr, uint64_t* out) override {
+    if (addr >= base_ && addr - base_ <= got_ && got_ - (addr - base_) >= 8) {
+      std::memcpy(out, bytes_.data() + (addr - base_), 8);
+      return true;
+    }
+    return mem_.readValue(addr, *out);
+  }
+
+ private:
+  RemoteMemory& mem_;
+  uint64_t base_;
+  const std::vector<uint8_t>& bytes_;
+  size_t got_;
+};
+
+}  // namespace
+
+void NativeModules::refresh() {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
+  std::map<std::string, bool> executable;
+  const std::vector<MapEntry> maps = readMaps(pid_);
+  for (const MapEntry& m : maps) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    auto it = ranges.find(m.path);
+    if (it == ranges.end()) {
+      ranges.emplace(m.path, std::make_pair(m.start, m.end));
+    } else {
+      it->second.first = std::min(it->second.first, m.start);
+      it->second.second = std::max(it->second.second, m.end);
+    }
+    if (executablePath(m)) executable[m.path] = true;
+  }
+  std::vector<NativeModule> next;
+  for (const auto& [path, range] : ranges) {
+    if (!executable.count(path)) continue;
+    NativeModule mod;
+    // A module already open at the same place keeps its file and symbols.
+    for (NativeModule& old : modules_) {
+      if (old.path == path && old.start == range.first && old.end == range.second) {
+        mod = std::move(old);
+        break;
+      }
+    }
+    if (mod.path.empty()) {
+      mod.path = path;
+      mod.start = range.first;
+      mod.end = range.second;
+      if (auto elf = ElfFile::open(path, pid_)) {
+        mod.elf = std::make_unique<ElfFile>(std::move(*elf));
+        mod.build_id = mod.elf->buildId();
+        mod.bias = loadBias(maps, path, *mod.elf).value_or(0);
+        mod.cfi = std::make_unique<CallFrameInfo>(*mod.elf);
+      }
+    }
+    next.push_back(std::move(mod));
+  }
+  std::sort(next.begin(), next.end(),
+            [](const NativeModule& a, const NativeModule& b) { return a.start < b.start; });
+  modules_ = std::move(next);
+}
+
+int32_t NativeModules::find(uint64_t pc) const {
+  auto it = std::upper_bound(modules_.begin(), modules_.end(), pc,
+                             [](uint64_t v, const NativeModule& m) { return v < m.start; });
+  if (it == modules_.begin()) return -1;
+  --it;
+  return pc < it->end ? static_cast<int32_t>(it - modules_.begin()) : -1;
+}
+
+void NativeModules::findEvalLoop(uint64_t runtime_addr) {
+  // The module whose symbol _PyRuntime is at that address (its .bss may lie past the file's
+  // mappings, so the address alone does not find it).
+  NativeModule* found = nullptr;
+  for (NativeModule& m : modules_) {
+    if (!m.elf || runtime_addr < m.start) continue;
+    auto sym = m.elf->symbol("_PyRuntime");
+    if (sym && *sym + m.bias == runtime_addr) {
+      found = &m;
+      break;
+    }
+  }
+  if (!found || !found->cfi) return;
+  NativeModule& m = *found;
+  // The largest function is the loop, stripped or not; the functions named for it are its
+  // parts a compiler moved out of line (.cold, .part.N) or the loop itself.
+  static const char kLoop[] = "_PyEval_EvalFrameDefault";
+  const auto largest = m.cfi->largestFunction();
+  if (largest.second) m.eval_loop.push_back(largest);
+  for (const ElfFile::Symbol& s : m.elf->functionSymbols()) {
+    if (std::strncmp(s.name, kLoop, sizeof kLoop - 1) != 0 ||
+        (s.name[sizeof kLoop - 1] != '\0' && s.name[sizeof kLoop - 1] != '.'))
+      continue;
+    const auto range = m.cfi->functionAt(s.addr);
+    if (range.second && std::find(m.eval_loop.begin(), m.eval_loop.end(), range) == m.eval_loop.end())
+      m.eval_loop.push_back(range);
+  }
+}
+
+bool NativeModules::inEvalLoop(int32_t module, uint64_t at) const {
+  if (module < 0 || static_cast<size_t>(module) >= modules_.size()) return false;
+  const NativeModule& m = modules_[static_cast<size_t>(module)];
+  const uint64_t link = at - m.bias;
+  for (const auto& [begin, end] : m.eval_loop)
+    if (link >= begin && link < end) return true;
+  return false;
+}
+
+bool NativeModules::symbolize(int32_t module, uint64_t pc, std::string* name, uint64_t* offset) {
+  if (module < 0 || static_cast<size_t>(module) >= modules_.size()) return false;
+  NativeModule& m = modules_[static_cast<size_t>(module)];
+  if (!m.elf) return false;
+  if (!m.symbols_read) {
+    m.symbols = m.elf->functionSymbols();
+    if (m.build_id.size() > 2) {
+      const std::string debug = "/usr/lib/debug/.build-id/" + m.build_id.substr(0, 2) + "/" +
+                                m.build_id.substr(2) + ".debug";
+      if (auto elf = ElfFile::open(debug, pid_)) {
+        if (elf->buildId() == m.build_id) {
+          m.debug = std::make_unique<ElfFile>(std::move(*elf));
+          const auto more = m.debug->functionSymbols();
+          m.symbols.insert(m.symbols.end(), more.begin(), more.end());
+        }
+      }
+    }
+    // By address; of several at one address (aliases), the one named first: a sized one, an
+    // exported one, the one with the fewest leading underscores, the shortest (clock_nanosleep
+    // before __clock_nanosleep and __GI___clock_nanosleep).
+    auto underscores = [](const char* n) {
+      size_t k = 0;
+      while (n[k] == '_') ++k;
+      return k;
+    };
+    std::sort(m.symbols.begin(), m.symbols.end(),
+              [&](const ElfFile::Symbol& a, const ElfFile::Symbol& b) {
+                if (a.addr != b.addr) return a.addr < b.addr;
+                if ((a.size == 0) != (b.size == 0)) return a.size != 0;
+                if (a.global != b.global) return a.global;
+                const size_t ua = underscores(a.name), ub = underscores(b.name);
+                if (ua != ub) return ua < ub;
+                const size_t la = std::strlen(a.name), lb = std::strlen(b.name);
+                if (la != lb) return la < lb;
+                return std::strcmp(a.name, b.name) < 0;
+              });
+    m.symbols_read = true;
+  }
+  const uint64_t at = pc - m.bias;
+  auto it = std::upper_bound(m.symbols.begin(), m.symbols.end(), at,
+                             [](uint64_t v, const ElfFile::Symbol& s) { return v < s.addr; });
+  // The nearest symbol at or below the address that contains it (a sized symbol must).
+  while (it != m.symbols.begin()) {
+    --it;
+    const uint64_t group = it->addr;
+    // Of the symbols at this address, the first in the order above is the one named.
+    while (it != m.symbols.begin() && (it - 1)->addr == group) --it;
+    if (it->size == 0 || at - it->addr < it->size) {
+      *name = it->name;
+      *offset = at - it->addr;
+      return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
+                             std::vector<NativeFrame>& out) {
+  out.clear();
+  NativeRegisters regs = start;
+  if (!regs.has(kDwarfReturn) || !regs.has(kDwarfRsp)) return NativeEnd::kFailed;
+  window_.resize(kStackWindow);
+  ReadStatus status;
+  const uint64_t base = regs.r[kDwarfRsp];
+  const size_t got = mem_.readSome(base, window_.data(), window_.size(), &status);
+  StackWords words(mem_, base, window_, got);
+  bool exact = true;
+  for (;;) {
+    if (out.size() >= max_frames) return NativeEnd::kTruncated;
+    const uint64_t pc = regs.r[kDwarfReturn];
+    const int32_t module = modules_.find(pc);
+    out.push_back({pc, exact, module});
+    const uint64_t sp = regs.r[kDwarfRsp];
+    bool signal = false;
+    UnwindStep step = UnwindStep::kNoInfo;
+    if (module >= 0) {
+      const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
+      if (m.cfi) step = m.cfi->step(pc - (exact ? 0 : 1) - m.bias, regs, words, &signal);
+    }
+    if (step == UnwindStep::kOutermost) return NativeEnd::kRoot;
+    if (step == UnwindStep::kFailed) return NativeEnd::kFailed;
+    if (step == UnwindStep::kNoInfo) {
+      // Code no file describes (generated at run time): its frame pointer chain, if it keeps one.
+      uint64_t fp = regs.r[kDwarfRbp], caller_fp = 0, ret = 0;
+      if (!regs.has(kDwarfRbp) || fp < sp || fp - sp > (64u << 20) || (fp & 7) ||
+          !words.word(fp, &caller_fp) || !words.word(fp + 8, &ret) || ret == 0)
+        return NativeEnd::kNoInfo;
+      NativeRegisters next;
+      next.set(kDwarfRbp, caller_fp);
+      next.set(kDwarfRsp, fp + 16);
+      next.set(kDwarfReturn, ret);
+      regs = next;
+    }
+    // A caller's frame lies above its callee's, except across a signal (an alternate stack).
+    if (!signal && regs.r[kDwarfRsp] <= sp) return NativeEnd::kFailed;
+    exact = signal;
+  }
+}
+
+bool stoppedThreadRegisters(pid_t tid, NativeRegisters& regs) {
+  user_regs_struct u;
+  if (ptrace(PTRACE_GETREGS, tid, nullptr, &u) != 0) return false;
+  const uint64_t values[kDwarfRegisters] = {u.rax, u.rdx, u.rcx, u.rbx, u.rsi, u.rdi,
+                                            u.rbp, u.rsp, u.r8,  u.r9,  u.r10, u.r11,
+                                            u.r12, u.r13, u.r14, u.r15, u.rip};
+  regs = NativeRegisters();
+  for (int i = 0; i < kDwarfRegisters; ++i) regs.set(i, values[i]);
+  return true;
+}
+
+}  // namespace psrec::recorder

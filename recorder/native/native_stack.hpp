@@ -1,0 +1,89 @@
+// A thread's native (C, C++, Rust) stack: the binaries mapped executable in the target, each
+// with its build id, call-frame information and function symbols, and the walk from a thread's
+// registers through its callers.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "recorder/native/call_frame_info.hpp"
+#include "recorder/native/process_maps.hpp"
+#include "recorder/native/remote_memory.hpp"
+
+namespace psrec::recorder {
+
+struct NativeModule {
+  std::string path;      // as the target sees it
+  std::string build_id;  // hex; empty when the file has none
+  uint64_t start = 0;    // the lowest and highest address of its mappings
+  uint64_t end = 0;
+  uint64_t bias = 0;     // run-time address = link-time address + bias
+  std::unique_ptr<ElfFile> elf;           // null when the file could not be opened
+  std::unique_ptr<CallFrameInfo> cfi;     // null with elf
+  std::unique_ptr<ElfFile> debug;         // its detached debug file, if installed
+  std::vector<ElfFile::Symbol> symbols;   // functions by address, read on first use
+  bool symbols_read = false;
+  // The interpreter's evaluation loop (_PyEval_EvalFrameDefault), link-time [begin, end)
+  // ranges (its body, and the part a compiler moved out of line), in the module that holds
+  // the interpreter; none elsewhere.
+  std::vector<std::pair<uint64_t, uint64_t>> eval_loop;
+};
+
+// How a native walk ended.
+enum class NativeEnd : uint8_t {
+  kRoot,       // the outermost frame says it has no caller: the whole stack was read
+  kNoInfo,     // a frame in code with no call-frame information (and no frame pointer chain)
+  kFailed,     // a rule could not be applied: the stack could not be read there
+  kTruncated,  // the frame limit
+};
+
+struct NativeFrame {
+  uint64_t pc = 0;          // the frame's pc, or its return address (see exact)
+  bool exact = false;       // pc is where the frame is (the innermost, above a signal frame)
+  int32_t module = -1;      // index in NativeModules, -1 outside every mapped file
+};
+
+class NativeModules {
+ public:
+  explicit NativeModules(pid_t pid) : pid_(pid) { refresh(); }
+  // Reads the target's maps again (libraries loaded since), keeping the files already open.
+  void refresh();
+  const std::vector<NativeModule>& modules() const { return modules_; }
+  int32_t find(uint64_t pc) const;
+  // Finds the evaluation loop in the module that holds the run-time address of _PyRuntime: the
+  // largest function its call-frame information describes, with the functions its symbols
+  // name _PyEval_EvalFrameDefault or a compiler's part of it (.cold, .part.N).
+  void findEvalLoop(uint64_t runtime_addr);
+  // Whether a run-time address (a pc, or a return address minus one) is in the loop.
+  bool inEvalLoop(int32_t module, uint64_t at) const;
+  // The function around a run-time address: its name and the address's offset in it; false
+  // when the module names no function there. The symbols of a stripped binary's detached
+  // debug file (/usr/lib/debug/.build-id/, in the target's root or here) count as its own.
+  bool symbolize(int32_t module, uint64_t pc, std::string* name, uint64_t* offset);
+
+ private:
+  pid_t pid_;
+  std::vector<NativeModule> modules_;  // by start address
+};
+
+// The walk itself. Reads the top of the thread's stack in one system call and the rest, if a
+// frame lies beyond it, a word at a time.
+class NativeWalker {
+ public:
+  NativeWalker(NativeModules& modules, RemoteMemory& mem) : modules_(modules), mem_(mem) {}
+  NativeEnd walk(const NativeRegisters& regs, size_t max_frames, std::vector<NativeFrame>& out);
+
+ private:
+  NativeModules& modules_;
+  RemoteMemory& mem_;
+  std::vector<uint8_t> window_;
+};
+
+// A stopped thread's registers (ptrace must hold it stopped); false when they cannot be read.
+bool stoppedThreadRegisters(pid_t tid, NativeRegisters& regs);
+
+}  // namespace psrec::recorder

@@ -33,9 +33,67 @@ def _short_path(path: str) -> str:
     return path
 
 
-def format_dump(d: dict[str, Any]) -> list[str]:
+# How a native walk ended, when it did not end at the thread's first function.
+_NATIVE_ENDS = {
+    "no-info": "native stack ends in code that no binary describes",
+    "failed": "native stack ends where its call-frame information could not be applied",
+    "truncated": "native stack truncated",
+}
+
+
+def _native_name(f: tuple[Any, ...]) -> str:
+    """A native frame as text: function+offset (library), or library+offset unnamed."""
+    pc, _exact, module, _build_id, function, offset, is_eval = f
+    lib = module.rsplit("/", 1)[-1]
+    loop = " [evaluation loop]" if is_eval and not function else ""
+    if function:
+        return f"{function}+{offset:#x} ({lib})"
+    return (f"{lib}+{offset:#x}" if module else f"{pc:#x}") + loop
+
+
+def _mixed(t: dict[str, Any], hide: bool) -> list[Any] | None:
+    """A thread's frames, innermost first, native and Python interleaved (None when its two
+    stacks do not pair off). Python frames are (file, function, line) tuples, native frames
+    the recorder's 6-tuples."""
+    from psrec.format.mixed_stacks import interleave
+
+    mixed: list[Any] | None = interleave(
+        t["native"], [f[4] for f in t["native"]], [f[6] for f in t["native"]], t["frames"],
+        t["entry"], hide=hide)
+    return mixed
+
+
+def _native_lines(t: dict[str, Any], hide: bool) -> list[str]:
+    from psrec.format.text import printable as p
+
+    def py(f: tuple[str, str, int]) -> str:
+        return f"    {p(f[1])} ({p(_short_path(f[0]))}:{f[2]})"
+
+    lines = []
+    if t["native_error"]:
+        lines.append(f"    [no native frames: {p(t['native_error'])}]")
+        lines.extend(py(f) for f in t["frames"])
+        return lines
+    mixed = _mixed(t, hide)
+    if mixed is None:
+        loops = sum(1 for f in t["native"] if f[6])
+        runs = sum(1 for i, e in enumerate(t["entry"]) if e or i == len(t["entry"]) - 1)
+        lines.extend(f"    {p(_native_name(f))}" for f in t["native"])
+        lines.append(f"    [native and Python stacks do not pair off: {loops} evaluation "
+                     f"loops, {runs} runs of Python frames]")
+        lines.extend(py(f) for f in t["frames"])
+    else:
+        lines.extend(py(f) if len(f) == 3 else f"    {p(_native_name(f))}" for f in mixed)
+    if t["native_end"] in _NATIVE_ENDS:
+        lines.append(f"    [{_NATIVE_ENDS[t['native_end']]}]")
+    return lines
+
+
+def format_dump(d: dict[str, Any], hide: bool = True) -> list[str]:
     """The text form of a dump (the native recorder's dict, with the command line in
-    d["info"]["command"]): a header, then one block per thread, innermost frame first."""
+    d["info"]["command"]): a header, then one block per thread, innermost frame first. A dump
+    with native stacks interleaves them with the Python frames; with hide, the interpreter's
+    call machinery is left out."""
     from psrec.format.text import printable as p
 
     info = d["info"]
@@ -53,6 +111,17 @@ def format_dump(d: dict[str, Any]) -> list[str]:
                else (f"{label}: {held}" if t["gil_held"] else f"{label}: -"))
         cpu = "cpu: ?" if not t["cpu_known"] else ("cpu: running" if t["on_cpu"] else "cpu: idle")
         name = f' "{p(t["name"])}"' if t["name"] else ""
+        if "native" in t:
+            if t["python"]:
+                lines.append(f"Thread {t['python_tid']:#x} (tid {t['native_tid'] or '?'}){name}"
+                             f"  [{gil}, {cpu}]")
+            else:
+                lines.append(f"Thread (tid {t['native_tid']}){name}  [no Python, {cpu}]")
+            lines.extend(_native_lines(t, hide))
+            if t["error"]:
+                lines.append(f"    [{p(t['error'])}]")
+            lines.append("")
+            continue
         lines.append(
             f"Thread {t['python_tid']:#x} (tid {t['native_tid'] or '?'}){name}  [{gil}, {cpu}]"
         )
@@ -68,12 +137,35 @@ def format_dump(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def dump_json(d: dict[str, Any]) -> dict[str, Any]:
+def _native_json(t: dict[str, Any], hide: bool) -> dict[str, Any]:
+    """A thread's native part in JSON: its native frames, innermost first, how their walk
+    ended, and its whole stack (null when the two stacks do not pair off)."""
+
+    def native(f: tuple[Any, ...]) -> dict[str, Any]:
+        pc, exact, module, build_id, function, offset, is_eval = f
+        return {"kind": "native", "pc": pc, "return_address": not exact,
+                "module": module or None, "build_id": build_id or None,
+                "function": function or None, "offset": offset, "eval_loop": is_eval}
+
+    mixed = None if t["native_error"] else _mixed(t, hide)
+    return {
+        "python": t["python"],
+        "native": [native(f) for f in t["native"]],
+        "native_end": t["native_end"] or None,
+        "native_error": t["native_error"] or None,
+        "stack": None if mixed is None else [
+            {"kind": "python", "file": f[0], "function": f[1], "line": f[2]} if len(f) == 3
+            else native(f) for f in mixed],
+    }
+
+
+def dump_json(d: dict[str, Any], hide: bool = True) -> dict[str, Any]:
     """The JSON form of a dump: the process, then its threads in the text form's order.
 
     What cannot be told is null: a thread's OS id, its GIL or CPU status, the command line.
     On a free-threaded build each thread has "attached" (attached to the interpreter) where a
-    build with a GIL has "gil_held"."""
+    build with a GIL has "gil_held". A dump with native stacks gives each thread its native
+    frames and its whole stack too (_native_json)."""
     info = d["info"]
     free_threaded = bool(info["free_threaded"])
     status = "attached" if free_threaded else "gil_held"
@@ -88,6 +180,7 @@ def dump_json(d: dict[str, Any]) -> dict[str, Any]:
                        for filename, func, line in t["frames"]],
             "truncated": bool(t["truncated"]),
             "error": t["error"] or None,
+            **(_native_json(t, hide) if "native" in t else {}),
         }
         for t in d["threads"]
     ]
@@ -190,22 +283,30 @@ def _native() -> ModuleType:
     return module
 
 
-def read_dump(pid: int, blocking: bool = False) -> dict[str, Any]:
+def read_dump(pid: int, blocking: bool = False, native: bool = False) -> dict[str, Any]:
     """Every thread's current stack, GIL and CPU state, read once, with the process's command
-    line in d["info"]["command"]."""
+    line in d["info"]["command"]. With native, each thread's native stack too (the process is
+    stopped while it is read)."""
     check_pid(pid)
     rec = _native()
-    d: dict[str, Any] = rec.dump(pid, blocking)
+    d: dict[str, Any] = rec.dump(pid, blocking, native)
     d["info"]["command"] = rec.command_line(pid)
     return d
 
 
-def render(pid: int, as_json: bool, blocking: bool = False) -> str:
-    """The dump of process pid as psrec prints it, text or JSON, newline-terminated."""
-    d = read_dump(pid, blocking)
+def render(pid: int, as_json: bool, blocking: bool = False, native: bool = False,
+           native_all: bool = False) -> str:
+    """The dump of process pid as psrec prints it, text or JSON, newline-terminated. native
+    adds native stacks; native_all keeps the interpreter's call machinery in them."""
+    d = read_dump(pid, blocking, native or native_all)
     if as_json:
-        return render_json(dump_json(d)) + "\n"
-    return "".join(line + "\n" for line in format_dump(d))
+        doc = dump_json(d, hide=not native_all)
+        if native or native_all:
+            import json
+
+            return json.dumps(doc, indent=2) + "\n"
+        return render_json(doc) + "\n"
+    return "".join(line + "\n" for line in format_dump(d, hide=not native_all))
 
 
 def _echo(text: str) -> None:
@@ -241,7 +342,8 @@ def parse_args(args: list[str]) -> tuple[int, bool, bool] | None:
     return int(target), bool(as_json), i > 0
 
 
-def print_dump(pid: int, as_json: bool, blocking: bool = False) -> None:
+def print_dump(pid: int, as_json: bool, blocking: bool = False, native: bool = False,
+               native_all: bool = False) -> None:
     """Prints the dump of process pid, text or JSON (the click command and the fast path
     alike); its errors are the caller's to word."""
-    _echo(render(pid, as_json, blocking))
+    _echo(render(pid, as_json, blocking, native, native_all))

@@ -23,10 +23,11 @@ __all__ = ["COMMANDS", "record", "dump_pid", "format_dump", "check_pid"]
 _AFTER_DASHDASH = "psrec.after_dashdash"
 
 
-def dump_pid(pid: int, blocking: bool = False, as_json: bool = False) -> None:
+def dump_pid(pid: int, blocking: bool = False, as_json: bool = False, native: bool = False,
+             native_all: bool = False) -> None:
     """Prints every thread's current stack, with GIL and CPU status (like py-spy dump), as
-    text or as one JSON document."""
-    print_dump(pid, as_json, blocking)
+    text or as one JSON document; with native, native frames interleaved."""
+    print_dump(pid, as_json, blocking, native, native_all)
 
 
 class _RecordCommand(click.Command):

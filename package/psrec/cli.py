@@ -88,12 +88,23 @@ def main(verbose: bool) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="With a PID: print the process and its threads' stacks as one JSON "
                    "document.")
-def dump(target: str, as_json: bool) -> None:
+@click.option("--native", is_flag=True,
+              help="With a PID: also read each thread's native (C, C++, Rust) stack and show "
+                   "it interleaved with the Python frames, as a debugger would. The process is "
+                   "stopped (ptrace) for the read, a few milliseconds.")
+@click.option("--native-all", is_flag=True,
+              help="Like --native, keeping the interpreter's own frames (its evaluation loop "
+                   "aside) that only carry calls.")
+def dump(target: str, as_json: bool, native: bool, native_all: bool) -> None:
     """Dump a recording (a file) chunk by chunk and record by record, or, given a PID, print
     every thread's current Python stack."""
     if not os.path.exists(target) and target.isdigit():
-        recorder.dump_pid(int(target), as_json=as_json)
+        recorder.dump_pid(int(target), as_json=as_json, native=native, native_all=native_all)
     else:
+        if native or native_all:
+            raise click.UsageError(
+                f"--native{'-all' if native_all else ''} reads a live process: give a PID, "
+                f"not the recording {target}")
         analyzer.dump_file(target, as_json=as_json)
 
 

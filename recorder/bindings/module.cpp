@@ -63,11 +63,11 @@ NB_MODULE(_recorder, m) {
     }
   });
 
-  m.def("dump", [](int pid, bool blocking) {
+  m.def("dump", [](int pid, bool blocking, bool native) {
     ProcessDump d;
     {
       nb::gil_scoped_release release;
-      d = dumpProcess(pid, blocking);
+      d = dumpProcess(pid, blocking, native);
     }
     nb::list threads;
     for (const auto& t : d.threads) {
@@ -84,13 +84,26 @@ NB_MODULE(_recorder, m) {
       nb::list frames;
       for (const auto& f : t.frames) frames.append(nb::make_tuple(f.filename, f.name, f.line));
       td["frames"] = frames;
+      if (native) {
+        nb::list entries;
+        for (const auto& f : t.frames) entries.append(f.entry);
+        td["entry"] = entries;
+        td["python"] = t.python;
+        nb::list nat;
+        for (const auto& f : t.native)
+          nat.append(
+              nb::make_tuple(f.pc, f.exact, f.module, f.build_id, f.function, f.offset, f.eval));
+        td["native"] = nat;
+        td["native_end"] = t.native_end;
+        td["native_error"] = t.native_error;
+      }
       threads.append(td);
     }
     nb::dict out;
     out["info"] = infoDict(d.info);
     out["threads"] = threads;
     return out;
-  }, nb::arg("pid"), nb::arg("blocking") = false);
+  }, nb::arg("pid"), nb::arg("blocking") = false, nb::arg("native") = false);
 
   m.def("inspect", [](int pid) {
     std::unique_ptr<PythonProcess> p;

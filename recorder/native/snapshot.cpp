@@ -1,8 +1,19 @@
 #include "recorder/native/snapshot.hpp"
 
+#include <dirent.h>
+
+#include <cerrno>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
 #include "format/native/constants.hpp"
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
+#include "recorder/native/native_stack.hpp"
 #include "recorder/native/process_pause.hpp"
 #include "recorder/native/stack_reader.hpp"
 #include "recorder/native/thread_list.hpp"
@@ -15,9 +26,78 @@ namespace psrec::recorder {
 namespace {
 // Reads again of a torn copy before a thread's stack is given up (as many as a sample's).
 constexpr int kReadAgain = 3;
+// Native frames of one thread at most: deep Python recursion before 3.11 costs a few per frame.
+constexpr size_t kMaxNativeFrames = 4096;
+
+// The process's threads: their id as the process sees it (its own pid namespace, which thread
+// states give) to their id here (which ptrace takes).
+std::map<uint64_t, pid_t> threadIds(pid_t pid) {
+  std::map<uint64_t, pid_t> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const pid_t here = std::atoi(e->d_name);
+    uint64_t inner = static_cast<uint64_t>(here);
+    std::ifstream status(dir + "/" + e->d_name + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.compare(0, 6, "NSpid:") != 0) continue;
+      std::istringstream fields(line.substr(6));
+      uint64_t v;
+      while (fields >> v) inner = v;  // the last is the innermost namespace's
+      break;
+    }
+    out[inner] = here;
+  }
+  closedir(d);
+  return out;
+}
+
+const char* endName(NativeEnd end) {
+  switch (end) {
+    case NativeEnd::kRoot: return "root";
+    case NativeEnd::kNoInfo: return "no-info";
+    case NativeEnd::kFailed: return "failed";
+    case NativeEnd::kTruncated: return "truncated";
+  }
+  return "failed";
+}
+
+// Reads and names the native stack of a stopped thread.
+void readNative(ThreadDump& d, pid_t tid, NativeModules& modules, NativeWalker& walker) {
+  NativeRegisters regs;
+  if (!stoppedThreadRegisters(tid, regs)) {
+    d.native_error = "its registers could not be read";
+    return;
+  }
+  std::vector<NativeFrame> frames;
+  d.native_end = endName(walker.walk(regs, kMaxNativeFrames, frames));
+  for (const NativeFrame& f : frames) {
+    NativeFrameDump nf;
+    nf.pc = f.pc;
+    nf.exact = f.exact;
+    if (f.module >= 0) {
+      const NativeModule& m = modules.modules()[static_cast<size_t>(f.module)];
+      nf.module = m.path;
+      nf.build_id = m.build_id;
+      // A return address names the call before it: look up the call's own byte.
+      const uint64_t at = f.exact ? f.pc : f.pc - 1;
+      nf.eval = modules.inEvalLoop(f.module, at);
+      if (modules.symbolize(f.module, at, &nf.function, &nf.offset)) {
+        if (!f.exact) ++nf.offset;
+      } else {
+        nf.offset = f.pc - m.start;
+      }
+    }
+    d.native.push_back(std::move(nf));
+  }
+}
 }  // namespace
 
 std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
+  const bool one_frame_per_loop = proc.layout().version_hex < 0x030B0000;
   Unwinder unwinder(proc);
   CodeCache codes(proc);
   // Read as the sampler reads a sample: the same checks that a copy was not torn, the same
@@ -83,6 +163,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
         fd.name = info->name;
         fd.line = info->lineAt(proc.layout().line_table,
                                codes.byteOffset(*info, frames[i].instr, frames[i].tlbc));
+        fd.entry = one_frame_per_loop || frames[i].entered;
         d.frames.push_back(std::move(fd));
       }
     }
@@ -91,16 +172,49 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
   return out;
 }
 
-ProcessDump dumpProcess(pid_t pid, bool blocking) {
+ProcessDump dumpProcess(pid_t pid, bool blocking, bool native) {
   ProcessDump d;
   auto proc = PythonProcess::attach(pid);
   d.info = proc->info();
-  if (blocking) {
-    ProcessPause pause(pid);
-    pause.stop();
+  if (!blocking && !native) {
     d.threads = dumpThreads(*proc);
-  } else {
-    d.threads = dumpThreads(*proc);
+    return d;
+  }
+  ProcessPause pause(pid);
+  const int stopped = pause.stop();
+  if (native && stopped == EPERM)
+    throw RecorderError(ErrorCode::kPermissionDenied,
+                        "reading native stacks needs ptrace, which was refused for process " +
+                            std::to_string(pid));
+  d.threads = dumpThreads(*proc);
+  if (!native) return d;
+  NativeModules modules(pid);
+  modules.findEvalLoop(d.info.runtime_addr);
+  NativeWalker walker(modules, proc->mem());
+  std::map<uint64_t, pid_t> tids = threadIds(pid);
+  std::set<pid_t> seen;
+  for (ThreadDump& t : d.threads) {
+    auto it = t.native_tid ? tids.find(t.native_tid) : tids.end();
+    if (it == tids.end()) {
+      t.native_error = "its OS thread is not known";
+      continue;
+    }
+    seen.insert(it->second);
+    readNative(t, it->second, modules, walker);
+  }
+  // The threads that run no Python: a library's workers, a runtime's.
+  for (const auto& [inner, here] : tids) {
+    if (seen.count(here)) continue;
+    ThreadDump t;
+    t.python = false;
+    t.native_tid = inner;
+    t.name = threadComm(pid, here);
+    ThreadStatFiles files(pid, here, false);
+    ThreadCpu cpu = files.read();
+    t.cpu_known = cpu.ok;
+    t.on_cpu = cpu.running;
+    readNative(t, here, modules, walker);
+    d.threads.push_back(std::move(t));
   }
   return d;
 }

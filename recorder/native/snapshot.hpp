@@ -15,6 +15,20 @@ struct FrameDump {
   std::string filename;
   std::string name;
   int line = 0;
+  // The frame was entered from C: it is the first (outermost) frame an evaluation-loop call
+  // runs. Every frame is, before 3.11.
+  bool entry = false;
+};
+
+// A native frame as `dump --native` gives it: named here, from the target's own files.
+struct NativeFrameDump {
+  uint64_t pc = 0;
+  bool exact = false;      // pc is the frame's own; else a return address
+  std::string module;      // the binary's path as the target sees it; empty outside any
+  std::string build_id;
+  std::string function;    // empty when no symbol covers pc
+  uint64_t offset = 0;     // from the function's start, else from the module's start
+  bool eval = false;       // a frame of the interpreter's evaluation loop
 };
 
 struct ThreadDump {
@@ -28,6 +42,10 @@ struct ThreadDump {
   bool truncated = false;
   std::string error;  // non-empty when the stack could not be read
   std::vector<FrameDump> frames;  // innermost first
+  bool python = true;             // a thread of the interpreter (false: native frames only)
+  std::vector<NativeFrameDump> native;  // innermost first (with native only)
+  std::string native_end;         // how the native walk ended: root, no-info, failed, truncated
+  std::string native_error;       // why there are no native frames
 };
 
 struct ProcessDump {
@@ -36,8 +54,10 @@ struct ProcessDump {
 };
 
 // Attaches (throws RecorderError) and reads every thread's stack once. With blocking, the
-// process is stopped while it is read.
-ProcessDump dumpProcess(pid_t pid, bool blocking);
+// process is stopped while it is read. With native, it is stopped too (a thread's registers
+// can be read only then), and each thread's native stack is read and named; threads of the
+// process that run no Python come after those that do.
+ProcessDump dumpProcess(pid_t pid, bool blocking, bool native = false);
 // Same for an already attached process.
 std::vector<ThreadDump> dumpThreads(PythonProcess& proc);
 

@@ -1,0 +1,83 @@
+"""One stack from a thread's native and Python frames, in call order, as spec/psr-format.md
+section 10 ("Native frames and mixed stacks") defines it.
+
+A thread's native stack holds one frame of the interpreter's evaluation loop
+(``_PyEval_EvalFrameDefault``, which the recorder finds by its symbol or, in a stripped
+interpreter, as the largest function of its binary) for every time C entered Python code.
+Its Python stack is cut into as many runs: each run begins (outermost) at a frame entered
+from C and holds the frames that loop ran. Each evaluation-loop frame is replaced by its run,
+outermost with outermost. When the two counts differ, the stacks were not read at one moment
+(or a loop was entering or leaving): they are not interleaved, and the caller says so.
+
+The interpreter's functions that only carry a call from one Python frame to the next, or into a
+C function (vectorcall trampolines, the code-object runners), are hidden with the loop's frames
+unless all frames are asked for: they say nothing that the frames around them do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+__all__ = ["CALL_MACHINERY", "interleave", "is_call_machinery"]
+
+
+# Functions of CPython 3.8-3.15 that carry calls and nothing else (hidden unless asked for).
+CALL_MACHINERY = frozenset({
+    "_PyEval_EvalFrame", "_PyEval_Vector", "_PyEval_EvalCode", "_PyEval_EvalCodeWithName",
+    "PyEval_EvalCode", "PyEval_EvalCodeEx", "_PyFunction_Vectorcall", "_PyFunction_FastCallDict",
+    "_PyFunction_FastCallKeywords", "function_code_fastcall", "call_function", "do_call_core",
+    "_PyObject_Vectorcall", "_PyObject_VectorcallTstate", "PyObject_Vectorcall",
+    "_PyObject_VectorcallDictTstate", "PyObject_VectorcallDict", "PyObject_VectorcallMethod",
+    "_PyObject_FastCall", "_PyObject_FastCallDict", "_PyObject_FastCallDictTstate",
+    "_PyObject_FastCallKeywords", "_PyObject_FastCallTstate", "_PyObject_Call", "PyObject_Call",
+    "PyVectorcall_Call", "_PyVectorcall_Call", "_PyObject_MakeTpCall", "_PyObject_Call_Prepend",
+    "_PyObject_CallNoArgs", "PyObject_CallOneArg", "_PyObject_CallOneArg",
+    "_PyCFunction_FastCallKeywords", "_PyMethodDef_RawFastCallKeywords",
+    "_PyMethodDef_RawFastCallDict", "_PyCFunction_FastCallDict", "cfunction_call",
+    "cfunction_call_varargs", "cfunction_vectorcall_FASTCALL",
+    "cfunction_vectorcall_FASTCALL_KEYWORDS", "cfunction_vectorcall_FASTCALL_KEYWORDS_METHOD",
+    "cfunction_vectorcall_NOARGS", "cfunction_vectorcall_O", "method_vectorcall",
+    "method_vectorcall_FASTCALL", "method_vectorcall_FASTCALL_KEYWORDS",
+    "method_vectorcall_FASTCALL_KEYWORDS_METHOD", "method_vectorcall_NOARGS",
+    "method_vectorcall_O", "method_vectorcall_VARARGS", "method_vectorcall_VARARGS_KEYWORDS",
+    "vectorcall_method", "vectorcall_unbound", "slot_tp_call", "_Py_VectorCall",
+})
+
+F = TypeVar("F")
+P = TypeVar("P")
+
+
+def is_call_machinery(function: str) -> bool:
+    return function in CALL_MACHINERY
+
+
+def interleave(native: Sequence[F], native_names: Sequence[str], is_eval: Sequence[bool],
+               python: Sequence[P], entry: Sequence[bool],
+               hide: bool = True) -> list[F | P] | None:
+    """The thread's stack, innermost first, from its native frames (innermost first, with
+    native_names their functions, "" where unnamed, and is_eval[i] true where frame i is the
+    evaluation loop's) and its Python frames (innermost first, with entry[i] true where frame
+    i was entered from C). None when the native stack's evaluation-loop frames and the Python
+    stack's runs do not pair off. With hide, the call machinery between them is left out; the
+    loop's frames always are."""
+    # Runs of Python frames, outermost first; each begins at a frame entered from C.
+    runs: list[list[P]] = []
+    for i in range(len(python) - 1, -1, -1):
+        if entry[i] or not runs:
+            runs.append([])
+        runs[-1].append(python[i])
+    loops = sum(1 for e in is_eval if e)
+    if loops != len(runs):
+        return None
+    out: list[F | P] = []
+    run = 0
+    for i in range(len(native) - 1, -1, -1):
+        name = native_names[i]
+        if is_eval[i]:
+            out.extend(runs[run])
+            run += 1
+        elif not (hide and name in CALL_MACHINERY):
+            out.append(native[i])
+    out.reverse()
+    return out

@@ -1,0 +1,47 @@
+"""Builds tests/targets/native/psrec_native_ext.c for an interpreter with the system compiler,
+against that interpreter's own headers (inside its root for the provisioned ones), once per
+interpreter and test session."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from rec_live import ROOTS, TARGETS
+
+SOURCE = TARGETS / "native" / "psrec_native_ext.c"
+_BUILT: dict[str, Path] = {}
+_PATHS = ("import sysconfig as s; p = s.get_paths(); "
+          "print(p['include']); print(p['platinclude']); print(s.get_config_var('EXT_SUFFIX'))")
+
+
+def build(python: str) -> Path:
+    """The folder holding psrec_native_ext built for python (under /tmp, which the provisioned
+    roots share with the host)."""
+    if python in _BUILT:
+        return _BUILT[python]
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc, "no C compiler (gcc) on this machine: the native tests build their extension"
+    r = subprocess.run([python, "-c", _PATHS], capture_output=True, text=True, timeout=60,
+                       cwd=str(TARGETS))
+    assert r.returncode == 0, r.stderr
+    include, platinclude, suffix = r.stdout.split()
+    root = ROOTS.get(python)
+
+    def here(path: str) -> str:
+        return str(root / path.lstrip("/")) if root else path
+
+    out = Path(tempfile.mkdtemp(prefix="psrec-native-ext-"))
+    out.chmod(0o755)
+    built = subprocess.run(
+        [cc, "-shared", "-fPIC", "-O2", "-I", here(include), "-I", here(platinclude),
+         # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>: the
+         # root's include folder, searched after this machine's own.
+         *(["-idirafter", here("/usr/include")] if root else []),
+         str(SOURCE), "-o", str(out / f"psrec_native_ext{suffix}")],
+        capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    _BUILT[python] = out
+    return out

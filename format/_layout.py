@@ -24,6 +24,9 @@ class Field(NamedTuple):
     # values, as both decoders keep them), zigzag (a signed varint)
     label: str = ""  # psrec dump's word for it, when not the name
     show: str = "{}"  # how psrec dump shows its value
+    # Written only in some records of its type (after every field that is always there): a
+    # record that ends before it has the value 0.
+    optional: bool = False
 
 
 _V = "varint"
@@ -34,7 +37,11 @@ _V = "varint"
 RECORD_FIELDS: dict[int, tuple[Field, ...]] = {
     C.REC_STRING: (Field("id", _V, "u32"), Field("length", _V, "u64")),
     C.REC_FUNCTION: (Field("id", _V, "u32"), Field("filename", "string id", "u32", "file"),
-                     Field("name", "string id", "u32"), Field("first_line", _V, "u32")),
+                     Field("name", "string id", "u32"), Field("first_line", _V, "u32"),
+                     # format 1.3: native functions only
+                     Field("kind", _V, "u32", optional=True),
+                     Field("build_id", "string id", "u32", optional=True),
+                     Field("address", _V, "u64", optional=True, show="{:#x}")),
     C.REC_FRAME: (Field("id", _V, "u32"), Field("function", "function id", "u32"),
                   Field("line", "zigzag", "zigzag")),
     C.REC_THREAD: (Field("ref", _V, "u32"), Field("pid", _V, "u64"),

@@ -39,12 +39,24 @@ def where(info: ChunkInfo) -> str:
     return f"{info.type_name} chunk at byte {info.offset}"
 
 
+# Function.kind (spec 3.1): Python code, a native (C, C++, Rust) function, the interpreter's
+# evaluation loop, the interpreter's code that no symbol names (a stripped interpreter).
+PYTHON, NATIVE, EVAL_LOOP, INTERPRETER_UNNAMED = 0, 1, 2, 3
+
+
 @dataclass(frozen=True)
 class Function:
     id: int
-    filename: str
+    filename: str  # a native function's: its binary's path as the target saw it
     name: str
     first_line: int
+    kind: int = PYTHON
+    build_id: str = ""  # a native function's binary's GNU build id (hex), "" if none
+    address: int = 0  # a native function's link-time address in its binary
+
+    @property
+    def native(self) -> bool:
+        return self.kind != PYTHON
 
 
 @dataclass(frozen=True)
@@ -105,10 +117,15 @@ class Definitions:
         s = self.strings
         for sid, value in strings:
             s[sid] = value
-        for fid, filename, name, first_line in functions:
-            self.functions[fid] = Function(
-                fid, s.get(filename, "<unknown>"), s.get(name, "<unknown>"), first_line
-            )
+        for fid, filename, name, first_line, kind, build_id, address in functions:
+            path = s.get(filename, "<unknown>")
+            if kind == PYTHON:
+                self.functions[fid] = Function(
+                    fid, path, s.get(name, "<unknown>"), first_line)
+            else:  # a binary with no symbol there stands as a whole: [libfoo.so]
+                self.functions[fid] = Function(
+                    fid, path, s.get(name, "") if name else f"[{path.rsplit('/', 1)[-1]}]",
+                    first_line, kind, s.get(build_id, "") if build_id else "", address)
         for frid, fid, line in frames:
             self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION), line)
         for ref, pid, ptid, otid, name, start in threads:

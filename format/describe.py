@@ -125,6 +125,8 @@ def _fields(rtype: int, b: _Reader) -> str:
         return f"({b.end - b.pos} bytes, unknown record type: skipped)"
     words = []
     for f in fields:
+        if f.optional and b.at_end():  # not in this record (a Python FUNCTION's)
+            break
         value = unzigzag(b.varint()) if f.form == "zigzag" else b.varint()
         words.append(f"{f.label or f.name}={f.show.format(value)}")
     return " ".join(words)

@@ -87,7 +87,9 @@ class _Reader:
         to fit what it decodes to."""
         out = []
         for f in RECORD_FIELDS[rtype]:
-            if f.form == "u32":
+            if f.optional and self.at_end():
+                out.append(0)
+            elif f.form == "u32":
                 out.append(self.u32(what))
             elif f.form == "i64":
                 out.append(self.i64(what))

@@ -83,7 +83,8 @@ NB_MODULE(_format, m) {
           s.id, nb::steal<nb::str>(PyUnicode_DecodeUTF8(
                     s.value.data(), static_cast<Py_ssize_t>(s.value.size()), "replace"))));
     for (auto& f : d.functions)
-      functions.append(nb::make_tuple(f.id, f.filename, f.name, f.first_line));
+      functions.append(
+          nb::make_tuple(f.id, f.filename, f.name, f.first_line, f.kind, f.build_id, f.address));
     for (auto& f : d.frames) frames.append(nb::make_tuple(f.id, f.function, f.line));
     for (auto& t : d.threads)
       threads.append(nb::make_tuple(t.ref, t.pid, t.python_tid, t.os_tid, t.name, t.start_ts));

@@ -121,6 +121,13 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size, uint64_t max_r
         f.filename = need32(b, "bad function record");
         f.name = need32(b, "bad function record");
         f.first_line = need32(b, "bad function record");
+        // Format 1.3: a native function's fields (a record that ends before one has 0).
+        if (!b.atEnd())
+          f.kind = need32(b, "bad function record");
+        if (!b.atEnd())
+          f.build_id = need32(b, "bad function record");
+        if (!b.atEnd())
+          f.address = need(b, "bad function record");
         d.functions.push_back(f);
         break;
       }

@@ -21,6 +21,8 @@ struct DefString {
 };
 struct DefFunction {
   uint32_t id, filename, name, first_line;
+  uint32_t kind = 0, build_id = 0;  // format 1.3: a native function's (spec 3.1)
+  uint64_t address = 0;
 };
 struct DefFrame {
   uint32_t id, function;

@@ -51,13 +51,35 @@ uint32_t Encoder::internFunction(uint32_t filename_id, uint32_t name_id, uint32_
   if (it != functions_.end()) return it->second;
   uint32_t id = next_function_++;
   functions_.emplace(key, id);
+  writeFunction(id, filename_id, name_id, first_line, false, kFunctionPython, 0, 0);
+  return id;
+}
+
+uint32_t Encoder::internNativeFunction(uint32_t filename_id, uint32_t name_id, uint32_t kind,
+                                       uint32_t build_id, uint64_t address) {
+  auto key = std::make_tuple(filename_id, name_id, address, kind);
+  auto it = native_functions_.find(key);
+  if (it != native_functions_.end()) return it->second;
+  uint32_t id = next_function_++;
+  native_functions_.emplace(key, id);
+  writeFunction(id, filename_id, name_id, 0, true, kind, build_id, address);
+  return id;
+}
+
+void Encoder::writeFunction(uint32_t id, uint32_t filename_id, uint32_t name_id,
+                            uint32_t first_line, bool native, uint32_t kind, uint32_t build_id,
+                            uint64_t address) {
   scratch_.clear();
   putVarint(scratch_, id);
   putVarint(scratch_, filename_id);
   putVarint(scratch_, name_id);
   putVarint(scratch_, first_line);
+  if (native) {  // format 1.3: a Python function ends here
+    putVarint(scratch_, kind);
+    putVarint(scratch_, build_id);
+    putVarint(scratch_, address);
+  }
   writeDef(kRecFunction, scratch_);
-  return id;
 }
 
 uint32_t Encoder::internFrame(uint32_t function_id, int64_t line) {

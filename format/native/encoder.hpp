@@ -9,12 +9,20 @@
 #include <utility>
 #include <string>
 #include <string_view>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "format/native/constants.hpp"
 
 namespace psrec::format {
+
+// A FUNCTION's kind (spec 3.1): Python (written without the native fields), native, the
+// interpreter's evaluation loop, or the interpreter's code that no symbol names.
+constexpr uint32_t kFunctionPython = 0;
+constexpr uint32_t kFunctionNative = 1;
+constexpr uint32_t kFunctionEvalLoop = 2;
+constexpr uint32_t kFunctionInterpreterUnnamed = 3;
 
 struct SealedChunk {
   std::string defs;  // records for a DEFS chunk (may be empty)
@@ -48,6 +56,11 @@ class Encoder {
   // Definitions: content-interned; each is emitted once, before its first use.
   uint32_t internString(std::string_view s);
   uint32_t internFunction(uint32_t filename_id, uint32_t name_id, uint32_t first_line);
+  // A native function (spec 3.1, format 1.3): kind kFunctionNative or kFunctionEvalLoop, its
+  // binary's path as filename, its symbol as name (0: the whole binary), its binary's build id
+  // and its link-time address.
+  uint32_t internNativeFunction(uint32_t filename_id, uint32_t name_id, uint32_t kind,
+                                uint32_t build_id, uint64_t address);
   uint32_t internFrame(uint32_t function_id, int64_t line);
 
   // Threads. A thread is live from addThread until threadExit. Refs are never given twice: once
@@ -115,6 +128,10 @@ class Encoder {
   };
   std::unordered_map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t, TripleHash> functions_;
   std::unordered_map<uint64_t, uint32_t> frames_;  // (function << 32 | zigzag(line)) -> id
+  // Native functions: (filename, name, address, kind) -> id.
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t, uint32_t>, uint32_t> native_functions_;
+  void writeFunction(uint32_t id, uint32_t filename_id, uint32_t name_id, uint32_t first_line,
+                     bool native, uint32_t kind, uint32_t build_id, uint64_t address);
   uint32_t next_string_ = 1;
   uint32_t next_function_ = 1;
   uint32_t next_frame_ = 1;

@@ -173,7 +173,8 @@ class Run:
         out = []
         node = stack_id if 0 <= stack_id < len(self._parents) else 0
         while node:
-            out.append(defs.frame(self._frames[node]))
+            if not self.profile.hidden(self._frames[node]):  # (native frames the view hides)
+                out.append(defs.frame(self._frames[node]))
             parent = self._parents[node]
             node = parent if parent < node else 0
         out.reverse()
@@ -269,7 +270,8 @@ class Run:
 def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | int] = (),
          pids: int | Iterable[int] = (), processes: str | Iterable[str] = (),
          start: str | float | None = None, end: str | float | None = None,
-         weights: str = "time", by: str = "function", native: bool | None = None) -> Run:
+         weights: str = "time", by: str = "function", native: bool | None = None,
+         native_frames: str = "mixed") -> Run:
     """Reads a recording under a view, as ``psrec report`` does; returns a Run.
 
     path: the .psr file.
@@ -286,6 +288,9 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
     by: "function" or "line": what ``totals()`` and ``functions()`` group by.
     native: use the native engine (True), the Python one (False), or the native one where it
         is built (None).
+    native_frames: a recording made with --native: "mixed" (native frames interleaved with
+        the Python ones, the evaluation loop and call machinery left out), "all" or "python"
+        (the Python frames only).
 
     Raises PsrecError (with a message that says what to do) for a file or a view it cannot
     read."""
@@ -293,7 +298,8 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
                 pids=tuple(int(p) for p in _several(pids)),
                 processes=tuple(str(p) for p in _several(processes)),
                 start=None if start is None else str(start),
-                end=None if end is None else str(end), weights=weights, by=by)
+                end=None if end is None else str(end), weights=weights, by=by,
+                native=native_frames)
     return Run(Profile.load(path, view, native=native))
 
 

@@ -77,6 +77,13 @@ def _view_options() -> list[click.Option]:
                           "raw sample counts (the default for --collapsed)."),
         click.Option(["--by"], type=click.Choice(["function", "line"]), default="function",
                      show_default=True, help="Group by function or by line."),
+        click.Option(["--native-frames", "native"],
+                     type=click.Choice(["mixed", "all", "python"]), default="mixed",
+                     show_default=True,
+                     help="A recording made with --native: mixed shows native frames "
+                          "interleaved with the Python ones, the interpreter's evaluation "
+                          "loop and call machinery left out; all keeps those too; python "
+                          "shows the Python frames only."),
         click.Option(["-o", "--output"], type=click.Path(dir_okay=False),
                      help="Output file ('-' for stdout)."),
         click.Option(["--force"], is_flag=True, help="Overwrite an existing output file."),

@@ -19,6 +19,7 @@ from typing import Any
 
 from psrec.format import ThreadInfo
 from psrec.format import constants as C
+from psrec.format.mixed_stacks import hides
 from psrec.format.reader import Definitions
 
 from . import loading, messages
@@ -97,6 +98,7 @@ class Profile:
     warnings: list[str] = field(default_factory=list)
     _stacks: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
     _keys: dict[int, FrameKey] = field(default_factory=dict, repr=False)
+    _hidden: dict[int, bool] = field(default_factory=dict, repr=False)
     _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
     _cells: list[Cell] | None = field(default=None, repr=False)
     # The same samples summed under other status filters (STATES, by name): what a page that
@@ -230,7 +232,8 @@ class Profile:
 
     # -- stacks and names ----------------------------------------------------------------
     def stack(self, node: int) -> tuple[int, ...]:
-        """Frame ids of a trie node's stack, root first."""
+        """Frame ids of a trie node's stack, root first: those the view shows (a native
+        recording's frames the view leaves out are not there)."""
         s = self._stacks.get(node)
         if s is None:
             frames: list[int] = []
@@ -241,11 +244,22 @@ class Profile:
                 if cached is not None:
                     frames.extend(reversed(cached))
                     break
-                frames.append(fr[n])
+                if not self.hidden(fr[n]):
+                    frames.append(fr[n])
                 n = parents[n]
             s = tuple(reversed(frames))
             self._stacks[node] = s
         return s
+
+    def hidden(self, frame_id: int) -> bool:
+        """Whether the view leaves this frame out (only a native recording's frames can be:
+        psrec.format.mixed_stacks.hides)."""
+        h = self._hidden.get(frame_id)
+        if h is None:
+            fn = self.defs.frame(frame_id).function if frame_id else None
+            h = self._hidden[frame_id] = fn is not None and fn.kind != 0 and hides(
+                fn.kind, fn.name, self.view.native)
+        return h
 
     def key(self, frame_id: int) -> FrameKey:
         """The report key of a frame, by function or by line as the view asks."""
@@ -262,7 +276,10 @@ class Profile:
         return k
 
     def leaf(self, node: int) -> FrameKey:
-        """The report key of a stack's innermost frame (NO_STACK for the empty stack)."""
+        """The report key of a stack's innermost frame the view shows (NO_STACK for the empty
+        stack)."""
+        while node and self.hidden(self.frames[node]):
+            node = self.parents[node]
         return self.key(self.frames[node]) if node else NO_STACK
 
     def keys(self, node: int) -> tuple[FrameKey, ...]:
@@ -281,11 +298,15 @@ class Profile:
         n = node
         parents, frames = self.parents, self.frames
         while n and n not in cache:
-            chain.append(self.key(frames[n]))
+            if not self.hidden(frames[n]):
+                chain.append(self.key(frames[n]))
             n = parents[n]
         base: tuple[FrameKey, ...] = cache[n] if n else ()
+        if base == (NO_STACK,):  # a stack of frames the view leaves out, all of them
+            base = ()
         chain.reverse()
-        ks = cache[node] = base + tuple(chain)
+        ks = base + tuple(chain)
+        cache[node] = ks = ks or (NO_STACK,)
         return ks
 
     @property

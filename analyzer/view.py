@@ -112,6 +112,9 @@ class View:
     end: str | None = None  # --to
     weights: str = "time"
     by: str = "function"  # or "line"
+    # A native recording's frames (psrec.format.mixed_stacks.NATIVE_VIEWS): "mixed", "all"
+    # (--native-all) or "python" (--python-only).
+    native: str = "mixed"
 
 
 _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,

@@ -19,6 +19,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from .model import NO_STACK, FrameKey, Runs, Stacks
 
+# The key StackKeys gives a frame the view leaves out (analyzer/native/stack_keys.hpp).
+SKIP_KEY = 0xFFFFFFFF
+
 __all__ = ["Edge", "NativeWalks", "PyWalks", "SliceSums", "SpeedscopeText", "Totals",
            "TrieOrder", "Walks"]
 
@@ -202,6 +205,9 @@ class NativeWalks:
             size = top + 1
         frame_key = array("I", bytes(4 * size))
         for fid in ids:
+            if profile.hidden(fid):  # left out by the view: StackKeys skips it
+                frame_key[fid if order is None else order[fid]] = SKIP_KEY
+                continue
             k = profile.key(fid)
             i = index.get(k)
             if i is None:

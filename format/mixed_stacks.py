@@ -19,7 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-__all__ = ["CALL_MACHINERY", "interleave", "is_call_machinery"]
+__all__ = ["CALL_MACHINERY", "NATIVE_VIEWS", "hides", "interleave", "is_call_machinery"]
+
+# How a report shows a recording's native frames: interleaved with the Python ones, the
+# evaluation loop's and the call machinery's left out ("mixed"); all of them ("all"); none
+# ("python": the Python frames only, as a recording without native frames shows).
+NATIVE_VIEWS = ("mixed", "all", "python")
 
 
 # Functions of CPython 3.8-3.15 that carry calls and nothing else (hidden unless asked for).
@@ -32,7 +37,8 @@ CALL_MACHINERY = frozenset({
     "_PyObject_FastCall", "_PyObject_FastCallDict", "_PyObject_FastCallDictTstate",
     "_PyObject_FastCallKeywords", "_PyObject_FastCallTstate", "_PyObject_Call", "PyObject_Call",
     "PyVectorcall_Call", "_PyVectorcall_Call", "_PyObject_MakeTpCall", "_PyObject_Call_Prepend",
-    "_PyObject_CallNoArgs", "PyObject_CallOneArg", "_PyObject_CallOneArg",
+    "_PyObject_CallNoArgs", "PyObject_CallOneArg", "_PyObject_CallOneArg", "PyObject_CallObject",
+    "PyEval_CallObjectWithKeywords", "_PyObject_CallNoArg", "PyObject_CallNoArgs",
     "_PyCFunction_FastCallKeywords", "_PyMethodDef_RawFastCallKeywords",
     "_PyMethodDef_RawFastCallDict", "_PyCFunction_FastCallDict", "cfunction_call",
     "cfunction_call_varargs", "cfunction_vectorcall_FASTCALL",
@@ -50,6 +56,15 @@ P = TypeVar("P")
 
 def is_call_machinery(function: str) -> bool:
     return function in CALL_MACHINERY
+
+
+def hides(kind: int, name: str, view: str) -> bool:
+    """Whether a report in the given native view (NATIVE_VIEWS) leaves out a frame of a
+    function of this kind (spec 3.1: 0 Python, 1 native, 2 the evaluation loop, 3 the
+    interpreter's code that no symbol names) and name."""
+    if kind == 0 or view == "all":
+        return False
+    return view == "python" or kind >= 2 or name in CALL_MACHINERY
 
 
 def interleave(native: Sequence[F], native_names: Sequence[str], is_eval: Sequence[bool],

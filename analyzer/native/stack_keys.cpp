@@ -7,18 +7,25 @@ namespace psrec::analyzer {
 
 StackKeys::StackKeys(const uint32_t* parents, const uint32_t* frames, size_t n,
                      std::vector<uint32_t> frame_key, uint32_t empty_key)
-    : parents_(parents), n_(n), leaf_(n, empty_key), empty_key_(empty_key) {
+    : parents_(parents), shown_(n, 0), n_(n), leaf_(n, empty_key), empty_key_(empty_key) {
   uint32_t top = empty_key_;
-  for (uint32_t k : frame_key) top = std::max(top, k);
+  for (uint32_t k : frame_key)
+    if (k != kSkipKey) top = std::max(top, k);
   key_count_ = top + 1;
-  for (size_t i = 1; i < n; ++i)
-    leaf_[i] = frames[i] < frame_key.size() ? frame_key[frames[i]] : 0;
+  if (n) leaf_[0] = empty_key_;
+  for (size_t i = 1; i < n; ++i) {
+    const uint32_t k = frames[i] < frame_key.size() ? frame_key[frames[i]] : 0;
+    leaf_[i] = k;
+    // A parent precedes its child: its nearest shown node is known.
+    shown_[i] = k == kSkipKey ? shown_[up(static_cast<uint32_t>(i))] : static_cast<uint32_t>(i);
+  }
 }
 
 void StackKeys::keys(uint32_t node, std::vector<uint32_t>& out) const {
   out.clear();
   if (node >= n_) node = 0;
-  for (uint32_t n = node; n != 0; n = up(n)) out.push_back(leaf_[n]);
+  for (uint32_t n = node < n_ ? shown_[node] : 0; n != 0; n = shown_[up(n)])
+    out.push_back(leaf_[n]);
   if (out.empty()) {
     out.push_back(empty_key_);
     return;

@@ -15,11 +15,14 @@
 
 namespace psrec::analyzer {
 
+constexpr uint32_t kSkipKey = 0xFFFFFFFF;
+
 class StackKeys {
  public:
   // parents and frames: the decoder's trie, n nodes, read in place (the caller keeps them
   // alive and unchanged while this lives). frame_key[frame id] is the key of that frame (ids
-  // past its end take key 0); empty_key is the key of the empty stack (node 0).
+  // past its end take key 0), kSkipKey for a frame the view leaves out (a native recording's:
+  // its stacks are seen without it); empty_key is the key of the empty stack (node 0).
   StackKeys(const uint32_t* parents, const uint32_t* frames, size_t n,
             std::vector<uint32_t> frame_key, uint32_t empty_key);
 
@@ -28,7 +31,7 @@ class StackKeys {
   // Keys of a node's stack, root first (the empty stack: {empty_key}).
   void keys(uint32_t node, std::vector<uint32_t>& out) const;
   // Key of a node's innermost frame (the empty stack: empty_key).
-  uint32_t leaf(uint32_t node) const { return node < n_ ? leaf_[node] : empty_key_; }
+  uint32_t leaf(uint32_t node) const { return node < n_ ? leaf_[shown_[node]] : empty_key_; }
 
  private:
   // A node's parent; a parent must precede its child (the decoder's trie is built that way):
@@ -38,6 +41,8 @@ class StackKeys {
     return p < node ? p : 0;
   }
   const uint32_t* parents_;
+  // shown_[n]: the nearest of n and its ancestors whose frame the view shows (0: none).
+  std::vector<uint32_t> shown_;
   size_t n_;
   std::vector<uint32_t> leaf_;  // by node: the key of its innermost frame
   uint32_t empty_key_;

@@ -53,6 +53,7 @@ class RecordOptions:
     realtime: bool = False  # SCHED_FIFO for the sampling thread where permitted
     cpu_source: str = "auto"  # "auto": context switches where permitted, else /proc; "procfs"
     attach_timeout: float = 10.0
+    native: bool = False  # native frames interleaved with the Python ones (spec section 10)
 
 
 @dataclass(frozen=True)

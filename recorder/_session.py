@@ -99,7 +99,7 @@ class Session:
             self.sampler = self.rec.Sampler(
                 self.pid, self.interval_ns, self.created_mono_ns, opts.blocking,
                 opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
-                launched=self.child is not None, **_test_limits())
+                launched=self.child is not None, native=opts.native, **_test_limits())
         except BaseException:
             if self.child is not None:
                 stop_child(self.child)
@@ -348,6 +348,8 @@ def _metadata(info: dict[str, Any], opts: RecordOptions, pid: int, command: list
         "rate_hz": opts.rate_hz,
         "options": {
             "blocking": opts.blocking,
+            # native frames in the stacks (FUNCTION kind 1 and 2, spec 3.1 and 10)
+            "native": opts.native,
             "subprocesses": opts.subprocesses,
             "duration": opts.duration,
             "mode": "launch" if opts.command else "attach",

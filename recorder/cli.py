@@ -67,6 +67,10 @@ def _seconds(text: str) -> float:
               help="Also record child Python processes (e.g. multiprocessing workers).")
 @click.option("--blocking", is_flag=True,
               help="Pause the target during each sample for exactly consistent stacks.")
+@click.option("--native", is_flag=True,
+              help="Also record each thread's native (C, C++, Rust) frames, interleaved with "
+                   "its Python frames, without stopping the target (perf events); they are "
+                   "named from the target's binaries as they are recorded.")
 @click.option("--realtime", is_flag=True,
               help="Give the sampling thread real-time priority (SCHED_FIFO, where permitted) "
                    "to keep to its deadlines on a busy machine; it preempts the target, so "
@@ -83,8 +87,8 @@ def _seconds(text: str) -> float:
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: str | None,
-           subprocesses: bool, blocking: bool, realtime: bool, cpu_source: str, force: bool,
-           quiet: bool, verbose: bool, target: tuple[str, ...]) -> None:
+           subprocesses: bool, blocking: bool, native: bool, realtime: bool, cpu_source: str,
+           force: bool, quiet: bool, verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b
@@ -94,7 +98,7 @@ def record(ctx: click.Context, output: str, rate: str, duration: str | None,
     # -v (verbose) is read by the error handling psrec.cli gives every command.
     seconds = None if duration is None else _seconds(duration)
     sys.exit(_record(output, rate, seconds, subprocesses, blocking, force, quiet, target,
-                     realtime=realtime, cpu_source=cpu_source,
+                     realtime=realtime, cpu_source=cpu_source, native=native,
                      after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
 
 
@@ -138,7 +142,8 @@ def _target(output: str, words: tuple[str, ...],
 
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
             force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
-            cpu_source: str = "auto", after_dashdash: int | None = None) -> int:
+            cpu_source: str = "auto", after_dashdash: int | None = None,
+            native: bool = False) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
 
@@ -155,6 +160,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         quiet=quiet,
         realtime=realtime,
         cpu_source=cpu_source,
+        native=native,
     )
     result = run(opts)
     st = result.stats

@@ -134,7 +134,7 @@ NB_MODULE(_recorder, m) {
       .def("__init__",
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
               bool blocking, bool subprocesses, bool realtime, bool cpu_switches,
-              bool launched, uint32_t max_threads) {
+              bool launched, uint32_t max_threads, bool native) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -145,13 +145,15 @@ NB_MODULE(_recorder, m) {
              c.cpu_switches = cpu_switches;
              c.launched = launched;
              c.max_threads = max_threads;
+             c.native = native;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
            nb::arg("pid"), nb::arg("interval_ns"), nb::arg("created_mono_ns"),
            nb::arg("blocking") = false, nb::arg("subprocesses") = false,
            nb::arg("realtime") = false, nb::arg("cpu_switches") = true,
-           nb::arg("launched") = false, nb::arg("max_threads") = psrec::format::kMaxThreadRef)
+           nb::arg("launched") = false, nb::arg("max_threads") = psrec::format::kMaxThreadRef,
+           nb::arg("native") = false)
       .def("target_info",
            [](Sampler& s) -> nb::object {
              auto info = s.targetInfo();

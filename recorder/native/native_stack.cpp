@@ -1,7 +1,10 @@
 #include "recorder/native/native_stack.hpp"
 
+#include <errno.h>
+#include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstring>
@@ -187,15 +190,20 @@ bool NativeModules::symbolize(int32_t module, uint64_t pc, std::string* name, ui
 }
 
 NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
-                             std::vector<NativeFrame>& out) {
+                             std::vector<NativeFrame>& out, const std::vector<uint8_t>* copy) {
   out.clear();
   NativeRegisters regs = start;
   if (!regs.has(kDwarfReturn) || !regs.has(kDwarfRsp)) return NativeEnd::kFailed;
-  window_.resize(kStackWindow);
-  ReadStatus status;
   const uint64_t base = regs.r[kDwarfRsp];
-  const size_t got = mem_.readSome(base, window_.data(), window_.size(), &status);
-  StackWords words(mem_, base, window_, got);
+  size_t got = 0;
+  if (copy) {
+    got = copy->size();
+  } else {
+    window_.resize(kStackWindow);
+    ReadStatus status;
+    got = mem_.readSome(base, window_.data(), window_.size(), &status);
+  }
+  StackWords words(mem_, base, copy ? *copy : window_, got);
   bool exact = true;
   for (;;) {
     if (out.size() >= max_frames) return NativeEnd::kTruncated;
@@ -227,6 +235,35 @@ NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
     if (!signal && regs.r[kDwarfRsp] <= sp) return NativeEnd::kFailed;
     exact = signal;
   }
+}
+
+bool interruptedThreadRegisters(pid_t tid, RemoteMemory& mem, size_t stack_bytes,
+                                NativeRegisters& regs, std::vector<uint8_t>& stack) {
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) return false;
+  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+    ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+    return false;
+  }
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(tid, &status, __WALL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    break;
+  }
+  if (WIFEXITED(status) || WIFSIGNALED(status)) return false;
+  int sig = 0;
+  // A signal that arrived first is held in signal-delivery-stop: hand it back on detach.
+  if (WIFSTOPPED(status) && (status >> 16) != PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP)
+    sig = WSTOPSIG(status);
+  bool ok = stoppedThreadRegisters(tid, regs);
+  if (ok) {
+    stack.resize(stack_bytes);
+    ReadStatus st;
+    stack.resize(mem.readSome(regs.r[kDwarfRsp], stack.data(), stack.size(), &st));
+  }
+  ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+  return ok;
 }
 
 bool stoppedThreadRegisters(pid_t tid, NativeRegisters& regs) {

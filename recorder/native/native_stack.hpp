@@ -60,6 +60,11 @@ class NativeModules {
   void findEvalLoop(uint64_t runtime_addr);
   // Whether a run-time address (a pc, or a return address minus one) is in the loop.
   bool inEvalLoop(int32_t module, uint64_t at) const;
+  // Whether a module is the interpreter's binary (the one findEvalLoop found).
+  bool isInterpreter(int32_t module) const {
+    return module >= 0 && static_cast<size_t>(module) < modules_.size() &&
+           !modules_[static_cast<size_t>(module)].eval_loop.empty();
+  }
   // The function around a run-time address: its name and the address's offset in it; false
   // when the module names no function there. The symbols of a stripped binary's detached
   // debug file (/usr/lib/debug/.build-id/, in the target's root or here) count as its own.
@@ -70,12 +75,13 @@ class NativeModules {
   std::vector<NativeModule> modules_;  // by start address
 };
 
-// The walk itself. Reads the top of the thread's stack in one system call and the rest, if a
-// frame lies beyond it, a word at a time.
+// The walk itself. Reads the top of the thread's stack in one system call (or takes a copy of
+// it made when the registers were) and the rest, if a frame lies beyond it, a word at a time.
 class NativeWalker {
  public:
   NativeWalker(NativeModules& modules, RemoteMemory& mem) : modules_(modules), mem_(mem) {}
-  NativeEnd walk(const NativeRegisters& regs, size_t max_frames, std::vector<NativeFrame>& out);
+  NativeEnd walk(const NativeRegisters& regs, size_t max_frames, std::vector<NativeFrame>& out,
+                 const std::vector<uint8_t>* copy = nullptr);
 
  private:
   NativeModules& modules_;
@@ -85,5 +91,13 @@ class NativeWalker {
 
 // A stopped thread's registers (ptrace must hold it stopped); false when they cannot be read.
 bool stoppedThreadRegisters(pid_t tid, NativeRegisters& regs);
+
+// Stops one thread for as long as it takes to read its registers and the top stack_bytes of
+// its stack (ptrace: PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH, a signal that came
+// meanwhile handed back): for a thread blocked since before its perf events were opened,
+// which the kernel will not sample until it runs again. False when ptrace is refused (or
+// the thread is traced already, or gone).
+bool interruptedThreadRegisters(pid_t tid, RemoteMemory& mem, size_t stack_bytes,
+                                NativeRegisters& regs, std::vector<uint8_t>& stack);
 
 }  // namespace psrec::recorder

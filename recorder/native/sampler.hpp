@@ -43,6 +43,8 @@ struct SamplerConfig {
   // and exec). The sampler watches it until it does; with subprocesses, it follows the Python
   // processes it starts for as long as it runs. Without this the target must be Python.
   bool launched = false;
+  // Native frames interleaved with the Python ones (NativeSampling), read without stopping.
+  bool native = false;
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
   // The most threads one recording names (a file's limit; fewer only in tests): a thread
@@ -75,6 +77,11 @@ struct SamplerConfig {
   X(ended_in_pass, uint64_t, "threads that ended while a pass read them (not errors)")       \
   X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
   X(switch_samples, uint64_t, "thread-samples whose CPU state came from context switches")   \
+  X(native_mixed, uint64_t, "thread-samples recorded with their native frames")              \
+  X(native_unpaired, uint64_t, "native stacks read that did not pair off with the Python one")\
+  X(native_unread, uint64_t, "thread-samples whose native stack could not be read")          \
+  X(native_from_proc, uint64_t, "native stacks begun from /proc (a thread blocked throughout)")\
+  X(native_interrupted, uint64_t, "threads blocked since before the recording, stopped once")  \
   X(target_exited, bool, "the target exited while recorded")                                 \
   X(realtime, bool, "the sampling thread ran (or runs) with SCHED_FIFO")
 

@@ -281,6 +281,23 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
     }
     th.ids.push_back(id);
   }
+  const uint32_t* ids = th.ids.data();
+  size_t depth = th.ids.size();
+  if (t.native && th.native_tid) {
+    if (!th.native) th.native = std::make_unique<NativeThread>();
+    const NativeCounts before = t.native->counts();
+    if (t.native->mix(*th.native, static_cast<pid_t>(th.native_tid), th.ids, frames, encoder_,
+                      th.mixed)) {
+      ids = th.mixed.data();
+      depth = th.mixed.size();
+    }
+    const NativeCounts& now = t.native->counts();
+    bump(st_.native_mixed, now.mixed - before.mixed);
+    bump(st_.native_unpaired, now.unpaired - before.unpaired);
+    bump(st_.native_unread, now.unread - before.unread);
+    bump(st_.native_from_proc, now.from_proc - before.from_proc);
+    bump(st_.native_interrupted, now.interrupted - before.interrupted);
+  }
 
   uint8_t status = 0;
   const GilStatus gil = t.unwinder->pass.gilStatus(head, ph);
@@ -315,7 +332,7 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
   } else {
     status |= fmt::kStatusCpuUnknown;
   }
-  encoder_.sample(th.ref, th.ids.data(), th.ids.size(), status, has_cpu, cpu_ticks);
+  encoder_.sample(th.ref, ids, depth, status, has_cpu, cpu_ticks);
 }
 
 }  // namespace psrec::recorder

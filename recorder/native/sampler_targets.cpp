@@ -54,6 +54,13 @@ std::vector<pid_t> childrenOf(pid_t pid) {
 
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.openReaders();
+  if (config_.native) {
+    // The recording's rate, as a perf period: 10 kHz at most, which -r max does not raise.
+    const uint64_t period = std::max<uint64_t>(config_.interval_ns, 100000);
+    t.native = std::make_unique<NativeSampling>(t.pid, t.proc->info().runtime_addr,
+                                                t.proc->mem(), period,
+                                                t.proc->layout().version_hex < 0x030B0000);
+  }
   // Threads already running get threading's names in their first record.
   t.names->read(t.py_names, true);
   t.names_ts = ts ? ts : 1;

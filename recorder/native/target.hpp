@@ -14,6 +14,7 @@
 
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
+#include "recorder/native/native_sampling.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/stack_reader.hpp"
 #include "recorder/native/thread_list.hpp"
@@ -45,6 +46,9 @@ struct SampledThread {
   uint64_t seen_pass = 0;
   ThreadStack stack;          // as last sampled
   std::vector<uint32_t> ids;  // its frame ids, root first
+  // record --native: its capture, and its stack with its native frames, root first.
+  std::unique_ptr<NativeThread> native;
+  std::vector<uint32_t> mixed;
 };
 
 // With `proc` it runs Python and is sampled (a segment of the recording, opened by
@@ -68,6 +72,7 @@ struct Target {
   std::unique_ptr<StackReader> reader;
   std::unique_ptr<ThreadListWalk> list;
   std::unique_ptr<ThreadNames> names;
+  std::unique_ptr<NativeSampling> native;  // record --native
   std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
   uint64_t names_ts = 0;       // when py_names was last read (0: never)
   bool names_wanted = false;   // a thread seen recently has no Python name yet

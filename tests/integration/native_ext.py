@@ -45,3 +45,8 @@ def build(python: str) -> Path:
     assert built.returncode == 0, built.stderr
     _BUILT[python] = out
     return out
+
+
+def forget(python: str) -> None:
+    """Builds the extension again for python on the next build() (its folder was removed)."""
+    _BUILT.pop(python, None)

@@ -1,0 +1,148 @@
+#include "recorder/native/native_sampling.hpp"
+
+#include <time.h>
+
+namespace psrec::recorder {
+
+namespace {
+
+uint64_t monotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The maps are read again for a pc in no known binary (a library loaded since) at most this often.
+constexpr uint64_t kRefreshNs = 100000000;
+
+}  // namespace
+
+NativeSampling::NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem,
+                               uint64_t period_ns, bool one_frame_per_loop)
+    : pid_(pid),
+      mem_(mem),
+      period_ns_(period_ns),
+      one_frame_per_loop_(one_frame_per_loop),
+      modules_(pid),
+      walker_(modules_, mem) {
+  modules_.findEvalLoop(runtime_addr);
+}
+
+bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
+                         const std::vector<RawFrame>& frames, format::Encoder& enc,
+                         std::vector<uint32_t>& out) {
+  if (th.perf_error < 0) {
+    th.perf_error = th.perf.open(tid, period_ns_, kNativeStackCopy);
+    if (th.perf_error) refusal_ = perfRefusal(th.perf_error);
+  }
+  if (th.perf.isOpen()) th.perf.latest(th.latest);
+  if (!th.latest.time_ns && !th.interrupted) {
+    // Not on a CPU since its events were opened: blocked since before. Read once; it stays
+    // true until the thread runs, which its events then see.
+    th.interrupted = true;
+    if (interruptedThreadRegisters(tid, mem_, kNativeStackCopy, th.latest.regs,
+                                   th.latest.stack)) {
+      th.latest.time_ns = 1;  // older than any sample the kernel takes
+      ++counts_.interrupted;
+    }
+  }
+  if (th.latest.time_ns && th.latest.time_ns == th.walked_ns) {
+    walk_ = th.frames;  // nothing new: the same stack
+  } else {
+    NativeRegisters regs;
+    const std::vector<uint8_t>* copy = nullptr;
+    if (th.latest.time_ns) {
+      regs = th.latest.regs;
+      copy = &th.latest.stack;
+    } else if (blockedThreadRegisters(pid_, tid, regs)) {
+      ++counts_.from_proc;
+    } else {
+      ++counts_.unread;
+      return false;
+    }
+    walker_.walk(regs, kMaxNativeFrames, walk_, copy);
+    // A pc in no binary known: one loaded since the maps were read.
+    bool unknown = false;
+    for (const NativeFrame& f : walk_) unknown |= f.module < 0;
+    const uint64_t now = unknown ? monotonicNs() : 0;
+    if (unknown && now - refreshed_ns_ >= kRefreshNs) {
+      refreshed_ns_ = now;
+      modules_.refresh();
+      walker_.walk(regs, kMaxNativeFrames, walk_, copy);
+    }
+    if (th.latest.time_ns) {
+      th.walked_ns = th.latest.time_ns;
+      th.frames = walk_;
+    }
+  }
+  if (walk_.empty()) {
+    ++counts_.unread;
+    return false;
+  }
+  counts_.frames += walk_.size();
+  // Runs of Python frames, root first: each begins at a frame entered from C.
+  runs_.clear();
+  for (size_t i = 0; i < py_ids.size(); ++i)
+    if (i == 0 || one_frame_per_loop_ || (i < frames.size() && frames[i].entered))
+      runs_.push_back(i);
+  is_eval_.assign(walk_.size(), 0);
+  size_t loops = 0;
+  for (size_t k = 0; k < walk_.size(); ++k) {
+    const NativeFrame& f = walk_[k];
+    is_eval_[k] = modules_.inEvalLoop(f.module, f.exact ? f.pc : f.pc - 1);
+    loops += is_eval_[k];
+  }
+  if (loops != runs_.size()) {
+    ++counts_.unpaired;
+    return false;
+  }
+  out.clear();
+  size_t run = 0;
+  for (size_t k = walk_.size(); k-- > 0;) {
+    out.push_back(frameId(walk_[k], is_eval_[k], enc));
+    if (!is_eval_[k]) continue;
+    const size_t from = runs_[run], to = run + 1 < runs_.size() ? runs_[run + 1] : py_ids.size();
+    out.insert(out.end(), py_ids.begin() + static_cast<ptrdiff_t>(from),
+               py_ids.begin() + static_cast<ptrdiff_t>(to));
+    ++run;
+  }
+  ++counts_.mixed;
+  return true;
+}
+
+uint32_t NativeSampling::frameId(const NativeFrame& f, bool eval, format::Encoder& enc) {
+  const uint64_t key = f.pc << 1 | (f.exact ? 1u : 0u);
+  auto it = frame_ids_.find(key);
+  if (it != frame_ids_.end()) return it->second;
+  const uint32_t kind = eval ? format::kFunctionEvalLoop : format::kFunctionNative;
+  uint32_t function;
+  int64_t line;
+  if (f.module < 0) {
+    // Code no file holds (generated at run time): one function for all of it, the pc lost.
+    function = enc.internNativeFunction(enc.internString("[anonymous]"), 0, kind, 0, 0);
+    line = 0;
+  } else {
+    const NativeModule& m = modules_.modules()[static_cast<size_t>(f.module)];
+    const uint32_t path = enc.internString(m.path);
+    const uint32_t build = m.build_id.empty() ? 0 : enc.internString(m.build_id);
+    const uint64_t link_pc = f.pc - m.bias;
+    std::string name;
+    uint64_t offset = 0;
+    // A return address names the call before it.
+    if (modules_.symbolize(f.module, f.exact ? f.pc : f.pc - 1, &name, &offset)) {
+      const uint64_t start = link_pc - (f.exact ? 0 : 1) - offset;
+      function = enc.internNativeFunction(path, enc.internString(name), kind, build, start);
+      line = static_cast<int64_t>(link_pc - start);
+    } else {
+      const uint32_t unnamed = modules_.isInterpreter(f.module) && !eval
+                                   ? format::kFunctionInterpreterUnnamed : kind;
+      function = enc.internNativeFunction(path, 0, unnamed, build, 0);
+      line = static_cast<int64_t>(link_pc);
+    }
+  }
+  const uint32_t id = enc.internFrame(function, line);
+  frame_ids_.emplace(key, id);
+  return id;
+}
+
+}  // namespace psrec::recorder

@@ -1,0 +1,86 @@
+// record --native: a target's native stacks, each thread's taken without stopping it
+// (PerfThread), unwound (NativeWalker), interleaved with the thread's Python frames as spec
+// section 10 says, and given frame ids of native functions (spec 3.1, format 1.3).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/native/encoder.hpp"
+#include "recorder/native/native_stack.hpp"
+#include "recorder/native/perf_capture.hpp"
+#include "recorder/native/unwind_types.hpp"
+
+namespace psrec::recorder {
+
+// Bytes of a thread's stack the kernel copies with each sample (frames beyond are read from
+// the process when the walk needs them).
+constexpr uint32_t kNativeStackCopy = 16 * 1024;
+// Native frames of one sample at most.
+constexpr size_t kMaxNativeFrames = 4096;
+
+// One thread's capture.
+struct NativeThread {
+  PerfThread perf;
+  NativeSnapshot latest;
+  int perf_error = -1;  // -1: not opened yet; 0: open; else errno
+  bool interrupted = false;  // its registers were read once by stopping it (a blocked thread)
+  // The native stack of `latest`, walked: while no newer snapshot comes, the thread has not
+  // run, and its stack is the same.
+  uint64_t walked_ns = 0;
+  std::vector<NativeFrame> frames;
+};
+
+struct NativeCounts {
+  uint64_t mixed = 0;     // thread-samples recorded with their native frames
+  uint64_t unpaired = 0;  // read, but not pairing off with the Python stack: Python only
+  uint64_t unread = 0;    // no native stack could be read: Python only
+  uint64_t from_proc = 0;  // registers from /proc/PID/task/TID/syscall (a blocked thread)
+  uint64_t interrupted = 0;  // threads stopped once to read their registers (blocked)
+  uint64_t frames = 0;    // native frames walked
+};
+
+class NativeSampling {
+ public:
+  // one_frame_per_loop: the interpreter runs each Python frame in a loop call of its own
+  // (before 3.11).
+  NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem, uint64_t period_ns,
+                 bool one_frame_per_loop);
+  // The registers of a thread blocked since before its events were opened come from
+  // stopping it once (interruptedThreadRegisters); where ptrace is refused, from /proc (stack
+  // and instruction pointers only: a frame that finds its caller from rbp ends the walk).
+
+  // The thread's stack, root first, with its native frames, into out: py_ids are its Python
+  // frame ids, root first, and entered[i] whether frame i was entered from C. False (out
+  // untouched) when its native stack could not be read or does not pair off.
+  bool mix(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
+           const std::vector<RawFrame>& frames, format::Encoder& enc, std::vector<uint32_t>& out);
+
+  const NativeCounts& counts() const { return counts_; }
+  // Why perf events could not be opened for the last thread that failed ("" if none did).
+  const std::string& refusal() const { return refusal_; }
+
+ private:
+  uint32_t frameId(const NativeFrame& f, bool eval, format::Encoder& enc);
+
+  pid_t pid_;
+  RemoteMemory& mem_;
+  uint64_t period_ns_;
+  bool one_frame_per_loop_;
+  NativeModules modules_;
+  NativeWalker walker_;
+  uint64_t refreshed_ns_ = 0;
+  std::vector<NativeFrame> walk_;
+  std::vector<uint8_t> is_eval_;
+  std::vector<size_t> runs_;
+  std::unordered_map<uint64_t, uint32_t> frame_ids_;  // (pc << 1 | exact) -> frame id
+  NativeCounts counts_;
+  std::string refusal_;
+};
+
+}  // namespace psrec::recorder

@@ -1,0 +1,61 @@
+// The native half of a sample, taken without stopping the thread: its user registers and the
+// top of its user stack, as the kernel copies them (perf events, PERF_SAMPLE_REGS_USER and
+// PERF_SAMPLE_STACK_USER) each time the thread has run for one sampling period (a task-clock
+// event) and each time it leaves a CPU (the sched:sched_switch tracepoint). The latest of them
+// is the thread's native stack now, but for what it ran since, less than one period. A thread
+// blocked since before its events were opened has neither: its registers are then those that
+// /proc/PID/task/TID/syscall gives (stack and instruction pointers).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "recorder/native/call_frame_info.hpp"
+
+namespace psrec::recorder {
+
+struct NativeSnapshot {
+  uint64_t time_ns = 0;      // CLOCK_MONOTONIC
+  NativeRegisters regs;
+  std::vector<uint8_t> stack;  // the stack's bytes from regs' rsp up
+};
+
+class PerfThread {
+ public:
+  PerfThread() = default;
+  ~PerfThread();
+  PerfThread(const PerfThread&) = delete;
+  PerfThread& operator=(const PerfThread&) = delete;
+
+  // Opens the events for thread tid (an id of this pid namespace): 0, or the errno of the
+  // first that failed (EACCES or EPERM: perf_event_paranoid, a seccomp profile; ENOENT: no
+  // tracepoint; ESRCH: the thread is gone).
+  int open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes);
+  bool isOpen() const { return fd_ >= 0; }
+  // Reads what the kernel wrote since the last call; true when out now holds a sample newer
+  // than the one it held (the latest of them).
+  bool latest(NativeSnapshot& out);
+  uint64_t lost() const { return lost_; }
+
+ private:
+  void close();
+  int fd_ = -1;         // the task-clock event, which owns the ring buffer
+  int switch_fd_ = -1;  // the sched_switch tracepoint, writing into the same buffer
+  uint8_t* ring_ = nullptr;
+  size_t ring_len_ = 0;  // data pages only
+  size_t map_len_ = 0;
+  uint64_t lost_ = 0;
+  std::vector<uint8_t> record_;
+};
+
+// The stack and instruction pointers of a thread blocked in a system call
+// (/proc/PID/task/TID/syscall); false when it is running or they cannot be read.
+bool blockedThreadRegisters(pid_t pid, pid_t tid, NativeRegisters& regs);
+
+// Why perf events cannot be used for a thread, from open()'s errno, with what to do.
+std::string perfRefusal(int err);
+
+}  // namespace psrec::recorder

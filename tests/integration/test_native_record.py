@@ -1,0 +1,126 @@
+"""`psrec record --native` on live targets, for every interpreter found: native frames
+interleaved with Python frames in every sample, read without stopping the target, checked
+against what the target does (tests/targets/rec_native.py and its C extension), and read back
+with the target's binaries gone."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import native_ext
+import psrec
+import pytest
+from rec_live import is_free_threaded, python_params, record, target
+from rec_live import psrec as run_psrec
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+PYTHONS = python_params()
+CHAIN = ["c_inner", "c_middle", "c_outer", "spin_c", "c_caller"]
+CALLBACK = ["py_callback", "c_cb_inner", "c_cb_outer", "call_back", "callback_caller"]
+# What each blocked thread waits in, under its Python frame (see test_native_dump.WAITS).
+WAITS = {
+    "sleeper": ("sleeper", re.compile(r"nanosleep|^(__)?select$")),
+    "locked": ("lock_waiter",
+               re.compile(r"(__new_)?sem_(clock|timed)?wait|pthread_cond_(timed|clock)?wait"
+                          r"|.*futex|_PySemaphore_Wait|PyThread_acquire_lock")),
+    "reader": ("socket_reader", re.compile(r"^(__(libc_)?)?recv(from)?$|poll")),
+}
+
+
+def stacks(path: Path, thread: str, **view: Any) -> list[list[tuple[str, bool]]]:
+    """Each sample's stack of the thread, innermost first, as (function, native) pairs."""
+    run = psrec.load(str(path), threads=thread, **view)
+    s = run.samples
+    cache: dict[int, list[tuple[str, bool]]] = {}
+    out = []
+    for sid in s.stack:
+        if sid not in cache:
+            cache[sid] = [(f.function.name, f.function.kind != 0)
+                          for f in reversed(run.stack(sid))]
+        out.append(cache[sid])
+    assert out, f"no samples of {thread}"
+    return out
+
+
+def stats(path: Path) -> dict[str, Any]:
+    r = run_psrec("info", "--json", str(path))
+    assert r.returncode == 0, r.stderr
+    doc: dict[str, Any] = json.loads(r.stdout)
+    return doc["stats"]
+
+
+def record_native(python: str, tmp_path: Path, *args: str) -> tuple[Path, Path]:
+    """A 2-second native recording of rec_native.py; the recording and the folder of the
+    extension it loaded."""
+    ext = native_ext.build(python)
+    path = tmp_path / "native.psr"
+    with target(python, "rec_native.py", str(ext), *args) as t:
+        record(path, t.pid, "--native", duration=2.0)
+    return path, ext
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_native_frames_interleave_in_every_sample(python: str, tmp_path: Path) -> None:
+    path, ext = record_native(python, tmp_path)
+    st = stats(path)
+    # Read without stopping, and nearly every thread-sample with its native frames.
+    assert st["native_mixed"] >= 0.99 * st["samples"], st
+
+    spinner = stacks(path, "c-spinner")
+    chain = sum(1 for s in spinner if [n for n, _ in s[:5]] == CHAIN)
+    assert chain >= 0.95 * len(spinner), Counter(tuple(n for n, _ in s[:6]) for s in spinner)
+
+    # Python -> C -> Python: in every sample taken in the callback, the callback's frame
+    # under the C frames under the Python caller, no other Python frame between them.
+    called = [s for s in stacks(path, "c-callback") if ("py_callback", False) in s]
+    exact = sum(1 for s in called
+                if [n for n, nat in s if not nat or n in CALLBACK][:5] == CALLBACK)
+    assert called and exact >= 0.99 * len(called), Counter(tuple(n for n, _ in s) for s in called)
+
+    for thread, (caller, wait) in WAITS.items():
+        samples = stacks(path, thread)
+        ok = 0
+        for s in samples:
+            py = next((i for i, (_, nat) in enumerate(s) if not nat), None)
+            if py is not None and s[py][0] == caller and any(
+                    wait.search(n) for n, nat in s[:py] if nat):
+                ok += 1
+        assert ok >= 0.95 * len(samples), (thread, Counter(tuple(s) for s in samples[:3]))
+
+    # --native-frames python: the recording as a Python-only one reads; all: the evaluation
+    # loop's frames are there too.
+    assert all(not nat for s in stacks(path, "c-spinner", native_frames="python") for _, nat in s)
+    every = stacks(path, "c-spinner", native_frames="all")
+    assert sum(len(s) for s in every) > sum(len(s) for s in spinner)
+
+    # Read where the target's binaries are not: the names are in the recording.
+    shutil.rmtree(ext)
+    try:
+        again = stacks(path, "c-spinner")
+        assert again == spinner
+        r = run_psrec("report", "--collapsed", "-o", "-", str(path))
+        assert r.returncode == 0 and re.search(r"c_middle \([^)]*\);c_inner \(", r.stdout), r.stderr
+    finally:
+        native_ext.forget(python)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_a_thread_waiting_for_the_gil_shows_it(python: str, tmp_path: Path) -> None:
+    if is_free_threaded(python):
+        pytest.skip("a free-threaded build has no GIL to wait for")
+    path, _ = record_native(python, tmp_path, "gil")
+    waiting = 0
+    samples = stacks(path, "gil-waiter")
+    for s in samples:
+        names = [n for n, nat in s[:next(i for i, (_, nat) in enumerate(s) if not nat)]]
+        if "take_gil" in names or (not any("nanosleep" in n or n in ("select", "__select")
+                                           for n in names) and any(
+                n.startswith(("pthread_cond_", "__pthread_cond_")) for n in names)):
+            waiting += 1
+    # The hog holds the GIL 5 ms at a time; the waiter's sleeps are 0.1 ms.
+    assert waiting >= 0.5 * len(samples), Counter(tuple(n for n, _ in s[:6]) for s in samples)

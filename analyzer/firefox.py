@@ -40,8 +40,9 @@ CATEGORIES = [
     {"name": "Other", "color": "grey", "subcategories": ["Other"]},
     {"name": "Idle", "color": "transparent", "subcategories": ["Other"]},
     {"name": "Python", "color": "yellow", "subcategories": ["Other"]},
+    {"name": "Native", "color": "blue", "subcategories": ["Other"]},
 ]
-OTHER, IDLE, PYTHON = 0, 1, 2
+OTHER, IDLE, PYTHON, NATIVE = 0, 1, 2, 3
 MARKER_CAP = 200_000  # GIL intervals per thread; beyond it the rest are left out (and said)
 _CPU_BITS = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
 
@@ -205,6 +206,10 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
             f = p.defs.frame(frame_id)
             key = (f.function.name, f.function.filename, f.function.first_line)
             line = f.line
+            if f.function.kind:  # a native recording's C/C++/Rust frame: no source line
+                line = None
+                if not idle:
+                    category = NATIVE
         fi = funcs.get(key)
         if fi is None:
             fi = funcs[key] = len(func_cols["name"])

@@ -35,6 +35,7 @@ class FrameKey(NamedTuple):
     filename: str
     line: int
     name: str
+    native: bool = False  # a native recording's C/C++/Rust function (filename: its binary)
 
 
 NO_STACK = FrameKey("<psrec>", 0, "[no Python stack]")

@@ -225,7 +225,8 @@ def page_data(p: Profile) -> dict[str, Any]:
         "thread_count": every,
         "threads": threads,
         "states": out_states,
-        "keys": [[k.name, k.filename, k.line] for k in keys],
+        # [name, file, line, native]: native frames are drawn in colours of their own.
+        "keys": [[k.name, k.filename, k.line, int(k.native)] for k in keys],
         "parent": order.parent,
         "key": key_of,
         "cells": out_cells,

@@ -151,11 +151,25 @@ def build(p: Profile, sl: int | None = None) -> Any:
     # ("File: python3.12"), and every location is in it. Its functions are known (symbolized).
     prof.mapping.add(id=1, filename=strings(_interpreter(p)), has_functions=True,
                      has_filenames=True, has_line_numbers=True)
+    # A native recording's binaries: a mapping each, with its build id, so that pprof tools
+    # can symbolize its locations too. Their addresses are the binaries' link-time ones
+    # (memory_start 0, file_offset 0), already symbolized.
+    mappings: dict[str, int] = {}
+
+    def mapping(fn: Any) -> int:
+        mid = mappings.get(fn.filename)
+        if mid is None:
+            mid = mappings[fn.filename] = len(mappings) + 2
+            prof.mapping.add(id=mid, filename=strings(fn.filename),
+                             build_id=strings(fn.build_id), memory_start=0,
+                             memory_limit=(1 << 63) - 1, has_functions=True)
+        return mid
 
     def location(frame_id: int) -> int:
         loc = locations.get(frame_id)
         if loc is not None:
             return loc
+        native = None
         if frame_id == C.TRUNCATED_FRAME:
             key: Any = ("[truncated stack]", "<psrec>", 0)
             line = 0
@@ -163,6 +177,9 @@ def build(p: Profile, sl: int | None = None) -> Any:
             f = p.defs.frame(frame_id)
             key = (f.function.name, f.function.filename, f.function.first_line)
             line = f.line
+            if f.function.kind:  # native: its line is the pc's offset in the function
+                native = f.function
+                line = 0
         fid = functions.get(key)
         if fid is None:
             fid = functions[key] = len(functions) + 1
@@ -171,7 +188,12 @@ def build(p: Profile, sl: int | None = None) -> Any:
             prof.function.add(id=fid, name=strings(key[0]), filename=strings(key[1]),
                               start_line=key[2])
         loc = locations[frame_id] = len(locations) + 1
-        prof.location.add(id=loc, mapping_id=1).line.add(function_id=fid, line=line)
+        if native is not None:
+            address = _int64(native.address + max(0, f.line))
+            prof.location.add(id=loc, mapping_id=mapping(native),
+                              address=address).line.add(function_id=fid)
+        else:
+            prof.location.add(id=loc, mapping_id=1).line.add(function_id=fid, line=line)
         return loc
 
     empty_loc = 0

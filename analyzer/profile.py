@@ -271,7 +271,7 @@ class Profile:
                 f = self.defs.frame(frame_id)
                 fn = f.function
                 line = f.line if self.view.by == "line" else fn.first_line
-                k = FrameKey(fn.filename, line, fn.name)
+                k = FrameKey(fn.filename, line, fn.name, fn.kind != 0)
             self._keys[frame_id] = k
         return k
 

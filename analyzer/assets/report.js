@@ -377,8 +377,11 @@
         div.style.left = x + "px";
         div.style.top = depth * rowH + "px";
         div.style.width = w + "px";
-        const [name, file] = D.keys[k];
-        div.style.background = `hsl(${(hue(file) + (hue(name) % 50)) % 360}, 60%, ${74 - (hue(name) % 14)}%)`;
+        const [name, file, , native] = D.keys[k];
+        // Python frames in warm colours by file and function, native ones in blues.
+        div.style.background = native
+          ? `hsl(${200 + (hue(name) % 40)}, 55%, ${76 - (hue(file) % 12)}%)`
+          : `hsl(${(hue(file) + (hue(name) % 50)) % 360}, 60%, ${74 - (hue(name) % 14)}%)`;
         div.dataset.name = name;
         const share = (100 * T.total[t]) / (T.total[0] || 1);
         div.title = `${keyText(k)}\ntotal ${fmt(T.total[t])} (${share.toFixed(1)}%), own ${fmt(T.self[t])}`;

@@ -186,6 +186,10 @@ class Session:
                       f"recording stopped; waiting for {self._name} to exit (Ctrl-C stops it)",
                       file=self.stream)
             state = self.sampler.state()
+            if state["native_refusal"]:
+                print(f"psrec: --native: {state['native_refusal']}; native frames were read "
+                      f"only where a thread was blocked in a system call",
+                      file=self.stream)
             if state["stop_reason"]:
                 self.stopped_by = "thread_limit" if state["threads_full"] else "exec"
                 print(f"psrec: {state['stop_reason']}", file=self.stream)

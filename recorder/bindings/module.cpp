@@ -170,6 +170,7 @@ NB_MODULE(_recorder, m) {
              d["root_error_class"] = errorClassName(st.root_error_code);
              d["stop_reason"] = st.stop_reason;
              d["threads_full"] = st.threads_full;
+             d["native_refusal"] = st.native_refusal;
              return d;
            })
       .def("start", &Sampler::start)

@@ -36,7 +36,9 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
     if (th.perf_error) refusal_ = perfRefusal(th.perf_error);
   }
   if (th.perf.isOpen()) th.perf.latest(th.latest);
-  if (!th.latest.time_ns && !th.interrupted) {
+  // Without perf events a stack read once would never be known to change: a thread's
+  // registers then come only from /proc, while it is blocked in a system call.
+  if (th.perf.isOpen() && !th.latest.time_ns && !th.interrupted) {
     // Not on a CPU since its events were opened: blocked since before. Read once; it stays
     // true until the thread runs, which its events then see.
     th.interrupted = true;

@@ -76,6 +76,7 @@ void Sampler::publish(const std::string& stop_reason) {
   published_.root_error_code = root.why_code;
   if (!stop_reason.empty()) published_.stop_reason = stop_reason;
   published_.threads_full = threads_full_;
+  published_.native_refusal = native_refusal_;
 }
 
 uint64_t Sampler::ticks(uint64_t mono_ns) const {

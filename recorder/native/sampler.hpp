@@ -116,6 +116,8 @@ struct SamplerState {
   // cannot record, or a thread came after max_threads); empty otherwise.
   std::string stop_reason;
   bool threads_full = false;  // it ended because a thread came after max_threads
+  // record --native: why perf events could not be opened for a thread ("" when they could).
+  std::string native_refusal;
 };
 
 class Sampler {
@@ -183,6 +185,7 @@ class Sampler {
   std::optional<TargetInfo> first_info_;  // guarded by mu_
   SamplerState published_;                // guarded by mu_
   uint64_t pass_ = 0;
+  std::string native_refusal_;  // the first NativeSampling::refusal() met
   uint64_t pass_ns_ = 0;  // CLOCK_MONOTONIC time the current pass began
   // Counted per sample, published once per pass.
   uint64_t pass_stat_reads_ = 0, pass_switch_samples_ = 0;

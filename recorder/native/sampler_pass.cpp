@@ -297,6 +297,10 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
     bump(st_.native_unread, now.unread - before.unread);
     bump(st_.native_from_proc, now.from_proc - before.from_proc);
     bump(st_.native_interrupted, now.interrupted - before.interrupted);
+    if (native_refusal_.empty() && !t.native->refusal().empty()) {
+      native_refusal_ = t.native->refusal();
+      publish();
+    }
   }
 
   uint8_t status = 0;

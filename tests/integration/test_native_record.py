@@ -6,16 +6,19 @@ with the target's binaries gone."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import native_ext
 import psrec
 import pytest
-from rec_live import is_free_threaded, python_params, record, target
+from rec_live import is_free_threaded, one_python, python_params, record, target
 from rec_live import psrec as run_psrec
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
@@ -124,3 +127,63 @@ def test_a_thread_waiting_for_the_gil_shows_it(python: str, tmp_path: Path) -> N
             waiting += 1
     # The hog holds the GIL 5 ms at a time; the waiter's sleeps are 0.1 ms.
     assert waiting >= 0.5 * len(samples), Counter(tuple(n for n, _ in s[:6]) for s in samples)
+
+
+SPEEDSCOPE_SCHEMAS = [
+    Path(__file__).resolve().parents[3] / "shared" / "speedscope" / "file-format-schema.json",
+    Path(os.environ.get("PSREC_E2E_CACHE", "/tmp/psrec-e2e-cache"))
+    / "node_modules/speedscope/dist/release/file-format-schema.json",
+]
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_every_output_shows_native_frames(python: str, tmp_path: Path) -> None:
+    """The outputs of one native recording: each has the C chain, as its format says a
+    native frame (speedscope's file is the binary; Firefox's category is Native; the page
+    marks the key native; pprof has a mapping per binary with its build id)."""
+    path, _ = record_native(python, tmp_path)
+
+    out = tmp_path / "s.json"
+    r = run_psrec("export", "--speedscope", str(path), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    frames = {f["name"]: f for f in doc["shared"]["frames"]}
+    assert "c_inner" in frames and frames["c_inner"]["file"].endswith(".so")
+    schema = next((p for p in SPEEDSCOPE_SCHEMAS if p.is_file()), None)
+    if schema is not None:
+        jsonschema.validate(doc, json.loads(schema.read_text()))
+
+    out = tmp_path / "f.json"
+    r = run_psrec("export", "--firefox", str(path), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    ff = json.loads(out.read_text())
+    cats = [c["name"] for c in ff["meta"]["categories"]]
+    shared = ff["shared"]
+    names, funcs, ft = shared["stringArray"], shared["funcTable"], shared["frameTable"]
+    inner = next(i for i, n in enumerate(funcs["name"]) if names[n] == "c_inner")
+    cat = {ft["category"][i] for i, fn in enumerate(ft["func"]) if fn == inner}
+    # (its copy for samples off a CPU is in the Idle category, as every innermost frame's is)
+    assert "Native" in {cats[c] for c in cat} <= {"Native", "Idle"}, cat
+
+    out = tmp_path / "p.html"
+    r = run_psrec("report", "--html", str(path), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    page = json.loads(re.search(r'<script id="psrec-data" type="application/json">(.*?)</script>',
+                                out.read_text(), re.S).group(1))  # type: ignore[union-attr]
+    keys = {k[0]: k for k in page["keys"]}
+    assert keys["c_inner"][3] == 1 and keys["c_caller"][3] == 0
+
+    out = tmp_path / "p.pb.gz"
+    r = run_psrec("export", "--pprof", str(path), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    go = shutil.which("go")
+    if go is not None:
+        raw = subprocess.run([go, "tool", "pprof", "-raw", str(out)], capture_output=True,
+                             text=True, timeout=120)
+        assert raw.returncode == 0, raw.stderr
+        mappings = raw.stdout.split("Mappings", 1)[1]
+        ext = next(line for line in mappings.splitlines() if "psrec_native_ext" in line)
+        assert re.search(r"\b[0-9a-f]{40}\b", ext), ext  # its GNU build id
+
+    r = run_psrec("diff", str(path), str(path))
+    assert r.returncode == 0, r.stderr

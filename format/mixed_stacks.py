@@ -39,6 +39,7 @@ CALL_MACHINERY = frozenset({
     "PyVectorcall_Call", "_PyVectorcall_Call", "_PyObject_MakeTpCall", "_PyObject_Call_Prepend",
     "_PyObject_CallNoArgs", "PyObject_CallOneArg", "_PyObject_CallOneArg", "PyObject_CallObject",
     "PyEval_CallObjectWithKeywords", "_PyObject_CallNoArg", "PyObject_CallNoArgs",
+    "object_vacall", "PyObject_CallFunctionObjArgs", "PyObject_CallMethodObjArgs",
     "_PyCFunction_FastCallKeywords", "_PyMethodDef_RawFastCallKeywords",
     "_PyMethodDef_RawFastCallDict", "_PyCFunction_FastCallDict", "cfunction_call",
     "cfunction_call_varargs", "cfunction_vectorcall_FASTCALL",

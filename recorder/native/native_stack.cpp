@@ -189,6 +189,64 @@ bool NativeModules::symbolize(int32_t module, uint64_t pc, std::string* name, ui
   return false;
 }
 
+bool NativeWalker::framePointer(const NativeRegisters& regs, WordReader& words,
+                                NativeRegisters& next) {
+  const uint64_t sp = regs.r[kDwarfRsp];
+  uint64_t fp = regs.r[kDwarfRbp], caller_fp = 0, ret = 0;
+  if (!regs.has(kDwarfRbp) || fp < sp || fp - sp > (64u << 20) || (fp & 7) ||
+      !words.word(fp, &caller_fp) || !words.word(fp + 8, &ret) || ret == 0 ||
+      modules_.find(ret) < 0)
+    return false;
+  next = NativeRegisters();
+  next.set(kDwarfRbp, caller_fp);
+  next.set(kDwarfRsp, fp + 16);
+  next.set(kDwarfReturn, ret);
+  return true;
+}
+
+bool NativeWalker::returnAddress(uint64_t pc) const {
+  const int32_t i = modules_.find(pc);
+  if (i < 0) return false;
+  const NativeModule& m = modules_.modules()[static_cast<size_t>(i)];
+  if (!m.elf || !m.cfi) return false;
+  const uint8_t* p = m.elf->bytesAt(pc - m.bias - 7, 7);
+  if (!p) return false;
+  // The instruction before it is a call: E8 rel32, or FF /2 (register, memory, with or
+  // without a displacement or SIB byte).
+  if (p[2] == 0xE8) return true;
+  for (int len : {2, 3, 4, 6, 7}) {
+    const uint8_t* insn = p + 7 - len;
+    if (insn[0] == 0xFF && ((insn[1] >> 3) & 7) == 2) return true;
+  }
+  return false;
+}
+
+bool NativeWalker::scan(const NativeRegisters& regs, WordReader& words, NativeRegisters& next) {
+  const uint64_t sp = regs.r[kDwarfRsp];
+  for (uint64_t k = 0; k < kScanWords; ++k) {
+    uint64_t w;
+    if (!words.word(sp + 8 * k, &w)) return false;
+    if (!returnAddress(w)) continue;
+    // Accepted if the caller's own call-frame information takes the walk one step further.
+    NativeRegisters trial = regs;
+    trial.known = 0;
+    for (int r : {3, static_cast<int>(kDwarfRbp), 12, 13, 14, 15})  // callee-saved
+      if (regs.has(r)) trial.set(r, regs.r[r]);
+    trial.set(kDwarfRsp, sp + 8 * k + 8);
+    trial.set(kDwarfReturn, w);
+    const int32_t i = modules_.find(w);
+    const NativeModule& m = modules_.modules()[static_cast<size_t>(i)];
+    NativeRegisters probe = trial;
+    bool signal = false;
+    const UnwindStep s = m.cfi->step(w - 1 - m.bias, probe, words, &signal);
+    if (s == UnwindStep::kOk || s == UnwindStep::kOutermost) {
+      next = trial;
+      return true;
+    }
+  }
+  return false;
+}
+
 NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
                              std::vector<NativeFrame>& out, const std::vector<uint8_t>* copy) {
   out.clear();
@@ -220,15 +278,13 @@ NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
     if (step == UnwindStep::kOutermost) return NativeEnd::kRoot;
     if (step == UnwindStep::kFailed) return NativeEnd::kFailed;
     if (step == UnwindStep::kNoInfo) {
-      // Code no file describes (generated at run time): its frame pointer chain, if it keeps one.
-      uint64_t fp = regs.r[kDwarfRbp], caller_fp = 0, ret = 0;
-      if (!regs.has(kDwarfRbp) || fp < sp || fp - sp > (64u << 20) || (fp & 7) ||
-          !words.word(fp, &caller_fp) || !words.word(fp + 8, &ret) || ret == 0)
-        return NativeEnd::kNoInfo;
+      // Code with no call-frame information: generated at run time (outside every file: its
+      // frame-pointer chain first), or hand-written assembly in a library (BLAS kernels: the
+      // return address its caller pushed, found on the stack, first).
       NativeRegisters next;
-      next.set(kDwarfRbp, caller_fp);
-      next.set(kDwarfRsp, fp + 16);
-      next.set(kDwarfReturn, ret);
+      const bool found = module < 0 ? (framePointer(regs, words, next) || scan(regs, words, next))
+                                    : (scan(regs, words, next) || framePointer(regs, words, next));
+      if (!found) return NativeEnd::kNoInfo;
       regs = next;
     }
     // A caller's frame lies above its callee's, except across a signal (an alternate stack).

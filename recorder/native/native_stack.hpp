@@ -84,6 +84,14 @@ class NativeWalker {
                  const std::vector<uint8_t>* copy = nullptr);
 
  private:
+  // A frame whose code has no call-frame information: its caller from its frame pointer, or
+  // from the first word above its stack pointer that is a return address (after a call
+  // instruction, in a binary whose call-frame information takes the walk on from there).
+  bool framePointer(const NativeRegisters& regs, WordReader& words, NativeRegisters& next);
+  bool scan(const NativeRegisters& regs, WordReader& words, NativeRegisters& next);
+  bool returnAddress(uint64_t pc) const;
+  static constexpr uint64_t kScanWords = 256;
+
   NativeModules& modules_;
   RemoteMemory& mem_;
   std::vector<uint8_t> window_;

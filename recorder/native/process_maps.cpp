@@ -298,13 +298,18 @@ std::vector<ElfFile::Symbol> ElfFile::functionSymbols() const {
 
 std::optional<uint64_t> loadBias(const std::vector<MapEntry>& maps, const std::string& path,
                                  const ElfFile& elf) {
-  // The lowest mapping of the file corresponds to the first PT_LOAD segment.
+  // The mapping of file offset 0 is the first PT_LOAD segment. (Segments a tool such as
+  // patchelf added may lie at file offsets out of step with their addresses: the mapping of
+  // offset 0 is the one to go by, the lowest start less offset only when there is none.)
   uint64_t lowest = 0;
-  bool found = false;
+  bool found = false, at_zero = false;
   for (const auto& m : maps) {
     if (m.path != path) continue;
     uint64_t base = m.start - m.offset;  // where file offset 0 would be
-    if (!found || base < lowest) {
+    if (m.offset == 0 && (!at_zero || base < lowest)) {
+      lowest = base;
+      found = at_zero = true;
+    } else if (!at_zero && (!found || base < lowest)) {
       lowest = base;
       found = true;
     }

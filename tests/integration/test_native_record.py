@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,20 @@ def test_every_output_shows_native_frames(python: str, tmp_path: Path) -> None:
 
     r = run_psrec("diff", str(path), str(path))
     assert r.returncode == 0, r.stderr
+
+
+def test_numpy_shows_its_blas_kernels_under_the_python_line(tmp_path: Path) -> None:
+    """numpy's wheel from PyPI (its own OpenBLAS): the time of `a @ b` is in the BLAS
+    kernels, under the Python function that multiplies."""
+    pytest.importorskip("numpy", reason="numpy is one of the tests' requirements")
+    path = tmp_path / "numpy.psr"
+    with target(sys.executable, "rec_numpy.py") as t:
+        record(path, t.pid, "--native", duration=2.0)
+    samples = stacks(path, "MainThread")
+    blas = 0
+    for s in samples:
+        py = next((i for i, (_, nat) in enumerate(s) if not nat), None)
+        if py is not None and s[py][0] == "multiply" and any(
+                re.search(r"gemm|kernel", n, re.I) for n, nat in s[:py] if nat):
+            blas += 1
+    assert blas >= 0.8 * len(samples), Counter(tuple(n for n, _ in s[:5]) for s in samples)

@@ -21,14 +21,15 @@ from typing import Any
 
 from . import _proc
 from ._figures import Ctx, fig_dump, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
+from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tools import _version, ensure_tools, target_pythons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump")
-LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump"}
+           "dump", "native")
+LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native"}
 
 
 def _log(msg: str) -> None:
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_format(ctx, args.cache)
                 elif fig == "dump":
                     fig_dump(ctx)
+                elif fig == "native":
+                    fig_native(ctx)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

@@ -3,7 +3,9 @@ Over 400 lines and kept whole: the figures share one way of running, timing and 
 
 Figure numbers follow the benchmark issue: 1 rate and cost, 2 rate fidelity, 3 slowdown,
 4 output size, 5 attribution, 6 analyzer throughput, 7 recorder memory; F are the format's own
-figures (size per thread-sample, decode speed, writer throughput).
+figures (size per thread-sample, decode speed, writer throughput). Figure N (native frames) is
+in _native.py, run with the helpers here (record_attach, run_launched, interleave,
+paired_slowdown).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class Recorded:
     rss_series: list[tuple[float, int]]
     result: ToolResult | None
     error: str | None = None
+    out: str = ""  # the output's path (removed by _remove_outputs)
 
     @property
     def duration_s(self) -> float:
@@ -103,12 +106,13 @@ def record_attach(
     fmt: str | None = None,
     poll_memory: float = 0.0,
     attribution: bool = False,
+    native: bool = False,
 ) -> Recorded:
     """Records pid for window_s seconds (ended with SIGINT) and reads what the tool wrote."""
     fmt = fmt or DEFAULT_FMT[tool]
     out = ctx.path(f"{tool}-{rate_hz}", EXT[fmt])
     errpath = out + ".stderr"
-    argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid)
+    argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid, native=native)
     with open(errpath, "wb") as errf:
         p = _proc.start(argv, f"{tool} -> {pid}", stderr=errf)
     error = None
@@ -157,7 +161,7 @@ def record_attach(
     if len(steady) == 2 and steady[1][0] > steady[0][0]:
         util = (steady[1][1] - steady[0][1]) / (steady[1][0] - steady[0][0])
     return Recorded(tool, fmt, rate_hz, window, ex.cpu_s, util, ex.maxrss_kb, p.hwm_kb,
-                    p.rss_series, result, error)
+                    p.rss_series, result, error, out)
 
 
 def _tail(b: bytes) -> str:
@@ -327,100 +331,145 @@ BASE_EVERY = 3
 FIXED_ARGS_QUICK = ("27", "2")
 
 
-def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
+def interleave(baseline: Any, profiled: list[Any], rounds: int) -> list[tuple[int, Any]]:
+    """(round, configuration) in the order to run them: an unprofiled run opens each round and
+    follows every BASE_EVERY profiled runs, so that each profiled run is compared with the
+    unprofiled runs just before and after it; every other round runs the profiled ones in
+    reverse order."""
+    seq: list[tuple[int, Any]] = []
+    for rnd in range(rounds):
+        order = profiled if rnd % 2 == 0 else list(reversed(profiled))
+        seq.append((rnd, baseline))
+        for i, cfg in enumerate(order, 1):
+            seq.append((rnd, cfg))
+            if i % BASE_EVERY == 0 or i == len(order):
+                seq.append((rnd, baseline))
+    return seq
+
+
+def run_launched(
+    ctx: Ctx,
+    rnd: int,
+    label: str,
+    tool: str | None,
+    rate: int,
+    script: str,
+    args: tuple[str, ...],
+    *,
+    blocking: bool = False,
+    native: bool = False,
+    fmt: str = "",
+    attribution: bool = False,
+) -> FixedRun:
+    """Runs script to its end through _runner.py, unprofiled (tool None) or launched by tool,
+    and reads what the target measured of itself (and the tool's output)."""
     import json
     import subprocess
 
+    res_json = ctx.path(f"runner-{label}", "json")
+    command = [ctx.tc.target_python, RUNNER, res_json, script, *args]
+    fmt = fmt or {"psrec": "psr", "py-spy": "speedscope", "austin": "text"}.get(tool or "", "")
+    out = ctx.path(f"fixed-{label}", EXT.get(fmt, "out"))
+    if tool is None:
+        argv = command
+    else:
+        argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate,
+                           command=command, blocking=blocking, native=native)
+    errpath = out + ".stderr"
+    with open(errpath, "wb") as errf:
+        p = _proc.start(argv, label, stderr=errf, stdout=subprocess.DEVNULL)
+    error = None
+    target = rec = None
+    result = None
+    try:
+        ex = p.wait(timeout=300)
+        rec = {"cpu_s": ex.cpu_s, "wall_s": ex.wall_s, "returncode": ex.returncode}
+        with open(res_json) as f:
+            target = json.load(f)
+        if tool is not None:
+            with open(errpath, "rb") as f:
+                stderr = f.read()
+            result = read_output(tool, fmt, out, stderr, target_pid=None,
+                                 attribution=attribution)
+    except (BenchTimeout, OSError, ValueError, RuntimeError, KeyError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        with open(errpath, "rb") as f:
+            error += f" :: exit status {p.popen.returncode}, stderr: {_tail(f.read())}"
+        ctx.log(f"  {label}: {error}")
+    finally:
+        if p.exited is None:
+            p.kill()
+    _remove(out)
+    _remove(res_json)
+    return FixedRun(label, rnd, target, rec, result, error)
+
+
+def _neighbours(runs: list[FixedRun], base_idx: list[int], i: int, key: str) -> float | None:
+    """Mean of the nearest unprofiled runs before and after run i (one if at an end)."""
+    before = [j for j in base_idx if j < i]
+    after = [j for j in base_idx if j > i]
+    vals = [runs[j].target[key] for j in (before[-1:] + after[:1])]  # type: ignore[index]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _base_idx(runs: list[FixedRun]) -> list[int]:
+    return [i for i, r in enumerate(runs) if r.config == "baseline" and r.target]
+
+
+def paired_slowdown(runs: list[FixedRun], label: str, key: str) -> Summary | None:
+    """Each run of configuration label against the unprofiled runs beside it, in %."""
+    base_idx = _base_idx(runs)
+    vals = []
+    for i, r in enumerate(runs):
+        if r.config == label and r.target and r.error is None:
+            b = _neighbours(runs, base_idx, i, key)
+            if b:
+                vals.append(100.0 * (r.target[key] / b - 1.0))
+    return summarize(vals)
+
+
+def noise_floor(runs: list[FixedRun], key: str) -> Summary | None:
+    """Unprofiled runs compared with their unprofiled neighbours, in %."""
+    base_idx = _base_idx(runs)
+    vals = []
+    for k in range(1, len(base_idx) - 1):
+        i = base_idx[k]
+        prev, nxt, here = (runs[j].target for j in (base_idx[k - 1], base_idx[k + 1], i))
+        assert prev and nxt and here
+        vals.append(100.0 * (here[key] / ((prev[key] + nxt[key]) / 2) - 1.0))
+    return summarize(vals)
+
+
+def failed_runs(runs: list[FixedRun], label: str) -> str:
+    n = sum(1 for r in runs if r.config == label)
+    bad = sum(1 for r in runs if r.config == label and r.error is not None)
+    return f"{bad} of {n} {label} runs failed" if bad else ""
+
+
+def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
     rounds = 1 if ctx.quick else 5
     args = FIXED_ARGS_QUICK if ctx.quick else FIXED_ARGS
     cfgs = _fixed_configs(ctx)
     ctx.log(f"[3,5] fixed_work.py {' '.join(args)}: {len(cfgs) - 1} profiled configurations "
             f"x {rounds} rounds, interleaved with unprofiled runs")
     script = os.path.join(WORKLOADS, "fixed_work.py")
-    runs: list[FixedRun] = []
-    # An unprofiled run opens each round and follows every BASE_EVERY profiled runs, so that
-    # each profiled run is compared with the unprofiled runs just before and after it.
-    profiled = cfgs[1:]
-    seq: list[tuple[int, tuple[str, str | None, int, bool]]] = []
-    for rnd in range(rounds):
-        order = profiled if rnd % 2 == 0 else list(reversed(profiled))
-        seq.append((rnd, cfgs[0]))
-        for i, cfg in enumerate(order, 1):
-            seq.append((rnd, cfg))
-            if i % BASE_EVERY == 0 or i == len(order):
-                seq.append((rnd, cfgs[0]))
+    seq = interleave(cfgs[0], cfgs[1:], rounds)
     ctx.log(f"  {len(seq)} runs, an unprofiled one after every {BASE_EVERY} profiled")
-    for rnd, (label, tool, rate, blocking) in seq:
-        res_json = ctx.path(f"runner-{label}", "json")
-        command = [ctx.tc.target_python, RUNNER, res_json, script, *args]
-        fmt = {"psrec": "psr", "py-spy": "speedscope", "austin": "text"}.get(tool or "", "")
-        out = ctx.path(f"fixed-{label}", EXT.get(fmt, "out"))
-        if tool is None:
-            argv = command
-        else:
-            argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate,
-                               command=command, blocking=blocking)
-        errpath = out + ".stderr"
-        with open(errpath, "wb") as errf:
-            p = _proc.start(argv, label, stderr=errf, stdout=subprocess.DEVNULL)
-        error = None
-        target = rec = None
-        result = None
-        try:
-            ex = p.wait(timeout=300)
-            rec = {"cpu_s": ex.cpu_s, "wall_s": ex.wall_s, "returncode": ex.returncode}
-            with open(res_json) as f:
-                target = json.load(f)
-            if tool is not None:
-                with open(errpath, "rb") as f:
-                    stderr = f.read()
-                result = read_output(tool, fmt, out, stderr, target_pid=None,
-                                     attribution=True)
-        except (BenchTimeout, OSError, ValueError, RuntimeError, KeyError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            with open(errpath, "rb") as f:
-                error += f" :: exit status {p.popen.returncode}, stderr: {_tail(f.read())}"
-            ctx.log(f"  {label}: {error}")
-        finally:
-            if p.exited is None:
-                p.kill()
-        runs.append(FixedRun(label, rnd, target, rec, result, error))
-        _remove(out)
-        _remove(res_json)
+    runs = [run_launched(ctx, rnd, label, tool, rate, script, args, blocking=blocking,
+                         attribution=True)
+            for rnd, (label, tool, rate, blocking) in seq]
     ctx.raw["fixed_work"] = {"args": list(args), "runs": [
         {**r.__dict__, "result": r.result.as_dict() if r.result else None} for r in runs]}
     base = {r.round: r.target for r in runs if r.config == "baseline" and r.target}
-    base_idx = [i for i, r in enumerate(runs) if r.config == "baseline" and r.target]
-
-    def neighbours(i: int, key: str) -> float | None:
-        """Mean of the nearest unprofiled runs before and after run i (one if at an end)."""
-        before = [j for j in base_idx if j < i]
-        after = [j for j in base_idx if j > i]
-        vals = [runs[j].target[key] for j in (before[-1:] + after[:1])]  # type: ignore[index]
-        return sum(vals) / len(vals) if vals else None
 
     def paired(label: str, key: str) -> Summary | None:
-        vals = []
-        for i, r in enumerate(runs):
-            if r.config == label and r.target and r.error is None:
-                b = neighbours(i, key)
-                if b:
-                    vals.append(100.0 * (r.target[key] / b - 1.0))
-        return summarize(vals)
+        return paired_slowdown(runs, label, key)
 
     def failed(label: str) -> str:
-        n = sum(1 for r in runs if r.config == label)
-        bad = sum(1 for r in runs if r.config == label and r.error is not None)
-        return f"{bad} of {n} {label} runs failed" if bad else ""
+        return failed_runs(runs, label)
 
     def noise(key: str) -> Summary | None:
-        """Unprofiled runs compared with their unprofiled neighbours: the noise floor."""
-        vals = []
-        for k in range(1, len(base_idx) - 1):
-            i = base_idx[k]
-            b = (runs[base_idx[k - 1]].target[key] + runs[base_idx[k + 1]].target[key]) / 2
-            vals.append(100.0 * (runs[i].target[key] / b - 1.0))  # type: ignore[index]
-        return summarize(vals)
+        return noise_floor(runs, key)
 
     if do_slowdown:
         bw = summarize([b["elapsed"] for b in base.values()])

@@ -239,11 +239,16 @@ def record_argv(
     pid: int | None = None,
     command: list[str] | None = None,
     blocking: bool = False,
+    native: bool = False,
 ) -> list[str]:
     """The command that records pid (attach) or runs command (launch) until stopped/exited.
 
     No tool is given a duration: py-spy's --duration counts samples (rate x seconds), not time,
     so every recording is ended by the benchmark with SIGINT at the end of its window.
+
+    native: native frames too (psrec --native; py-spy --native, which stops the target for
+    each sample whatever blocking says: it refuses --nonblocking with --native). Austin's
+    native mode (austinp) is not run.
     """
     assert (pid is None) != (command is None)
     if tool == "psrec":
@@ -251,15 +256,21 @@ def record_argv(
         argv = [tc.python, "-m", "psrec", "record", "-q", "-o", out, "-r", rate]
         if blocking:
             argv.append("--blocking")
+        if native:
+            argv.append("--native")
         return argv + ([str(pid)] if pid is not None else ["--", *command])  # type: ignore[misc]
     if tool == "py-spy":
         assert tc.py_spy
         argv = [tc.py_spy, "record", "-r", str(rate_hz), "--idle", "-f", fmt, "-o", out]
-        if not blocking:
+        if native:
+            argv.append("--native")
+        elif not blocking:
             argv.append("--nonblocking")
         return argv + (["-p", str(pid)] if pid is not None else ["--", *command])  # type: ignore[misc]
     if tool == "austin":
         assert tc.austin
+        if native:
+            raise ValueError("the benchmark does not run Austin's native mode (austinp)")
         interval_us = max(1, round(1e6 / rate_hz))
         argv = [tc.austin, "-i", str(interval_us), "-o", out]
         if fmt == "mojo":

@@ -14,6 +14,8 @@ namespace psrec::recorder {
 
 namespace {
 
+// How far past a symbol without a size an address is still named after it.
+constexpr uint64_t kUnsizedSymbolBytes = 256;
 // The top of the stack read in one system call: deep enough for the frames of most stacks.
 constexpr size_t kStackWindow = 64 * 1024;
 
@@ -179,7 +181,10 @@ bool NativeModules::symbolize(int32_t module, uint64_t pc, std::string* name, ui
     const uint64_t group = it->addr;
     // Of the symbols at this address, the first in the order above is the one named.
     while (it != m.symbols.begin() && (it - 1)->addr == group) --it;
-    if (it->size == 0 || at - it->addr < it->size) {
+    // A symbol without a size (_start, _init) names only a stub's worth of bytes after it:
+    // farther on lies code no symbol names (a PLT), better left unnamed than misnamed.
+    if ((it->size == 0 && at - it->addr < kUnsizedSymbolBytes) ||
+        (it->size != 0 && at - it->addr < it->size)) {
       *name = it->name;
       *offset = at - it->addr;
       return true;

@@ -20,7 +20,7 @@ namespace psrec::recorder {
 
 // Bytes of a thread's stack the kernel copies with each sample (frames beyond are read from
 // the process when the walk needs them).
-constexpr uint32_t kNativeStackCopy = 16 * 1024;
+constexpr uint32_t kNativeStackCopy = 8 * 1024;
 // Native frames of one sample at most.
 constexpr size_t kMaxNativeFrames = 4096;
 

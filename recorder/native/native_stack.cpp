@@ -32,14 +32,39 @@ class StackWords : public WordReader {
       std::memcpy(out, bytes_.data() + (addr - base_), 8);
       return true;
     }
-    return mem_.readValue(addr, *out);
+    // Beyond the copy: the stack read a block at a time, as the walk goes up it.
+    const uint64_t block = addr & ~(kBlock - 1);
+    if (addr - block > kBlock - 8) return mem_.readValue(addr, *out);
+    for (const Block& b : blocks_) {
+      if (b.addr == block) {
+        std::memcpy(out, b.bytes + (addr - block), 8);
+        return true;
+      }
+    }
+    if (blocks_.size() >= kMaxBlocks) return mem_.readValue(addr, *out);
+    blocks_.emplace_back();
+    Block& b = blocks_.back();
+    b.addr = block;
+    if (mem_.read(block, b.bytes, kBlock) != ReadStatus::kOk) {
+      blocks_.pop_back();
+      return mem_.readValue(addr, *out);
+    }
+    std::memcpy(out, b.bytes + (addr - block), 8);
+    return true;
   }
 
  private:
+  static constexpr uint64_t kBlock = 4096;
+  static constexpr size_t kMaxBlocks = 64;
+  struct Block {
+    uint64_t addr;
+    uint8_t bytes[kBlock];
+  };
   RemoteMemory& mem_;
   uint64_t base_;
   const std::vector<uint8_t>& bytes_;
   size_t got_;
+  std::vector<Block> blocks_;
 };
 
 }  // namespace

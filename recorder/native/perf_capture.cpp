@@ -100,6 +100,11 @@ int PerfThread::open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
     if (ioctl(switch_fd_, PERF_EVENT_IOC_SET_OUTPUT, fd_) != 0) {
       ::close(switch_fd_);
       switch_fd_ = -1;
+    } else {
+      // Only the switches where the thread goes to wait (prev_state not TASK_RUNNING): a
+      // thread preempted while running is sampled by the task-clock event as it runs on.
+      static const char kFilter[] = "prev_state != 0";
+      ioctl(switch_fd_, PERF_EVENT_IOC_SET_FILTER, kFilter);
     }
   }
   return 0;

@@ -101,6 +101,7 @@ def format_dump(d: dict[str, Any], hide: bool = True) -> list[str]:
         f"Process {info['pid']}: {p(info.get('command') or info['executable'])}",
         f"Python {info['version']}{' free-threaded' if info['free_threaded'] else ''} "
         f"({info['binary']})",
+        *(f"[{p(said)}]" for said in d.get("native_replaced", ())),
         "",
     ]
     # A free-threaded interpreter has no GIL: what stands in its place is whether the thread

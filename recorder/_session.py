@@ -186,6 +186,8 @@ class Session:
                       f"recording stopped; waiting for {self._name} to exit (Ctrl-C stops it)",
                       file=self.stream)
             state = self.sampler.state()
+            for said in state["native_replaced"]:
+                print(f"psrec: --native: {said}", file=self.stream)
             if state["native_refusal"]:
                 print(f"psrec: --native: {state['native_refusal']}; native frames were read "
                       f"only where a thread was blocked in a system call",

@@ -102,6 +102,7 @@ NB_MODULE(_recorder, m) {
     nb::dict out;
     out["info"] = infoDict(d.info);
     out["threads"] = threads;
+    if (native) out["native_replaced"] = d.native_replaced;
     return out;
   }, nb::arg("pid"), nb::arg("blocking") = false, nb::arg("native") = false);
 
@@ -171,6 +172,7 @@ NB_MODULE(_recorder, m) {
              d["stop_reason"] = st.stop_reason;
              d["threads_full"] = st.threads_full;
              d["native_refusal"] = st.native_refusal;
+             d["native_replaced"] = st.native_replaced;
              return d;
            })
       .def("start", &Sampler::start)

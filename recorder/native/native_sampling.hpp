@@ -64,6 +64,8 @@ class NativeSampling {
   const NativeCounts& counts() const { return counts_; }
   // Why perf events could not be opened for the last thread that failed ("" if none did).
   const std::string& refusal() const { return refusal_; }
+  // The binaries replaced on disk while mapped (NativeModules::replaced).
+  const std::vector<std::string>& replaced() const { return modules_.replaced(); }
 
  private:
   uint32_t frameId(const NativeFrame& f, bool eval, format::Encoder& enc);

@@ -70,41 +70,66 @@ class StackWords : public WordReader {
 }  // namespace
 
 void NativeModules::refresh() {
-  std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
-  std::map<std::string, bool> executable;
+  // Each file's range, its first mapping (which /proc/PID/map_files opens) and its inode.
+  struct Seen {
+    uint64_t start, end;
+    const MapEntry* first;
+    bool executable;
+  };
+  std::map<std::string, Seen> files;
   const std::vector<MapEntry> maps = readMaps(pid_);
   for (const MapEntry& m : maps) {
     if (m.path.empty() || m.path[0] != '/') continue;
-    auto it = ranges.find(m.path);
-    if (it == ranges.end()) {
-      ranges.emplace(m.path, std::make_pair(m.start, m.end));
+    auto it = files.find(m.path);
+    if (it == files.end()) {
+      files.emplace(m.path, Seen{m.start, m.end, &m, executablePath(m)});
     } else {
-      it->second.first = std::min(it->second.first, m.start);
-      it->second.second = std::max(it->second.second, m.end);
+      it->second.start = std::min(it->second.start, m.start);
+      it->second.end = std::max(it->second.end, m.end);
+      it->second.executable |= executablePath(m);
     }
-    if (executablePath(m)) executable[m.path] = true;
   }
+  static const std::string kDeleted = " (deleted)";
   std::vector<NativeModule> next;
-  for (const auto& [path, range] : ranges) {
-    if (!executable.count(path)) continue;
+  for (const auto& [shown, seen] : files) {
+    if (!seen.executable) continue;
     NativeModule mod;
     // A module already open at the same place keeps its file and symbols.
     for (NativeModule& old : modules_) {
-      if (old.path == path && old.start == range.first && old.end == range.second) {
+      if (old.start == seen.start && old.end == seen.end && old.elf &&
+          (old.path == shown || old.path + kDeleted == shown)) {
         mod = std::move(old);
         break;
       }
     }
-    if (mod.path.empty()) {
+    if (!mod.elf) {
+      std::string path = shown;
+      const bool deleted = path.size() > kDeleted.size() &&
+                           path.compare(path.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0;
+      if (deleted) path.resize(path.size() - kDeleted.size());
       mod.path = path;
-      mod.start = range.first;
-      mod.end = range.second;
-      if (auto elf = ElfFile::open(path, pid_)) {
+      mod.start = seen.start;
+      mod.end = seen.end;
+      // The mapped file itself; by its path only where map_files is refused, and then only
+      // if the path still leads to it.
+      auto elf = ElfFile::openMapping(pid_, seen.first->start, seen.first->end);
+      auto at_path = ElfFile::open(path, pid_);
+      mod.replaced =
+          deleted || (at_path && seen.first->inode && at_path->inode() != seen.first->inode);
+      if (!elf && at_path && !mod.replaced) elf.emplace(std::move(*at_path));
+      if (elf) {
         mod.elf = std::make_unique<ElfFile>(std::move(*elf));
         mod.build_id = mod.elf->buildId();
-        mod.bias = loadBias(maps, path, *mod.elf).value_or(0);
+        mod.bias = loadBias(maps, shown, *mod.elf).value_or(0);
         mod.cfi = std::make_unique<CallFrameInfo>(*mod.elf);
       }
+      if (mod.replaced)
+        replaced_.push_back(
+            path + " was replaced on disk while the target had it mapped (an upgrade?): " +
+            (mod.elf ? "its frames are named from the mapped file, build id " +
+                           (mod.build_id.empty() ? std::string("none") : mod.build_id)
+                     : std::string("the mapped file could not be read: its frames are left "
+                                   "unnamed")));
     }
     next.push_back(std::move(mod));
   }

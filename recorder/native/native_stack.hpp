@@ -19,6 +19,9 @@ namespace psrec::recorder {
 struct NativeModule {
   std::string path;      // as the target sees it
   std::string build_id;  // hex; empty when the file has none
+  // The file at its path is no longer the one mapped (replaced on disk: an upgrade): named
+  // from the mapped file all the same.
+  bool replaced = false;
   uint64_t start = 0;    // the lowest and highest address of its mappings
   uint64_t end = 0;
   uint64_t bias = 0;     // run-time address = link-time address + bias
@@ -53,6 +56,8 @@ class NativeModules {
   // Reads the target's maps again (libraries loaded since), keeping the files already open.
   void refresh();
   const std::vector<NativeModule>& modules() const { return modules_; }
+  // What to say of each binary replaced on disk while mapped, met so far (one sentence each).
+  const std::vector<std::string>& replaced() const { return replaced_; }
   int32_t find(uint64_t pc) const;
   // Finds the evaluation loop in the module that holds the run-time address of _PyRuntime: the
   // largest function its call-frame information describes, with the functions its symbols
@@ -73,6 +78,7 @@ class NativeModules {
  private:
   pid_t pid_;
   std::vector<NativeModule> modules_;  // by start address
+  std::vector<std::string> replaced_;
 };
 
 // The walk itself. Reads the top of the thread's stack in one system call (or takes a copy of

@@ -21,15 +21,16 @@ std::vector<MapEntry> readMaps(pid_t pid) {
   std::string line;
   while (std::getline(in, line)) {
     MapEntry e;
-    unsigned long long start, end, offset;
+    unsigned long long start, end, offset, inode = 0;
     char perms[8] = {0};
     int path_pos = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset,
-                    &path_pos) < 4)
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %llu %n", &start, &end, perms, &offset,
+                    &inode, &path_pos) < 4)
       continue;
     e.start = start;
     e.end = end;
     e.offset = offset;
+    e.inode = inode;
     e.perms = perms;
     if (path_pos > 0 && static_cast<size_t>(path_pos) < line.size()) e.path = line.substr(path_pos);
     out.push_back(std::move(e));
@@ -64,6 +65,17 @@ std::optional<ElfFile> ElfFile::open(const std::string& path, pid_t pid) {
       break;
     }
   }
+  return fromFd(fd);
+}
+
+std::optional<ElfFile> ElfFile::openMapping(pid_t pid, uint64_t start, uint64_t end) {
+  char range[96];
+  std::snprintf(range, sizeof range, "/proc/%d/map_files/%llx-%llx", static_cast<int>(pid),
+                static_cast<unsigned long long>(start), static_cast<unsigned long long>(end));
+  return fromFd(::open(range, O_RDONLY | O_CLOEXEC));
+}
+
+std::optional<ElfFile> ElfFile::fromFd(int fd) {
   if (fd < 0) return std::nullopt;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
@@ -76,6 +88,7 @@ std::optional<ElfFile> ElfFile::open(const std::string& path, pid_t pid) {
   ElfFile f;
   f.data_ = static_cast<const uint8_t*>(p);
   f.size_ = static_cast<size_t>(st.st_size);
+  f.inode_ = static_cast<uint64_t>(st.st_ino);
   if (!f.parse()) return std::nullopt;  // f's destructor unmaps
   return std::optional<ElfFile>(std::move(f));
 }
@@ -85,7 +98,8 @@ ElfFile::~ElfFile() {
 }
 
 ElfFile::ElfFile(ElfFile&& other) noexcept
-    : data_(other.data_), size_(other.size_), first_load_vaddr_(other.first_load_vaddr_) {
+    : data_(other.data_), size_(other.size_), first_load_vaddr_(other.first_load_vaddr_),
+      inode_(other.inode_) {
   other.data_ = nullptr;
   other.size_ = 0;
 }

@@ -15,6 +15,7 @@ struct MapEntry {
   uint64_t start = 0;
   uint64_t end = 0;
   uint64_t offset = 0;
+  uint64_t inode = 0;
   std::string perms;
   std::string path;
 };
@@ -27,6 +28,9 @@ class ElfFile {
   // Opens path as the target sees it (through /proc/PID/root when pid > 0, else the path
   // itself, else the target's mapping of it in /proc/PID/map_files).
   static std::optional<ElfFile> open(const std::string& path, pid_t pid = 0);
+  // The file a mapping of process pid maps, whatever its path leads to now
+  // (/proc/PID/map_files/START-END): the very file, even one replaced on disk since.
+  static std::optional<ElfFile> openMapping(pid_t pid, uint64_t start, uint64_t end);
   ~ElfFile();
   ElfFile(ElfFile&& other) noexcept;
   ElfFile& operator=(ElfFile&&) = delete;
@@ -39,6 +43,8 @@ class ElfFile {
   std::optional<std::pair<uint64_t, uint64_t>> section(const char* name) const;
   // Link-time vaddr of the PT_LOAD segment that starts at file offset 0 (page-aligned).
   uint64_t firstLoadVaddr() const { return first_load_vaddr_; }
+  // The inode of the file opened.
+  uint64_t inode() const { return inode_; }
   // Reads bytes at a link-time address from the file (initialised data only).
   bool readAt(uint64_t vaddr, void* dst, size_t len) const;
   // Scans read-only data for a version string like "3.10.13"; returns PY_VERSION_HEX-like or 0.
@@ -62,11 +68,13 @@ class ElfFile {
 
  private:
   ElfFile() = default;
+  static std::optional<ElfFile> fromFd(int fd);
   bool parse();
 
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   uint64_t first_load_vaddr_ = 0;
+  uint64_t inode_ = 0;
 };
 
 // A binary mapped into the target: its path, where it is loaded and its ELF file.

@@ -118,6 +118,7 @@ struct SamplerState {
   bool threads_full = false;  // it ended because a thread came after max_threads
   // record --native: why perf events could not be opened for a thread ("" when they could).
   std::string native_refusal;
+  std::vector<std::string> native_replaced;  // binaries replaced on disk while mapped
 };
 
 class Sampler {
@@ -186,6 +187,7 @@ class Sampler {
   SamplerState published_;                // guarded by mu_
   uint64_t pass_ = 0;
   std::string native_refusal_;  // the first NativeSampling::refusal() met
+  std::vector<std::string> native_replaced_;  // every NativeSampling::replaced() met
   uint64_t pass_ns_ = 0;  // CLOCK_MONOTONIC time the current pass began
   // Counted per sample, published once per pass.
   uint64_t pass_stat_reads_ = 0, pass_switch_samples_ = 0;

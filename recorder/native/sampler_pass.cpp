@@ -297,10 +297,18 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
     bump(st_.native_unread, now.unread - before.unread);
     bump(st_.native_from_proc, now.from_proc - before.from_proc);
     bump(st_.native_interrupted, now.interrupted - before.interrupted);
+    bool changed = false;
     if (native_refusal_.empty() && !t.native->refusal().empty()) {
       native_refusal_ = t.native->refusal();
-      publish();
+      changed = true;
     }
+    for (const std::string& r : t.native->replaced()) {
+      if (std::find(native_replaced_.begin(), native_replaced_.end(), r) != native_replaced_.end())
+        continue;
+      native_replaced_.push_back(r);
+      changed = true;
+    }
+    if (changed) publish();
   }
 
   uint8_t status = 0;

@@ -216,6 +216,7 @@ ProcessDump dumpProcess(pid_t pid, bool blocking, bool native) {
     readNative(t, here, modules, walker);
     d.threads.push_back(std::move(t));
   }
+  d.native_replaced = modules.replaced();
   return d;
 }
 

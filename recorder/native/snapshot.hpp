@@ -51,6 +51,7 @@ struct ThreadDump {
 struct ProcessDump {
   TargetInfo info;
   std::vector<ThreadDump> threads;
+  std::vector<std::string> native_replaced;  // binaries replaced on disk while mapped
 };
 
 // Attaches (throws RecorderError) and reads every thread's stack once. With blocking, the

@@ -17,10 +17,10 @@ _PATHS = ("import sysconfig as s; p = s.get_paths(); "
           "print(p['include']); print(p['platinclude']); print(s.get_config_var('EXT_SUFFIX'))")
 
 
-def build(python: str) -> Path:
+def build(python: str, *defines: str) -> Path:
     """The folder holding psrec_native_ext built for python (under /tmp, which the provisioned
-    roots share with the host)."""
-    if python in _BUILT:
+    roots share with the host); with defines (-D names), a build of its own, not kept."""
+    if python in _BUILT and not defines:
         return _BUILT[python]
     cc = shutil.which("gcc") or shutil.which("cc")
     assert cc, "no C compiler (gcc) on this machine: the native tests build their extension"
@@ -36,14 +36,16 @@ def build(python: str) -> Path:
     out = Path(tempfile.mkdtemp(prefix="psrec-native-ext-"))
     out.chmod(0o755)
     built = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O2", "-I", here(include), "-I", here(platinclude),
+        [cc, "-shared", "-fPIC", "-O2", *(f"-D{d}" for d in defines),
+         "-I", here(include), "-I", here(platinclude),
          # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>: the
          # root's include folder, searched after this machine's own.
          *(["-idirafter", here("/usr/include")] if root else []),
          str(SOURCE), "-o", str(out / f"psrec_native_ext{suffix}")],
         capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr
-    _BUILT[python] = out
+    if not defines:
+        _BUILT[python] = out
     return out
 
 

@@ -205,3 +205,30 @@ def test_numpy_shows_its_blas_kernels_under_the_python_line(tmp_path: Path) -> N
                 re.search(r"gemm|kernel", n, re.I) for n, nat in s[:py] if nat):
             blas += 1
     assert blas >= 0.8 * len(samples), Counter(tuple(n for n, _ in s[:5]) for s in samples)
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_a_binary_replaced_on_disk_is_named_from_the_file_mapped(python: str,
+                                                                  tmp_path: Path) -> None:
+    """A library upgraded (replaced on disk) while the target has the old one loaded: its
+    frames are named from the mapped file, by build id, and psrec says it was replaced."""
+    ext = tmp_path / "ext"
+    shutil.copytree(native_ext.build(python), ext)
+    newer = native_ext.build(python, "PSREC_SHIFT")
+    (so,) = ext.glob("psrec_native_ext*.so")
+    path = tmp_path / "replaced.psr"
+    with target(python, "rec_native.py", str(ext)) as t:
+        # as a package manager installs a new version: a new file renamed over the old
+        staged = ext / (so.name + ".new")
+        shutil.copy(next(newer.glob("psrec_native_ext*.so")), staged)
+        os.replace(staged, so)
+        r = run_psrec("record", "--native", "-o", str(path), "-d", "1.5", str(t.pid))
+    shutil.rmtree(newer)
+    assert r.returncode == 0, r.stderr
+    said = re.search(r"psrec: --native: \S*/psrec_native_ext\S* was replaced on disk while the "
+                     r"target had it mapped \(an upgrade\?\): its frames are named from the "
+                     r"mapped file, build id [0-9a-f]{40}", r.stderr)
+    assert said, r.stderr
+    spinner = stacks(path, "c-spinner")
+    chain = sum(1 for s in spinner if [n for n, _ in s[:5]] == CHAIN)
+    assert chain >= 0.95 * len(spinner), Counter(tuple(n for n, _ in s[:6]) for s in spinner)

@@ -10,6 +10,19 @@
 
 static volatile unsigned long long sink;
 
+#ifdef PSREC_SHIFT
+/* Built with -DPSREC_SHIFT: another build of the module, its functions at other addresses (a
+ * newer version of a library, installed over the one a process has loaded). */
+KEEP static unsigned long long c_padding(unsigned long long n) {
+  unsigned long long s = 0;
+  for (unsigned long long i = 0; i < n; ++i) s += i * i ^ (s >> 3);
+  for (unsigned long long i = 0; i < n; ++i) s += i * 7 ^ (s >> 5);
+  for (unsigned long long i = 0; i < n; ++i) s += i * 11 ^ (s >> 7);
+  return s;
+}
+unsigned long long (*psrec_padding)(unsigned long long) = c_padding;
+#endif
+
 KEEP static unsigned long long c_inner(unsigned long long n) {
   for (unsigned long long i = 0; i < n; ++i) sink += i;
   return sink;

@@ -37,13 +37,15 @@ __all__ = ["top"]
 
 
 def _start_recorder(pid: int, path: str, rate: str, force: bool,
-                    to_fd: int | None = None) -> subprocess.Popen[bytes]:
+                    to_fd: int | None = None, native: bool = False) -> subprocess.Popen[bytes]:
     """`psrec record` on pid into path, or with to_fd into that open file (its stdout). It
     ends with top, however top ends (SIGTERM on top's death: it closes the file cleanly)."""
     out = "-" if to_fd is not None else path
     cmd = [sys.executable, "-m", "psrec", "record", "-q", "-r", rate, "-o", out, str(pid)]
     if force:
         cmd.insert(-1, "--force")
+    if native:
+        cmd.insert(-1, "--native")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                             stdout=to_fd if to_fd is not None else subprocess.DEVNULL,
                             stderr=subprocess.PIPE, preexec_fn=end_with_parent())
@@ -88,8 +90,11 @@ def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
               help="The view to start in (keys w, c, g, i, G switch).")
 @click.option("-l", "--limit", type=click.IntRange(min=1), default=25, show_default=True,
               help="Functions to show.")
+@click.option("--native", is_flag=True,
+              help="Record native (C, C++, Rust) frames too, as psrec record --native does "
+                   "(a PID only).")
 def top(target: str, rate: str, output: str | None, force: bool, window: str, mode: str,
-        limit: int) -> None:
+        limit: int, native: bool) -> None:
     """A live table of where a process's time goes (TARGET: a PID), redrawn every second;
     or a recording (TARGET: a .psr file) replayed at its own pace.
 
@@ -103,6 +108,9 @@ def top(target: str, rate: str, output: str | None, force: bool, window: str, mo
     if replay:
         if output is not None:
             raise CliUsageError("-o is for recording a PID", help="psrec top FILE replays FILE")
+        if native:
+            raise CliUsageError("--native is for recording a PID",
+                                help="psrec top FILE replays FILE as it was recorded")
         if not os.path.exists(target):
             raise PsrecError(f"{target} does not exist",
                              help="give a PID to watch, or a .psr recording to replay")
@@ -115,7 +123,7 @@ def top(target: str, rate: str, output: str | None, force: bool, window: str, mo
     if replay:
         _replay(target, screen)
         return
-    _live(int(target), output, force, rate, screen)
+    _live(int(target), output, force, rate, screen, native)
 
 
 def _gil_wait_unknown(path: str) -> str | None:
@@ -124,7 +132,8 @@ def _gil_wait_unknown(path: str) -> str | None:
     return why
 
 
-def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) -> None:
+def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen,
+          native: bool = False) -> None:
     from rich.live import Live
 
     temporary = output is None
@@ -141,7 +150,7 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen) 
     proc: subprocess.Popen[bytes] | None = None
     ended = ""
     try:
-        proc = _start_recorder(pid, path, rate, force, to_fd=fd)
+        proc = _start_recorder(pid, path, rate, force, to_fd=fd, native=native)
         screen.extra["what"] = (f"pid {pid}"
                                 + ("" if temporary else f" → {os.path.basename(path)}"))
         screen.gil_wait_unknown = _gil_wait_unknown(path)

@@ -391,3 +391,19 @@ def test_top_shows_a_live_threads_gil_wait(python: str) -> None:
             tmux.wait_for("TOP-EXITED 0")
         finally:
             tmux.close()
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_native_shows_c_functions(python: str) -> None:
+    """top --native: the C function a thread spins in, by name, in the live table."""
+    import native_ext
+
+    with target(python, "rec_native.py", str(native_ext.build(python))) as t:
+        tmux = Tmux("native", _command("--native", str(t.pid)))
+        try:
+            screen = tmux.wait_for("c_inner")
+            assert "c-spinner" in screen, screen
+            tmux.keys("q")
+            tmux.wait_for("TOP-EXITED 0")
+        finally:
+            tmux.close()

@@ -30,6 +30,7 @@ NB_MODULE(_format, m) {
       .def_prop_ro("threads_full", &Encoder::threadsFull)
       .def("intern_string", &Encoder::internString)
       .def("intern_function", &Encoder::internFunction)
+      .def("intern_native_function", &Encoder::internNativeFunction)
       .def("intern_frame", &Encoder::internFrame)
       .def("add_thread", &Encoder::addThread)
       .def("thread_exit", &Encoder::threadExit)

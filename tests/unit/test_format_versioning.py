@@ -79,3 +79,55 @@ def test_newer_minor_version_is_read(tmp_path: Path) -> None:
                                (C.CHUNK_DATA, _data())], hdr=hdr))
     got = read_file(path)
     assert got["clean"] and len(got["samples"]) == 2
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "reference"])
+def test_native_functions_and_their_hostile_forms(tmp_path: Path, native: bool) -> None:
+    """Format 1.3: a FUNCTION with a kind, a build id and an address is a native function;
+    one that ends after first_line (every file before 1.3) is Python; a kind no reader knows,
+    a build id no STRING defines or fields cut short read as far as they go, never crash a
+    report."""
+    def defs(*functions: bytes) -> bytes:
+        return (string_record(1, "/usr/lib/libz.so.1") + string_record(2, "inflate")
+                + string_record(3, "0123abcd") + string_record(4, "main")
+                + string_record(5, "m.py") + b"".join(functions)
+                + record(C.REC_FUNCTION, 9, 5, 4, 1)
+                + record(C.REC_FRAME, 9, 9, 2 * 3)
+                + b"".join(record(C.REC_FRAME, i, i, 2 * 16) for i in range(1, 6))
+                + record(C.REC_THREAD, 1, 5, 77, 78, 0, 0))
+
+    functions = [
+        record(C.REC_FUNCTION, 1, 1, 2, 0, 1, 3, 0x4000),     # native, named
+        record(C.REC_FUNCTION, 2, 1, 0, 0, 3, 0, 0),          # the interpreter, unnamed
+        record(C.REC_FUNCTION, 3, 1, 2, 0, 77, 99, 1 << 40),  # a kind from later, no STRING 99
+        record(C.REC_FUNCTION, 4, 1, 2, 0, 1),                # cut after kind
+        record(C.REC_FUNCTION, 5, 1, 2, 0, 2, 3),             # the loop, no address
+    ]
+    entry = (varint(1 << 3 | C.ENTRY_STACK | C.ENTRY_STATUS) + varint(0) + varint(6)
+             + b"".join(varint(f) for f in (9, 5, 4, 3, 2, 1)) + b"\x01")
+    data = (record(C.REC_BEGIN, 0, 1000, 0) + record(C.REC_PASS, body=varint(0) + entry)
+            + record(C.REC_PASS, body=varint(1000)))
+    path = tmp_path / "native.psr"
+    path.write_bytes(assemble([(C.CHUNK_METADATA, META), (C.CHUNK_DEFS, defs(*functions)),
+                               (C.CHUNK_DATA, data)]))
+    got = read_file(path, native)
+    fns = got["defs"].functions
+    assert (fns[1].kind, fns[1].name, fns[1].build_id, fns[1].address) == (1, "inflate",
+                                                                           "0123abcd", 0x4000)
+    assert (fns[2].kind, fns[2].name) == (3, "[libz.so.1]")
+    assert (fns[3].kind, fns[3].build_id, fns[3].address) == (77, "", 1 << 40)
+    assert (fns[4].kind, fns[4].build_id, fns[4].address) == (1, "", 0)
+    assert (fns[5].kind, fns[5].address) == (2, 0)
+    assert fns[9].kind == 0 and not fns[9].native
+    assert len(got["samples"]) == 2
+
+    import psrec
+
+    shown = {"mixed": ["main", "inflate", "inflate"], "all": None, "python": ["main"]}
+    for view, want in shown.items():
+        run = psrec.load(str(path), native_frames=view, native=native)
+        names = [f.function.name for f in run.stack(run.samples.stack[0])]
+        if want is None:
+            assert len(names) == 6
+        else:
+            assert names == want, (view, names)

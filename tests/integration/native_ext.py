@@ -1,9 +1,11 @@
 """Builds tests/targets/native/psrec_native_ext.c for an interpreter with the system compiler,
 against that interpreter's own headers (inside its root for the provisioned ones), once per
-interpreter and test session."""
+interpreter and test session; and what tests/targets/rec_native.py's threads are known to
+run, for the tests of native frames to check their stacks against."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -12,6 +14,32 @@ from pathlib import Path
 from rec_live import ROOTS, TARGETS
 
 SOURCE = TARGETS / "native" / "psrec_native_ext.c"
+
+# The c-spinner thread's stack, innermost first: C under its Python caller.
+CHAIN = ["c_inner", "c_middle", "c_outer", "spin_c", "c_caller"]
+# The c-callback thread's, in the callback: Python under C under Python.
+CALLBACK = ["py_callback", "c_cb_inner", "c_cb_outer", "call_back", "callback_caller"]
+# Each blocked thread's Python frame, and what it waits in above it.
+WAITS = {
+    # time.sleep waits in clock_nanosleep, or select() before 3.11.
+    "sleeper": ("sleeper", re.compile(r"nanosleep|^(__)?select$")),
+    # The C library's own wait functions are static: named where its detached debug file is
+    # installed (libc6-dbg), else the interpreter's function that called them.
+    "locked": ("lock_waiter",
+               re.compile(r"(__new_)?sem_(clock|timed)?wait|pthread_cond_(timed|clock)?wait"
+                          r"|.*futex|_PySemaphore_Wait|PyThread_acquire_lock")),
+    "reader": ("socket_reader", re.compile(r"^(__(libc_)?)?recv(from)?$|poll")),
+}
+
+
+def waits_for_the_gil(native: list[str]) -> bool:
+    """Whether the native functions above the gil-waiter's Python frame (innermost first) wait
+    for the GIL: take_gil where the interpreter has its symbols, else (a stripped one) the
+    condition variable it waits on, and not the sleep."""
+    if "take_gil" in native:
+        return True
+    return not any("nanosleep" in n or n in ("select", "__select") for n in native) and any(
+        n.startswith(("pthread_cond_", "__pthread_cond_")) for n in native)
 _BUILT: dict[str, Path] = {}
 _PATHS = ("import sysconfig as s; p = s.get_paths(); "
           "print(p['include']); print(p['platinclude']); print(s.get_config_var('EXT_SUFFIX'))")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import Any
 
 import native_ext
 import pytest
+from native_ext import CALLBACK, CHAIN, WAITS, waits_for_the_gil
 from rec_live import ROOTS, Target, is_free_threaded, psrec, python_params, target
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
@@ -71,15 +71,13 @@ def test_c_chain_and_callback(python: str) -> None:
             doc = dump(t.pid)
             spinner = thread(doc, "c-spinner")
             assert spinner["native_end"] == "root", spinner
-            if spinner["stack"] and names(spinner["stack"])[:5] == [
-                    "c_inner", "c_middle", "c_outer", "spin_c", "c_caller"]:
+            if spinner["stack"] and names(spinner["stack"])[:5] == CHAIN:
                 chain += 1
             cb = thread(doc, "c-callback")
-            want = ["py_callback", "c_cb_inner", "c_cb_outer", "call_back", "callback_caller"]
             # Python -> C -> Python, in that order, with no other Python frame between them.
             seq = [f["function"] for f in cb["stack"] or []
-                   if f["kind"] == "python" or f["function"] in want]
-            if seq[:5] == want:
+                   if f["kind"] == "python" or f["function"] in CALLBACK]
+            if seq[:5] == CALLBACK:
                 callback += 1
             else:
                 print("callback:", names(cb["stack"] or []) or cb)
@@ -89,16 +87,6 @@ def test_c_chain_and_callback(python: str) -> None:
     assert callback >= 0.95 * DUMPS, f"{callback} of {DUMPS} dumps show Python -> C -> Python"
 
 
-WAITS = {
-    # time.sleep waits in clock_nanosleep, or select() before 3.11.
-    "sleeper": ("sleeper", re.compile(r"nanosleep|^(__)?select$")),
-    # The C library's own wait functions are static: named where its detached debug file is
-    # installed (libc6-dbg), else the interpreter's function that called them.
-    "locked": ("lock_waiter",
-               re.compile(r"(__new_)?sem_(clock|timed)?wait|pthread_cond_(timed|clock)?wait"
-                          r"|.*futex|_PySemaphore_Wait|PyThread_acquire_lock")),
-    "reader": ("socket_reader", re.compile(r"^(__(libc_)?)?recv(from)?$|poll")),
-}
 
 
 @pytest.mark.parametrize("python", PYTHONS)
@@ -124,10 +112,7 @@ def test_thread_waiting_for_the_gil(python: str) -> None:
     with native_target(python, "gil") as t:
         for _ in range(DUMPS):
             got = above(thread(dump(t.pid), "gil-waiter"), "gil_waiter")
-            # take_gil where the interpreter has its symbols; else the condition variable it
-            # waits on (a stripped interpreter), not the sleep.
-            if "take_gil" in got or (not any("nanosleep" in n for n in got) and any(
-                    n.startswith(("pthread_cond_", "__pthread_cond_")) for n in got)):
+            if waits_for_the_gil(got):
                 waiting += 1
     # The hog holds the GIL 5 ms at a time; the waiter's sleeps are 0.1 ms.
     assert waiting >= DUMPS // 2, f"{waiting} of {DUMPS} dumps show the wait for the GIL"

@@ -19,21 +19,12 @@ import jsonschema
 import native_ext
 import psrec
 import pytest
+from native_ext import CALLBACK, CHAIN, WAITS, waits_for_the_gil
 from rec_live import is_free_threaded, one_python, python_params, record, target
 from rec_live import psrec as run_psrec
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 PYTHONS = python_params()
-CHAIN = ["c_inner", "c_middle", "c_outer", "spin_c", "c_caller"]
-CALLBACK = ["py_callback", "c_cb_inner", "c_cb_outer", "call_back", "callback_caller"]
-# What each blocked thread waits in, under its Python frame (see test_native_dump.WAITS).
-WAITS = {
-    "sleeper": ("sleeper", re.compile(r"nanosleep|^(__)?select$")),
-    "locked": ("lock_waiter",
-               re.compile(r"(__new_)?sem_(clock|timed)?wait|pthread_cond_(timed|clock)?wait"
-                          r"|.*futex|_PySemaphore_Wait|PyThread_acquire_lock")),
-    "reader": ("socket_reader", re.compile(r"^(__(libc_)?)?recv(from)?$|poll")),
-}
 
 
 def stacks(path: Path, thread: str, **view: Any) -> list[list[tuple[str, bool]]]:
@@ -121,10 +112,8 @@ def test_a_thread_waiting_for_the_gil_shows_it(python: str, tmp_path: Path) -> N
     waiting = 0
     samples = stacks(path, "gil-waiter")
     for s in samples:
-        names = [n for n, nat in s[:next(i for i, (_, nat) in enumerate(s) if not nat)]]
-        if "take_gil" in names or (not any("nanosleep" in n or n in ("select", "__select")
-                                           for n in names) and any(
-                n.startswith(("pthread_cond_", "__pthread_cond_")) for n in names)):
+        if waits_for_the_gil([n for n, _ in s[:next(i for i, (_, nat) in enumerate(s)
+                                                     if not nat)]]):
             waiting += 1
     # The hog holds the GIL 5 ms at a time; the waiter's sleeps are 0.1 ms.
     assert waiting >= 0.5 * len(samples), Counter(tuple(n for n, _ in s[:6]) for s in samples)

@@ -153,12 +153,13 @@ def _shares_text(roots: Counter[str], top: int = 4) -> str:
     return ", ".join(f"{r} {100.0 * n / total:.0f} %" for r, n in roots.most_common(top))
 
 
-def _rate_and_roots(ctx: Ctx, configs: list[tuple[str, str, bool]],
-                    raw: dict[str, Any]) -> None:
-    window = 2.0 if ctx.quick else 3.0
-    reps = 1 if ctx.quick else 3
-    ctx.log(f"[N] highest rate on native_work.py ({reps} x {window:g} s per configuration: "
-            f"{', '.join(c[0] for c in configs)})")
+
+def _record_rounds(ctx: Ctx, configs: list[tuple[str, str, bool]], reps: int, window: float,
+                   options: Any) -> tuple[dict[str, list[Recorded]],
+                                          dict[str, list[Counter[str]]], _Symbols]:
+    """reps rounds of every configuration attached to one native_work.py, window seconds
+    each (options(tool) gives record_attach's rate and format), with the roots of each
+    native recording's stacks and the names psrec's recordings give the target's code."""
     target = start_workload(ctx, "native_work")
     runs: dict[str, list[Recorded]] = {label: [] for label, _, _ in configs}
     roots: dict[str, list[Counter[str]]] = {label: [] for label, _, _ in configs}
@@ -167,8 +168,8 @@ def _rate_and_roots(ctx: Ctx, configs: list[tuple[str, str, bool]],
     try:
         for _ in range(reps):
             for label, tool, native in configs:
-                r = record_attach(ctx, tool, target.pid, rate_hz=MAX_RATE_HZ[tool],
-                                  window_s=window, native=native)
+                r = record_attach(ctx, tool, target.pid, window_s=window, native=native,
+                                  **options(tool))
                 runs[label].append(r)
                 if native and r.result is not None and r.error is None:
                     try:
@@ -180,6 +181,16 @@ def _rate_and_roots(ctx: Ctx, configs: list[tuple[str, str, bool]],
                 _remove_outputs(ctx)
     finally:
         target.stop()
+    return runs, roots, symbols
+
+def _rate_and_roots(ctx: Ctx, configs: list[tuple[str, str, bool]],
+                    raw: dict[str, Any]) -> None:
+    window = 2.0 if ctx.quick else 3.0
+    reps = 1 if ctx.quick else 3
+    ctx.log(f"[N] highest rate on native_work.py ({reps} x {window:g} s per configuration: "
+            f"{', '.join(c[0] for c in configs)})")
+    runs, roots, symbols = _record_rounds(ctx, configs, reps, window,
+                                          lambda tool: dict(rate_hz=MAX_RATE_HZ[tool]))
     raw["rate"] = {label: [r.as_dict() for r in rs] for label, rs in runs.items()}
     raw["roots_at_max_rate"] = {label: [dict(c) for c in cs] for label, cs in roots.items()}
 
@@ -320,28 +331,9 @@ def _size(ctx: Ctx, configs: list[tuple[str, str, bool]], raw: dict[str, Any]) -
     reps = 1 if ctx.quick else 2
     ctx.log(f"[N] output size on native_work.py at 1 kHz ({reps} x {window:g} s per "
             "configuration)")
-    target = start_workload(ctx, "native_work")
-    runs: dict[str, list[Recorded]] = {label: [] for label, _, _ in configs}
-    roots: dict[str, list[Counter[str]]] = {label: [] for label, _, _ in configs}
-    symbols = _Symbols()
-    symbols.read_maps(target.pid)
-    try:
-        for _ in range(reps):
-            for label, tool, native in configs:
-                fmt = "psr" if tool == "psrec" else "raw"
-                r = record_attach(ctx, tool, target.pid, rate_hz=1000, window_s=window,
-                                  fmt=fmt, native=native)
-                runs[label].append(r)
-                if native and r.result is not None and r.error is None:
-                    try:
-                        roots[label].append(_psr_roots(r.out, symbols) if tool == "psrec"
-                                            else _pyspy_roots(r.out))
-                    except Exception as exc:  # noqa: BLE001 - noted; the other runs go on
-                        r.error = f"reading its stacks: {type(exc).__name__}: {exc}"
-                        ctx.log(f"  {label}: {r.error}")
-                _remove_outputs(ctx)
-    finally:
-        target.stop()
+    runs, roots, symbols = _record_rounds(
+        ctx, configs, reps, window,
+        lambda tool: dict(rate_hz=1000, fmt="psr" if tool == "psrec" else "raw"))
     raw["size"] = {label: [r.as_dict() for r in rs] for label, rs in runs.items()}
     raw["roots_at_1khz"] = {label: [dict(c) for c in cs] for label, cs in roots.items()}
 

@@ -48,9 +48,7 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
       ++counts_.interrupted;
     }
   }
-  if (th.latest.time_ns && th.latest.time_ns == th.walked_ns) {
-    walk_ = th.frames;  // nothing new: the same stack
-  } else {
+  if (!th.latest.time_ns || th.latest.time_ns != th.walked_ns) {
     NativeRegisters regs;
     const std::vector<uint8_t>* copy = nullptr;
     if (th.latest.time_ns) {
@@ -72,37 +70,36 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
       modules_.refresh();
       walker_.walk(regs, kMaxNativeFrames, walk_, copy);
     }
-    if (th.latest.time_ns) {
-      th.walked_ns = th.latest.time_ns;
-      th.frames = walk_;
+    // As frame ids, root first, named once per pc.
+    th.ids.clear();
+    th.is_eval.clear();
+    th.loops = 0;
+    for (size_t k = walk_.size(); k-- > 0;) {
+      const bool eval = modules_.inEvalLoop(walk_[k].module, walk_[k].callSite());
+      th.ids.push_back(frameId(walk_[k], eval, enc));
+      th.is_eval.push_back(eval);
+      th.loops += eval;
     }
+    th.walked_ns = th.latest.time_ns;
   }
-  if (walk_.empty()) {
+  if (th.ids.empty()) {
     ++counts_.unread;
     return false;
   }
-  counts_.frames += walk_.size();
   // Runs of Python frames, root first: each begins at a frame entered from C.
   runs_.clear();
   for (size_t i = 0; i < py_ids.size(); ++i)
     if (i == 0 || one_frame_per_loop_ || (i < frames.size() && frames[i].entered))
       runs_.push_back(i);
-  is_eval_.assign(walk_.size(), 0);
-  size_t loops = 0;
-  for (size_t k = 0; k < walk_.size(); ++k) {
-    const NativeFrame& f = walk_[k];
-    is_eval_[k] = modules_.inEvalLoop(f.module, f.exact ? f.pc : f.pc - 1);
-    loops += is_eval_[k];
-  }
-  if (loops != runs_.size()) {
+  if (th.loops != runs_.size()) {
     ++counts_.unpaired;
     return false;
   }
   out.clear();
   size_t run = 0;
-  for (size_t k = walk_.size(); k-- > 0;) {
-    out.push_back(frameId(walk_[k], is_eval_[k], enc));
-    if (!is_eval_[k]) continue;
+  for (size_t k = 0; k < th.ids.size(); ++k) {
+    out.push_back(th.ids[k]);
+    if (!th.is_eval[k]) continue;
     const size_t from = runs_[run], to = run + 1 < runs_.size() ? runs_[run + 1] : py_ids.size();
     out.insert(out.end(), py_ids.begin() + static_cast<ptrdiff_t>(from),
                py_ids.begin() + static_cast<ptrdiff_t>(to));
@@ -130,9 +127,8 @@ uint32_t NativeSampling::frameId(const NativeFrame& f, bool eval, format::Encode
     const uint64_t link_pc = f.pc - m.bias;
     std::string name;
     uint64_t offset = 0;
-    // A return address names the call before it.
-    if (modules_.symbolize(f.module, f.exact ? f.pc : f.pc - 1, &name, &offset)) {
-      const uint64_t start = link_pc - (f.exact ? 0 : 1) - offset;
+    if (modules_.symbolize(f.module, f.callSite(), &name, &offset)) {
+      const uint64_t start = f.callSite() - m.bias - offset;
       function = enc.internNativeFunction(path, enc.internString(name), kind, build, start);
       line = static_cast<int64_t>(link_pc - start);
     } else {

@@ -30,10 +30,13 @@ struct NativeThread {
   NativeSnapshot latest;
   int perf_error = -1;  // -1: not opened yet; 0: open; else errno
   bool interrupted = false;  // its registers were read once by stopping it (a blocked thread)
-  // The native stack of `latest`, walked: while no newer snapshot comes, the thread has not
-  // run, and its stack is the same.
+  // The native stack of `latest` as frame ids, root first, with which of them are the
+  // evaluation loop's: while no newer snapshot comes the thread has not run, and its stack is
+  // the same (0: not walked, or walked from /proc, which is read again each time).
   uint64_t walked_ns = 0;
-  std::vector<NativeFrame> frames;
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> is_eval;
+  size_t loops = 0;
 };
 
 struct NativeCounts {
@@ -42,7 +45,6 @@ struct NativeCounts {
   uint64_t unread = 0;    // no native stack could be read: Python only
   uint64_t from_proc = 0;  // registers from /proc/PID/task/TID/syscall (a blocked thread)
   uint64_t interrupted = 0;  // threads stopped once to read their registers (blocked)
-  uint64_t frames = 0;    // native frames walked
 };
 
 class NativeSampling {
@@ -78,7 +80,6 @@ class NativeSampling {
   NativeWalker walker_;
   uint64_t refreshed_ns_ = 0;
   std::vector<NativeFrame> walk_;
-  std::vector<uint8_t> is_eval_;
   std::vector<size_t> runs_;
   std::unordered_map<uint64_t, uint32_t> frame_ids_;  // (pc << 1 | exact) -> frame id
   NativeCounts counts_;

@@ -48,6 +48,8 @@ struct NativeFrame {
   uint64_t pc = 0;          // the frame's pc, or its return address (see exact)
   bool exact = false;       // pc is where the frame is (the innermost, above a signal frame)
   int32_t module = -1;      // index in NativeModules, -1 outside every mapped file
+  // The address whose function the frame is in: a return address names the call before it.
+  uint64_t callSite() const { return exact ? pc : pc - 1; }
 };
 
 class NativeModules {

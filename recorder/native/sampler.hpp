@@ -160,6 +160,7 @@ class Sampler {
   void sampleThread(Target& t, ThreadHead& th_head, Thread* known, const PassHead& head,
                     uint64_t interp, uint64_t ts);
   void settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts, uint64_t* errors);
+  void settleNative(Target& t);
   // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
   void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph);
   // The thread at head.tstate; known: its entry found by the caller (or null).

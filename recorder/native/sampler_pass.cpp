@@ -184,6 +184,7 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     const uint64_t image = processImage(t.pid);
     if (image && t.image && image != t.image) {
       failed_.clear();
+      if (t.native) settleNative(t);  // before the old program's state is dropped
       execed(t, pass_ns_, image);
       return;
     }
@@ -193,6 +194,32 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   }
   t.sampled = true;
   settleUnmet(t, list_ok, interp, ts, errors);
+  if (t.native) settleNative(t);
+}
+
+// What the pass's native stacks came to, counted once per pass: the counters, and what the
+// recording must say (perf events refused, a binary replaced on disk).
+void Sampler::settleNative(Target& t) {
+  const NativeCounts& now = t.native->counts();
+  NativeCounts& was = t.native_counted;
+  bump(st_.native_mixed, now.mixed - was.mixed);
+  bump(st_.native_unpaired, now.unpaired - was.unpaired);
+  bump(st_.native_unread, now.unread - was.unread);
+  bump(st_.native_from_proc, now.from_proc - was.from_proc);
+  bump(st_.native_interrupted, now.interrupted - was.interrupted);
+  was = now;
+  bool changed = false;
+  if (native_refusal_.empty() && !t.native->refusal().empty()) {
+    native_refusal_ = t.native->refusal();
+    changed = true;
+  }
+  for (const std::string& r : t.native->replaced()) {
+    if (std::find(native_replaced_.begin(), native_replaced_.end(), r) != native_replaced_.end())
+      continue;
+    native_replaced_.push_back(r);
+    changed = true;
+  }
+  if (changed) publish();
 }
 
 // One thread state the list walk met: a thread known already or a new one, sampled unless it
@@ -285,30 +312,11 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
   size_t depth = th.ids.size();
   if (t.native && th.native_tid) {
     if (!th.native) th.native = std::make_unique<NativeThread>();
-    const NativeCounts before = t.native->counts();
     if (t.native->mix(*th.native, static_cast<pid_t>(th.native_tid), th.ids, frames, encoder_,
                       th.mixed)) {
       ids = th.mixed.data();
       depth = th.mixed.size();
     }
-    const NativeCounts& now = t.native->counts();
-    bump(st_.native_mixed, now.mixed - before.mixed);
-    bump(st_.native_unpaired, now.unpaired - before.unpaired);
-    bump(st_.native_unread, now.unread - before.unread);
-    bump(st_.native_from_proc, now.from_proc - before.from_proc);
-    bump(st_.native_interrupted, now.interrupted - before.interrupted);
-    bool changed = false;
-    if (native_refusal_.empty() && !t.native->refusal().empty()) {
-      native_refusal_ = t.native->refusal();
-      changed = true;
-    }
-    for (const std::string& r : t.native->replaced()) {
-      if (std::find(native_replaced_.begin(), native_replaced_.end(), r) != native_replaced_.end())
-        continue;
-      native_replaced_.push_back(r);
-      changed = true;
-    }
-    if (changed) publish();
   }
 
   uint8_t status = 0;

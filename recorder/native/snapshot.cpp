@@ -82,8 +82,7 @@ void readNative(ThreadDump& d, pid_t tid, NativeModules& modules, NativeWalker& 
       const NativeModule& m = modules.modules()[static_cast<size_t>(f.module)];
       nf.module = m.path;
       nf.build_id = m.build_id;
-      // A return address names the call before it: look up the call's own byte.
-      const uint64_t at = f.exact ? f.pc : f.pc - 1;
+      const uint64_t at = f.callSite();
       nf.eval = modules.inEvalLoop(f.module, at);
       if (modules.symbolize(f.module, at, &nf.function, &nf.offset)) {
         if (!f.exact) ++nf.offset;

@@ -73,6 +73,7 @@ struct Target {
   std::unique_ptr<ThreadListWalk> list;
   std::unique_ptr<ThreadNames> names;
   std::unique_ptr<NativeSampling> native;  // record --native
+  NativeCounts native_counted;             // its counts already in the sampler's stats
   std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
   uint64_t names_ts = 0;       // when py_names was last read (0: never)
   bool names_wanted = false;   // a thread seen recently has no Python name yet

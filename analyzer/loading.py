@@ -16,6 +16,7 @@ from typing import Any
 
 from psrec.format import Recording, open_recording
 from psrec.format import constants as C
+from psrec.format.mixed_stacks import NATIVE_VIEWS
 from psrec.format.reader import Definitions
 
 from .engine import Accumulator, Engine, timeline_of
@@ -91,6 +92,9 @@ def read(
     arguments, which say what each asks for)."""
     if view.mode not in MODES:  # before the file is opened
         raise SelectionError(f"unknown mode {view.mode!r}", help="use wall, cpu, gil or idle")
+    if view.native not in NATIVE_VIEWS:
+        raise SelectionError(f"unknown native frames view {view.native!r}",
+                             help=f"use {', '.join(NATIVE_VIEWS)}")
     with open_recording(path) as rec:
         defs = rec.definitions()
         selection = resolve(view, rec, defs, engine)

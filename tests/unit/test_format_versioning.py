@@ -8,7 +8,7 @@ from pathlib import Path
 import msgpack
 import pytest
 from format_helpers import assemble, header, read_file, record, set_major, string_record, varint
-from psrec.format import UnsupportedVersionError, native_available, open_recording
+from psrec.format import PsrecError, UnsupportedVersionError, native_available, open_recording
 from psrec.format import _constants as C
 
 pytestmark = pytest.mark.skipif(
@@ -131,3 +131,5 @@ def test_native_functions_and_their_hostile_forms(tmp_path: Path, native: bool) 
             assert len(names) == 6
         else:
             assert names == want, (view, names)
+    with pytest.raises(PsrecError, match="unknown native frames view 'Python'"):
+        psrec.load(str(path), native_frames="Python", native=native)

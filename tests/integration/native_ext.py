@@ -5,13 +5,16 @@ run, for the tests of native frames to check their stacks against."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from rec_live import ROOTS, TARGETS
+from rec_live import ROOTS, TARGETS, is_free_threaded, minor_of
 
 SOURCE = TARGETS / "native" / "psrec_native_ext.c"
 
@@ -63,6 +66,7 @@ def build(python: str, *defines: str) -> Path:
 
     out = Path(tempfile.mkdtemp(prefix="psrec-native-ext-"))
     out.chmod(0o755)
+    atexit.register(shutil.rmtree, out, True)
     built = subprocess.run(
         [cc, "-shared", "-fPIC", "-O2", *(f"-D{d}" for d in defines),
          "-I", here(include), "-I", here(platinclude),
@@ -80,3 +84,43 @@ def build(python: str, *defines: str) -> Path:
 def forget(python: str) -> None:
     """Builds the extension again for python on the next build() (its folder was removed)."""
     _BUILT.pop(python, None)
+
+
+# numpy's wheels from PyPI, one folder per interpreter ABI, installed by this environment's pip
+# for the target interpreter (the provisioned ones have no pip of their own); kept between
+# sessions under the user's cache, which the provisioned roots share with the host.
+NUMPY_CACHE = Path(os.environ.get("PSREC_TEST_WHEELS",
+                                  os.path.expanduser("~/.cache/psrec-tests/wheels")))
+_NUMPY: dict[str, Path | str] = {}
+
+
+def numpy_for(python: str) -> Path | str:
+    """A folder holding numpy's PyPI wheel for python's version and ABI (to put first on its
+    sys.path), or why none could be installed (a skip reason)."""
+    if python in _NUMPY:
+        return _NUMPY[python]
+    major, minor = minor_of(python)
+    abi = f"cp{major}{minor}{'t' if is_free_threaded(python) else ''}"
+    folder = NUMPY_CACHE / f"numpy-{abi}"
+    if not (folder / "numpy" / "__init__.py").exists():
+        NUMPY_CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".numpy-{abi}-", dir=NUMPY_CACHE))
+        r = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+             "--no-deps", "--only-binary=:all:", "--target", str(staging),
+             "--python-version", f"{major}.{minor}", "--implementation", "cp", "--abi", abi,
+             *(a for tag in ("manylinux_2_28_x86_64", "manylinux2014_x86_64")
+               for a in ("--platform", tag)),
+             "numpy"], capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            shutil.rmtree(staging, True)
+            last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+            _NUMPY[python] = f"numpy's wheel for {abi} could not be installed from PyPI: {last}"
+            return _NUMPY[python]
+        staging.chmod(0o755)
+        try:
+            staging.rename(folder)
+        except OSError:  # another session installed it meanwhile
+            shutil.rmtree(staging, True)
+    _NUMPY[python] = folder
+    return folder

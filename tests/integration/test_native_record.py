@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -179,12 +178,16 @@ def test_every_output_shows_native_frames(python: str, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
-def test_numpy_shows_its_blas_kernels_under_the_python_line(tmp_path: Path) -> None:
-    """numpy's wheel from PyPI (its own OpenBLAS): the time of `a @ b` is in the BLAS
-    kernels, under the Python function that multiplies."""
-    pytest.importorskip("numpy", reason="numpy is one of the tests' requirements")
+@pytest.mark.parametrize("python", PYTHONS)
+def test_numpy_shows_its_blas_kernels_under_the_python_line(python: str,
+                                                             tmp_path: Path) -> None:
+    """numpy's wheel from PyPI (its own OpenBLAS) for the target's version and ABI: the time
+    of `a @ b` is in the BLAS kernels, under the Python function that multiplies."""
+    site = native_ext.numpy_for(python)
+    if isinstance(site, str):
+        pytest.skip(site)
     path = tmp_path / "numpy.psr"
-    with target(sys.executable, "rec_numpy.py") as t:
+    with target(python, "rec_numpy.py", str(site), timeout=60) as t:
         record(path, t.pid, "--native", duration=2.0)
     samples = stacks(path, "MainThread")
     blas = 0

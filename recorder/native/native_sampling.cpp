@@ -35,10 +35,9 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
     th.perf_error = th.perf.open(tid, period_ns_, kNativeStackCopy);
     if (th.perf_error) refusal_ = perfRefusal(th.perf_error);
   }
+  const bool sees_waits = th.perf.isOpen() && th.perf.seesWaits();
   if (th.perf.isOpen()) th.perf.latest(th.latest);
-  // Without perf events a stack read once would never be known to change: a thread's
-  // registers then come only from /proc, while it is blocked in a system call.
-  if (th.perf.isOpen() && !th.latest.time_ns && !th.interrupted) {
+  if (sees_waits && !th.latest.time_ns && !th.interrupted) {
     // Not on a CPU since its events were opened: blocked since before. Read once; it stays
     // true until the thread runs, which its events then see.
     th.interrupted = true;
@@ -48,18 +47,26 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
       ++counts_.interrupted;
     }
   }
-  if (!th.latest.time_ns || th.latest.time_ns != th.walked_ns) {
-    NativeRegisters regs;
-    const std::vector<uint8_t>* copy = nullptr;
-    if (th.latest.time_ns) {
-      regs = th.latest.regs;
-      copy = &th.latest.stack;
-    } else if (blockedThreadRegisters(pid_, tid, regs)) {
-      ++counts_.from_proc;
-    } else {
-      ++counts_.unread;
-      return false;
-    }
+  NativeRegisters regs;
+  const std::vector<uint8_t>* copy = nullptr;
+  bool walk = false;
+  if (!sees_waits && blockedThreadRegisters(pid_, tid, regs)) {
+    // Events that do not see a thread leave its CPU would give a waiting thread the stack it
+    // last ran, and without events a stack read once would never be known to change: a
+    // thread blocked in a system call is read from /proc, where it waits, each pass.
+    ++counts_.from_proc;
+    walk = true;
+    th.walked_ns = 0;
+  } else if (!th.latest.time_ns) {
+    ++counts_.unread;
+    return false;
+  } else if (th.latest.time_ns != th.walked_ns) {
+    regs = th.latest.regs;
+    copy = &th.latest.stack;
+    walk = true;
+    th.walked_ns = th.latest.time_ns;
+  }
+  if (walk) {
     walker_.walk(regs, kMaxNativeFrames, walk_, copy);
     // A pc in no binary known: one loaded since the maps were read.
     bool unknown = false;
@@ -80,7 +87,6 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
       th.is_eval.push_back(eval);
       th.loops += eval;
     }
-    th.walked_ns = th.latest.time_ns;
   }
   if (th.ids.empty()) {
     ++counts_.unread;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <string>
 
 namespace psrec::recorder {
 
@@ -74,7 +75,14 @@ int PerfThread::open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
   clock.config = PERF_COUNT_SW_TASK_CLOCK;
   clock.sample_period = period_ns ? period_ns : 1000000;
   fill(clock, stack_bytes);
-  const long fd = perfEventOpen(&clock, tid);
+  long fd = perfEventOpen(&clock, tid);
+  if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+    // Without CAP_PERFMON, kernel.perf_event_paranoid 2 allows only events that leave the
+    // kernel's own time out: a sample is then taken only when the thread is in user code,
+    // which is all a user stack needs.
+    clock.exclude_kernel = 1;
+    fd = perfEventOpen(&clock, tid);
+  }
   if (fd < 0) return errno;
   fd_ = static_cast<int>(fd);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -87,8 +95,9 @@ int PerfThread::open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
   }
   ring_ = static_cast<uint8_t*>(m) + page;
   ring_len_ = kPages * page;
-  const int tp = switchTracepoint();
-  if (tp < 0) return 0;  // sampled on a CPU only: blocked threads fall back to /proc
+  // The switches happen in the kernel: events excluding it would never fire.
+  const int tp = clock.exclude_kernel ? -1 : switchTracepoint();
+  if (tp < 0) return 0;  // sampled on a CPU only: blocked threads are read from /proc
   perf_event_attr sw{};
   sw.type = PERF_TYPE_TRACEPOINT;
   sw.config = static_cast<uint64_t>(tp);
@@ -198,13 +207,39 @@ bool blockedThreadRegisters(pid_t pid, pid_t tid, NativeRegisters& regs) {
   return v[n - 1] != 0;
 }
 
+namespace {
+
+// Whether this process may open any perf event (CAP_PERFMON, or CAP_SYS_ADMIN before it).
+bool perfmonCapable() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, 7, "CapEff:") != 0) continue;
+    const unsigned long long caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (caps >> 38 & 1) || (caps >> 21 & 1);
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string perfRefusal(int err) {
   switch (err) {
     case EACCES:
-    case EPERM:
-      return "perf events are not allowed (kernel.perf_event_paranoid, or a container's "
-             "seccomp profile): run as root or with CAP_PERFMON, or set "
-             "kernel.perf_event_paranoid to 1 or less";
+    case EPERM: {
+      // Without CAP_PERFMON, paranoid 2 and less allow what psrec asks (events of the
+      // thread's user time); above 2 nothing.
+      int paranoid = 2;
+      std::ifstream("/proc/sys/kernel/perf_event_paranoid") >> paranoid;
+      if (paranoid > 2 && !perfmonCapable())
+        return "perf events are not allowed: kernel.perf_event_paranoid is " +
+               std::to_string(paranoid) +
+               "; set it to 2 (sysctl kernel.perf_event_paranoid=2) or run psrec with "
+               "CAP_PERFMON";
+      return "perf_event_open is refused by a seccomp profile or security module (a "
+             "container's default profile refuses it): allow perf_event_open, or give the "
+             "container CAP_PERFMON (docker run --cap-add PERFMON)";
+    }
     case ENOSYS:
     case ENOENT:
     case EOPNOTSUPP:

@@ -80,7 +80,7 @@ struct SamplerConfig {
   X(native_mixed, uint64_t, "thread-samples recorded with their native frames")              \
   X(native_unpaired, uint64_t, "native stacks read that did not pair off with the Python one")\
   X(native_unread, uint64_t, "thread-samples whose native stack could not be read")          \
-  X(native_from_proc, uint64_t, "native stacks begun from /proc (a thread blocked throughout)")\
+  X(native_from_proc, uint64_t, "native stacks read from /proc (blocked, unseen by events)") \
   X(native_interrupted, uint64_t, "threads blocked since before the recording, stopped once")  \
   X(target_exited, bool, "the target exited while recorded")                                 \
   X(realtime, bool, "the sampling thread ran (or runs) with SCHED_FIFO")

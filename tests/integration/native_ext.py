@@ -81,6 +81,18 @@ def build(python: str, *defines: str) -> Path:
     return out
 
 
+def deny_perf() -> Path:
+    """tests/targets/native/deny_perf.c built: runs a command where perf_event_open fails."""
+    out = Path(tempfile.mkdtemp(prefix="psrec-deny-perf-"))
+    atexit.register(shutil.rmtree, out, True)
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc, "no C compiler (gcc) on this machine: the native tests build their helpers"
+    built = subprocess.run([cc, "-O2", str(TARGETS / "native" / "deny_perf.c"), "-o",
+                            str(out / "deny_perf")], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    return out / "deny_perf"
+
+
 def forget(python: str) -> None:
     """Builds the extension again for python on the next build() (its folder was removed)."""
     _BUILT.pop(python, None)

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import native_ext
 import psrec
 import pytest
 from native_ext import CALLBACK, CHAIN, WAITS, waits_for_the_gil
-from rec_live import is_free_threaded, one_python, python_params, record, target
+from rec_live import TARGETS, is_free_threaded, one_python, python_params, record, target
 from rec_live import psrec as run_psrec
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
@@ -46,6 +47,20 @@ def stats(path: Path) -> dict[str, Any]:
     assert r.returncode == 0, r.stderr
     doc: dict[str, Any] = json.loads(r.stdout)
     return doc["stats"]
+
+
+def waits_shown(path: Path) -> None:
+    """Each blocked thread of rec_native.py shows the native frame it waits in, under its
+    Python caller, in at least 95 % of its samples."""
+    for thread, (caller, wait) in WAITS.items():
+        samples = stacks(path, thread)
+        ok = 0
+        for s in samples:
+            py = next((i for i, (_, nat) in enumerate(s) if not nat), None)
+            if py is not None and s[py][0] == caller and any(
+                    wait.search(n) for n, nat in s[:py] if nat):
+                ok += 1
+        assert ok >= 0.95 * len(samples), (thread, Counter(tuple(s) for s in samples[:3]))
 
 
 def record_native(python: str, tmp_path: Path, *args: str) -> tuple[Path, Path]:
@@ -76,15 +91,7 @@ def test_native_frames_interleave_in_every_sample(python: str, tmp_path: Path) -
                 if [n for n, nat in s if not nat or n in CALLBACK][:5] == CALLBACK)
     assert called and exact >= 0.99 * len(called), Counter(tuple(n for n, _ in s) for s in called)
 
-    for thread, (caller, wait) in WAITS.items():
-        samples = stacks(path, thread)
-        ok = 0
-        for s in samples:
-            py = next((i for i, (_, nat) in enumerate(s) if not nat), None)
-            if py is not None and s[py][0] == caller and any(
-                    wait.search(n) for n, nat in s[:py] if nat):
-                ok += 1
-        assert ok >= 0.95 * len(samples), (thread, Counter(tuple(s) for s in samples[:3]))
+    waits_shown(path)
 
     # --native-frames python: the recording as a Python-only one reads; all: the evaluation
     # loop's frames are there too.
@@ -116,6 +123,49 @@ def test_a_thread_waiting_for_the_gil_shows_it(python: str, tmp_path: Path) -> N
             waiting += 1
     # The hog holds the GIL 5 ms at a time; the waiter's sleeps are 0.1 ms.
     assert waiting >= 0.5 * len(samples), Counter(tuple(n for n, _ in s[:6]) for s in samples)
+
+
+# Where the kernel allows psrec less, as in many containers.
+LIMITS = {
+    # No CAP_PERFMON nor CAP_SYS_ADMIN: with kernel.perf_event_paranoid 2, events of the
+    # threads' user time only, none when a thread leaves its CPU; above 2, no perf events.
+    "no-perfmon": lambda: ["setpriv", "--bounding-set", "-perfmon,-sys_admin"],
+    # perf_event_open refused by a seccomp profile, as container runtimes' defaults do.
+    "seccomp": lambda: [str(native_ext.deny_perf())],
+}
+
+
+@pytest.mark.parametrize("python", one_python())
+@pytest.mark.parametrize("limit", sorted(LIMITS))
+def test_native_frames_where_the_kernel_allows_less(limit: str, python: str,
+                                                    tmp_path: Path) -> None:
+    """Without perf events psrec says why and what to do, and still records every thread's
+    Python frames and, read from /proc, the native frames each blocked thread waits in; with
+    events of user time only, the running threads' native frames too."""
+    ext = native_ext.build(python)
+    path = tmp_path / "limited.psr"
+    with target(python, "rec_native.py", str(ext)) as t:
+        r = subprocess.run([*LIMITS[limit](), sys.executable, "-m", "psrec", "record",
+                            "--native", "-o", str(path), "-d", "2", str(t.pid)],
+                           capture_output=True, text=True, timeout=120, cwd=str(TARGETS))
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "--native" in line]
+    paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    if limit == "seccomp":
+        assert len(said) == 1 and "perf_event_open is refused by a seccomp profile" in said[0] \
+            and "CAP_PERFMON" in said[0], r.stderr
+    elif paranoid > 2:
+        assert len(said) == 1 and f"perf_event_paranoid is {paranoid}" in said[0], r.stderr
+    else:
+        assert not said, r.stderr
+        spinner = stacks(path, "c-spinner")
+        chain = sum(1 for s in spinner if [n for n, _ in s[:5]] == CHAIN)
+        assert chain >= 0.95 * len(spinner), Counter(tuple(n for n, _ in s[:6])
+                                                     for s in spinner)
+    assert stats(path)["native_from_proc"] > 0
+    waits_shown(path)
+    # No thread's samples lost: each has its Python frames.
+    assert all(any(not nat for _, nat in s) for s in stacks(path, "c-spinner"))
 
 
 SPEEDSCOPE_SCHEMAS = [

@@ -18,6 +18,7 @@ markers for the spans it waited to take the GIL. Every thread starts visible, th
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -142,7 +143,8 @@ def _intervals(p: Profile, by_ref: dict[int, Runs] | None, ref: int
     interval = p.interval_ticks
     gap = 1.5 * interval
     lo = hi = -1.0  # the span being joined (none while hi < 0)
-    for first, weight, count in zip(runs.first_ts, runs.weight, runs.count):
+    for first, weight, count in zip(runs.first_ts.tolist(), runs.weight.tolist(),
+                                    runs.count.tolist()):
         # a run's weight is the time its samples stand for; its first sample stands for the
         # time before it, so the span ends about one interval after its last sample
         end = first + weight - weight / count + interval if count else first
@@ -168,6 +170,15 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
     strings = _Strings()
     ms = p.tick_ns / 1e6  # milliseconds per tick
     origin = p.extent[0] if p.extent[0] >= 0 else 0
+    ticks_per_ms = 1_000_000 // p.tick_ns if 1_000_000 % p.tick_ns == 0 else 0
+
+    def to_ms(times: Iterable[float]) -> list[float]:
+        """Times in ticks as the app's milliseconds from the profile's start (divided, where
+        a millisecond is whole ticks, for the shortest decimal text: 1234.567, not
+        1234.5670000000002)."""
+        if ticks_per_ms:
+            return [(ts - origin) / ticks_per_ms for ts in times]
+        return [(ts - origin) * ms for ts in times]
     # functions, sources and frames, by psrec frame id
     funcs: dict[Any, int] = {}
     func_cols: dict[str, list[Any]] = {k: [] for k in (
@@ -255,17 +266,22 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
         nodes, weights, cpus, firsts = runs.node, runs.weight, runs.cpu, runs.first_ts
         counts = list(runs.count)
         assert runs.state is not None
-        idles = [not state & _CPU_BITS for state in runs.state]  # off a CPU, known
         t = p.threads.get(ref)
         # A sample's CPU delta is what the thread used since the sample before, which the
         # app draws over the time between them: the CPU of a run goes on the sample after it,
         # and a last sample, of weight 0, where the last run ends carries the last run's.
         last_count, last_weight = counts[-1], weights[-1]
         end = firsts[-1] + (last_weight * (last_count - 1) // last_count if last_count else 0)
-        stack_ids = [idle_stack(n) if idle else order.add(n) for n, idle in zip(nodes, idles)]
+        # Each run's stack and whether it was off a CPU (known), as one key; the distinct keys
+        # (the stacks) are few, the runs many: each key is numbered once, in order of use.
+        keys = [n << 1 | (not state & _CPU_BITS)
+                for n, state in zip(nodes.tolist(), runs.state.tolist())]
+        ids = {k: idle_stack(k >> 1) if k & 1 else order.add(k >> 1)
+               for k in dict.fromkeys(keys)}
+        stack_ids = list(map(ids.__getitem__, keys))
         samples = {
             "stack": stack_ids + stack_ids[-1:],
-            "time": [(ts - origin) * ms for ts in firsts] + [(end - origin) * ms],
+            "time": to_ms(firsts) + to_ms((end,)),
             "weight": counts + [0],
             "weightType": "samples",
             "threadCPUDelta": [0] + [c * p.tick_ns for c in cpus],
@@ -279,8 +295,8 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
         markers = {
             "data": [None] * len(spans),
             "name": [name for name, _, _ in spans],
-            "startTime": [(a - origin) * ms for _, a, _ in spans],
-            "endTime": [(b - origin) * ms for _, _, b in spans],
+            "startTime": to_ms(a for _, a, _ in spans),
+            "endTime": to_ms(b for _, _, b in spans),
             "phase": [1] * len(spans),  # an interval
             "category": [PYTHON] * len(spans),
             "length": len(spans),

@@ -664,12 +664,16 @@ def _psrec_command(ctx: Ctx) -> tuple[list[str], str]:
                                             "psrec.__main__:main, reinstall psrec")
 
 
-def _dump_argv(ctx: Ctx, tool: str, pid: int, as_json: bool) -> list[str] | None:
+# The forms of a dump measured: the text, --json, and --native (native frames interleaved).
+DUMP_FORMS = {"text": [], "json": ["--json"], "native": ["--native"]}
+
+
+def _dump_argv(ctx: Ctx, tool: str, pid: int, form: str) -> list[str] | None:
     if tool == "psrec":
-        return [*_psrec_command(ctx)[0], "dump", str(pid), *(["--json"] if as_json else [])]
+        return [*_psrec_command(ctx)[0], "dump", str(pid), *DUMP_FORMS[form]]
     if tool == "py-spy" and ctx.tc.py_spy:
-        return [ctx.tc.py_spy, "dump", "--pid", str(pid), *(["--json"] if as_json else [])]
-    if tool == "austin" and ctx.tc.austin and not as_json:  # austin -w has no JSON form
+        return [ctx.tc.py_spy, "dump", "--pid", str(pid), *DUMP_FORMS[form]]
+    if tool == "austin" and ctx.tc.austin and form == "text":  # austin -w: text, Python only
         return [ctx.tc.austin, "-w", str(pid)]
     return None
 
@@ -707,8 +711,9 @@ def _time_dump(ctx: Ctx, argv: list[str], label: str, env: dict[str, str],
 
 
 def fig_dump(ctx: Ctx) -> None:
-    """`psrec dump PID` (and --json) against `py-spy dump` and `austin -w`: the wall time of one
-    dump, run after run against the same live target, the tools interleaved in rotating order."""
+    """`psrec dump PID` (and --json, --native) against `py-spy dump` and `austin -w`: the wall
+    time of one dump, run after run against the same live target, the tools interleaved in
+    rotating order."""
     rounds = 5 if ctx.quick else 20
     cmd, how = _psrec_command(ctx)
     # An installed psrec starts from bytecode it wrote on its first run; with
@@ -722,11 +727,11 @@ def fig_dump(ctx: Ctx) -> None:
         target = start_workload(ctx, wl)
         configs: list[tuple[str, str, list[str]]] = [
             ("python", "start-up", [ctx.tc.python, "-c", "pass"])]
-        for as_json in (False, True):
+        for form in DUMP_FORMS:
             for tool in ctx.tools():
-                argv = _dump_argv(ctx, tool, target.pid, as_json)
+                argv = _dump_argv(ctx, tool, target.pid, form)
                 if argv is not None:
-                    configs.append((tool, "json" if as_json else "text", argv))
+                    configs.append((tool, form, argv))
         runs: dict[tuple[str, str], list[DumpRun]] = {(t, f): [] for t, f, _ in configs}
         try:
             # A warm-up run each (page cache, bytecode). A tool that fails it is not run again
@@ -766,10 +771,10 @@ def fig_dump(ctx: Ctx) -> None:
                     out.append(f"{tool} failed {len(bad)} of {len(rs)}: {bad[0].error}")
             return "; ".join(out)
 
-        for form in ("text", "json"):
+        for form, flags in DUMP_FORMS.items():
             vals = {t: summary(t, form, "wall_s") for t in ctx.tools() if (t, form) in runs}
             notes = [f"psrec run as {how}" if form == "text" else "", failures(form)]
-            ctx.add(Row("D", f"dump PID{' --json' if form == 'json' else ''}, {wl}.py: wall "
+            ctx.add(Row("D", f"dump PID{''.join(' ' + f for f in flags)}, {wl}.py: wall "
                         "time per dump", "ms", "lower", vals,
                         note="; ".join(n for n in notes if n)))
         ctx.add(Row("D", f"dump PID, {wl}.py: CPU time per dump (user + system)", "ms",

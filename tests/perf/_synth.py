@@ -21,7 +21,7 @@ from ._proc import BenchTimeout
 from ._report import Row, summarize
 
 GIL, ON_CPU = 0x01, 0x02
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 
 def _native() -> Any:
@@ -60,16 +60,57 @@ def _program(enc: Any, rng: random.Random, n_files: int = 40, n_funcs: int = 600
     return Program(frames, stacks)
 
 
+def _with_native_frames(enc: Any, rng: random.Random, prog: Program) -> Program:
+    """The program's stacks as a `record --native` recording has them (spec section 10): the
+    thread's native root, an evaluation-loop frame and call machinery under each run of
+    Python frames, and native frames (a C extension, libc) at the leaf of most."""
+    def binary(path: str, build: str) -> tuple[int, int]:
+        return enc.intern_string(path), enc.intern_string(build)
+
+    exe = binary("/usr/bin/python3.11", "5f" * 20)
+    libc = binary("/usr/lib/x86_64-linux-gnu/libc.so.6", "a1" * 20)
+    ext = binary("/srv/app/_speedups.cpython-311-x86_64-linux-gnu.so", "c3" * 20)
+
+    def frame(where: tuple[int, int], name: str, address: int, kind: int = 1) -> int:
+        f = enc.intern_native_function(where[0], enc.intern_string(name), kind, where[1],
+                                       address)
+        return int(enc.intern_frame(f, rng.randrange(16, 400)))
+
+    root = [frame(libc, "clone3", 0x11f8d0), frame(libc, "start_thread", 0x8f8c0),
+            frame(exe, "thread_run", 0x2a1b40)]
+    loop = frame(exe, "_PyEval_EvalFrameDefault", 0x16e5a0, kind=2)
+    calls = [frame(exe, n, 0x1a0000 + 64 * i) for i, n in enumerate(
+        ("_PyFunction_Vectorcall", "PyObject_Vectorcall", "_PyObject_MakeTpCall"))]
+    leaves = [[frame(ext, f"speedup_{i}", 0x4000 + 0x100 * i),
+               frame(libc, ("memcpy", "__memmove_avx_unaligned_erms", "malloc")[i % 3],
+                     0x9a000 + 0x40 * i)] for i in range(40)]
+    stacks = []
+    for st in prog.stacks:
+        out = list(root)
+        # A run of Python frames begins every few frames (entered from C).
+        for i, f in enumerate(st):
+            if i % 5 == 0:
+                out += [rng.choice(calls), loop]
+            out.append(f)
+        if rng.random() < 0.6:
+            out += rng.choice(leaves)[: rng.randint(1, 2)]
+        stacks.append(out)
+    return Program(prog.frames, stacks)
+
+
 def write_synthetic(path: str, samples: int, *, threads: int = 8, rate_hz: int = 10000,
-                    seed: int = 1) -> dict[str, Any]:
+                    seed: int = 1, native: bool = False) -> dict[str, Any]:
     """A recording of `samples` thread-samples: one busy thread whose leaf changes most passes,
-    two workers whose stacks change now and then, the others idle (unchanged stacks)."""
+    two workers whose stacks change now and then, the others idle (unchanged stacks). With
+    native, every stack has native frames interleaved with the Python ones."""
     F = _native()
     from psrec.format import PsrWriter
 
     rng = random.Random(seed)
     enc = F.Encoder()
     prog = _program(enc, rng)
+    if native:
+        prog = _with_native_frames(enc, rng, prog)
     interval = 1_000_000 // rate_hz  # 1 µs ticks
     w = PsrWriter(path, metadata={
         "psrec_version": "bench-synthetic", "pid": 4242, "command": ["python", "app.py"],
@@ -80,33 +121,45 @@ def write_synthetic(path: str, samples: int, *, threads: int = 8, rate_hz: int =
                            "MainThread" if i == 0 else f"worker-{i}", 0)
             for i in range(threads)]
     ts = 1000
-    enc.begin_pass(ts)
-    for i, ref in enumerate(refs):
-        enc.sample(ref, rng.choice(prog.stacks), GIL | ON_CPU if i < 3 else 0,
-                   interval if i < 3 else 0)
-    enc.end_pass()
+    # Each thread's latest sample: a chunk's first pass has every thread whole (an idle
+    # thread's unchanged stack is implied only within a chunk, as the recorder writes it).
+    last = [(rng.choice(prog.stacks), GIL | ON_CPU if i < 3 else 0, interval if i < 3 else 0)
+            for i in range(threads)]
     passes = samples // threads
     n_st = len(prog.stacks)
     pick = [rng.randrange(n_st) for _ in range(8192)]
     change = [rng.random() for _ in range(8192)]
     jitter = [rng.randint(-3, 3) for _ in range(8192)]
-    main, w1, w2 = refs[0], refs[1], refs[2]
     stacks = prog.stacks
     k = 0
-    for p in range(1, passes):
-        ts += interval + jitter[p & 8191]
+    whole = True
+    for p in range(passes):
+        if p:
+            ts += interval + jitter[p & 8191]
         enc.begin_pass(ts)
         k = (k + 1) & 8191
         c = change[k]
         if c < 0.7:
-            enc.sample(main, stacks[pick[k]], GIL | ON_CPU if c < 0.5 else ON_CPU, interval - 5)
+            last[0] = (stacks[pick[k]], GIL | ON_CPU if c < 0.5 else ON_CPU, interval - 5)
         if c < 0.3:
-            enc.sample(w1, stacks[pick[(k + 77) & 8191]], ON_CPU, interval // 2)
+            last[1] = (stacks[pick[(k + 77) & 8191]], ON_CPU, interval // 2)
         elif c > 0.9:
-            enc.sample(w2, stacks[pick[(k + 901) & 8191]], GIL | ON_CPU, interval)
+            last[2] = (stacks[pick[(k + 901) & 8191]], GIL | ON_CPU, interval)
+        if whole:
+            for ref, (st, status, cpu) in zip(refs, last):
+                enc.sample(ref, st, status, cpu)
+            whole = False
+        else:
+            if c < 0.7:
+                enc.sample(refs[0], *last[0])
+            if c < 0.3:
+                enc.sample(refs[1], *last[1])
+            elif c > 0.9:
+                enc.sample(refs[2], *last[2])
         enc.end_pass()
         if enc.chunk_due(ts):
             w.write_sealed(*enc.seal())
+            whole = True
     if not enc.empty():
         w.write_sealed(*enc.seal())
     stats = dict(enc.stats)
@@ -114,14 +167,16 @@ def write_synthetic(path: str, samples: int, *, threads: int = 8, rate_hz: int =
     return stats
 
 
-def _cached_synthetic(ctx: Ctx, cache: str, samples: int) -> str:
+def _cached_synthetic(ctx: Ctx, cache: str, samples: int, native: bool = False) -> str:
     os.makedirs(cache, exist_ok=True)
-    path = os.path.join(cache, f"synth-v{GENERATOR_VERSION}-{samples}.psr")
+    kind = "synth-native" if native else "synth"
+    path = os.path.join(cache, f"{kind}-v{GENERATOR_VERSION}-{samples}.psr")
     if not os.path.exists(path):
-        ctx.log(f"  writing a synthetic recording of {samples:,} samples: {path}")
+        ctx.log(f"  writing a synthetic recording of {samples:,} "
+                f"{'native ' if native else ''}samples: {path}")
         t0 = time.perf_counter()
         tmp = path + ".tmp"
-        write_synthetic(tmp, samples)
+        write_synthetic(tmp, samples, native=native)
         os.replace(tmp, path)
         ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
     return path
@@ -143,6 +198,34 @@ ANALYZER_COMMANDS = (
 )
 
 
+def _timed_runs(ctx: Ctx, name: str, make: Any, path: str, n: int,
+                reps: int) -> tuple[list[float], list[float]]:
+    """Wall times and peak RSS (MiB) of `reps` runs of one analyzer command on a recording."""
+    times: list[float] = []
+    rss: list[float] = []
+    for _ in range(reps):
+        out = os.path.join(ctx.workdir, f"analyzer-out-{n}")
+        if os.path.exists(out):
+            os.remove(out)
+        p = _proc.start(make(ctx.tc.python, path, out), f"psrec {name}")
+        try:
+            ex = p.wait(timeout=300, poll_memory_every=0.02)
+        except BenchTimeout as exc:
+            ctx.log(f"  {exc}")
+            break
+        finally:
+            if p.exited is None:
+                p.kill()
+        if ex.returncode != 0:
+            ctx.log(f"  psrec {name} on {n:,} samples: exit status {ex.returncode}")
+            break
+        times.append(ex.wall_s)
+        rss.append(p.hwm_kb / 1024)
+        if os.path.exists(out):
+            os.remove(out)
+    return times, rss
+
+
 def fig_analyzer(ctx: Ctx, cache: str) -> None:
     sizes = (1_000_000,) if ctx.quick else (1_000_000, 10_000_000)
     reps = 1 if ctx.quick else 3
@@ -160,27 +243,7 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                         note="not available yet"))
             continue
         for n, path in files.items():
-            times, rss = [], []
-            for _ in range(reps):
-                out = os.path.join(ctx.workdir, f"analyzer-out-{n}")
-                if os.path.exists(out):
-                    os.remove(out)
-                p = _proc.start(make(ctx.tc.python, path, out), f"psrec {name}")
-                try:
-                    ex = p.wait(timeout=300, poll_memory_every=0.02)
-                except BenchTimeout as exc:
-                    ctx.log(f"  {exc}")
-                    break
-                finally:
-                    if p.exited is None:
-                        p.kill()
-                if ex.returncode != 0:
-                    ctx.log(f"  psrec {name} on {n:,} samples: exit status {ex.returncode}")
-                    break
-                times.append(ex.wall_s)
-                rss.append(p.hwm_kb / 1024)
-                if os.path.exists(out):
-                    os.remove(out)
+            times, rss = _timed_runs(ctx, name, make, path, n, reps)
             raw[f"{name} {n}"] = {"wall_s": times, "maxrss_mib": rss}
             label = f"{n / 1e6:g}M"
             tgt = "≤ 3 s" if n >= 10_000_000 else ""
@@ -206,6 +269,19 @@ def fig_analyzer(ctx: Ctx, cache: str) -> None:
                 ctx.add(Row("6", f"psrec {name}: peak RSS 10M ÷ 1M samples", "×", "none",
                             {"psrec": ratio}, "grows with stacks, not samples (≤ 1.5×)",
                             lambda p, b: p.median <= 1.5))
+    # A `record --native` recording: native frames interleaved with the Python ones, the
+    # evaluation loop's and the call machinery's frames left out by the report.
+    n = sizes[-1]
+    native_file = _cached_synthetic(ctx, cache, n, native=True)
+    for name, make in ANALYZER_COMMANDS[:2]:
+        times, rss = _timed_runs(ctx, name, make, native_file, n, reps)
+        raw[f"{name} native {n}"] = {"wall_s": times, "maxrss_mib": rss}
+        tgt = "≤ 3 s" if n >= 10_000_000 else ""
+        ctx.add(Row("6", f"psrec {name}, {n / 1e6:g}M native thread-samples (mixed stacks)",
+                    "s", "none", {"psrec": summarize(times)}, tgt,
+                    (lambda p, b: p.median <= 3.0) if tgt else None,
+                    note="stacks of about 50 frames: native root, evaluation loop and call "
+                         "machinery under each run of Python frames, C at the leaf"))
     if avail["report --html"]:
         _browser_rows(ctx, files, reps, raw)
     # The same work in-process: native decode plus aggregation, no CLI start-up or output.

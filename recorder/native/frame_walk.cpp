@@ -11,6 +11,14 @@ using cpython::FrameModel;
 using cpython::kAbsent;
 namespace st = cpython::st;
 
+namespace {
+
+// 3.8-3.10: frames a walk of the guessed copy may read on its own (calls made since the guess)
+// before it leaves the stack to a walk one by one.
+constexpr size_t kGuessMisses = 64;
+
+}  // namespace
+
 FrameWalker::FrameWalker(PythonProcess& proc, ReadAhead& ahead)
     : proc_(proc), l_(proc.layout()), ahead_(ahead), checks_(proc) {
   chunk_buf_.reserve(64 * 1024);
@@ -133,6 +141,7 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
     out.clear();
     guess_tstate_ = t.tstate;
     guess_.clear();
+    guess_from_.clear();
     WalkResult result = WalkResult::kOk;
     while (addr) {
       if (out.size() >= max_depth) {
@@ -306,53 +315,82 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
 }
 
 void FrameWalker::guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames) {
+  // The same frames as the guess already holds (a stack that did not move): kept as sorted.
+  bool same = guess_tstate_ == tstate && guess_from_.size() == frames.size();
+  for (size_t i = 0; same && i < frames.size(); ++i) same = guess_from_[i] == frames[i].addr;
+  if (same) return;
   guess_tstate_ = tstate;
-  guess_.clear();
-  for (const RawFrame& f : frames) guess_.push_back(f.addr);
+  guess_from_.clear();
+  for (const RawFrame& f : frames) guess_from_.push_back(f.addr);
+  guess_ = guess_from_;
   std::sort(guess_.begin(), guess_.end());
 }
 
 bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
                            uint64_t* current_frame) {
-  // The thread's current frame and every guessed frame in one copy: when the chain from the
+  // The thread's current frame and every guessed frame in one plan (frames close together
+  // read as one span: a deep recursion's frames lie in a few runs): when the chain from the
   // current frame runs through guessed frames to its end, the stack is that copy (as
   // consistent as a 3.11+ data-stack chunk, and checked as those are: StackReader re-reads
-  // callers whose callee changed in place).
+  // callers whose callee changed in place). A few frames the guess lacks (calls made since)
+  // are read on their own and the guess is taken again from this walk.
   const size_t len = static_cast<size_t>(l_.frame_size);
-  const size_t n = std::min<size_t>(guess_.size(), 1000);
+  const size_t n = guess_.size();
   if (!n) return false;
-  guess_buf_.resize(n * len);
   uint64_t current = 0;
   guess_plan_.clear();
   guess_plan_.add(t.tstate + static_cast<uint64_t>(l_.tstate_frame), &current, 8);
-  for (size_t i = 0; i < n; ++i) guess_plan_.add(guess_[i], guess_buf_.data() + i * len, len);
+  for (size_t i = 0; i < n; ++i) guess_plan_.addView(guess_[i], len);
   ++stats_.frame_reads;
   if (!guess_plan_.run(proc_.mem(), 0)) return false;
   *current_frame = current;
   out.clear();
   checks_.clear();
+  size_t missed = 0;
+  size_t at = 0;  // where the last frame was in guess_: its caller is usually beside it
   uint64_t addr = current;
   while (addr) {
-    if (out.size() >= max_depth || out.size() >= n) return false;
-    auto it = std::lower_bound(guess_.begin(), guess_.begin() + static_cast<long>(n), addr);
-    if (it == guess_.begin() + static_cast<long>(n) || *it != addr) return false;
-    StructView<st::FrameObject> v(guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len);
+    if (out.size() >= max_depth) return false;
+    if (at + 1 < n && guess_[at + 1] == addr)
+      ++at;
+    else if (at > 0 && guess_[at - 1] == addr)
+      --at;
+    else
+      at = static_cast<size_t>(std::lower_bound(guess_.begin(), guess_.end(), addr) -
+                               guess_.begin());
+    const bool kept = at < n && guess_[at] == addr;
+    const uint8_t* bytes;
+    if (kept) {
+      bytes = guess_plan_.view(1 + at);
+    } else {
+      if (++missed > kGuessMisses || len > sizeof scratch_) return false;
+      ++stats_.frame_reads;
+      if (proc_.mem().read(addr, scratch_, len) != ReadStatus::kOk) return false;
+      bytes = scratch_;
+      at = 0;
+    }
+    StructView<st::FrameObject> v(bytes, len);
     RawFrame f;
     f.addr = addr;
     f.code = v.ptr(l_.frame_code);
     f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
     f.prev = v.ptr(l_.frame_back);
     if (!f.code) return false;
-    checks_.note(addr, guess_buf_.data() + static_cast<size_t>(it - guess_.begin()) * len, len,
-                 out.empty());
+    if (kept)
+      checks_.noteKept(addr, bytes, out.empty());
+    else
+      checks_.note(addr, bytes, len, out.empty());
     out.push_back(f);
     addr = f.prev;
   }
   // One copy is not one instant (the kernel copies the frames one after the other, in
   // address order): read them all again, with the current frame, and require them unchanged,
   // as a walk one by one is.
-  return checks_.verify(len, l_.frame_lasti, 4,
-                        t.tstate + static_cast<uint64_t>(l_.tstate_frame), current);
+  if (!checks_.verify(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
+                      current))
+    return false;
+  if (missed) guessFrames(t.tstate, out);
+  return true;
 }
 
 }  // namespace psrec::recorder

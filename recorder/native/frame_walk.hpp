@@ -50,7 +50,8 @@ class FrameWalker {
   WalkResult walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
                                    size_t max_depth, uint64_t bottom);
   // 3.8-3.10: the walk in one copy of the guessed frames (see guessFrames); false when the
-  // copy does not hold the whole stack. current_frame: the thread's current frame as read.
+  // copy does not hold the whole stack (kGuessMisses frames it lacks are read on their own).
+  // current_frame: the thread's current frame as read.
   bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
                    uint64_t* current_frame);
   const uint8_t* frameBytes(uint64_t addr);
@@ -79,10 +80,11 @@ class FrameWalker {
   uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
   uint64_t walk_bottom_ = 0;  // where this walk ended (see walk())
 
-  // 3.8-3.10: the frames of the thread's last stack (guessFrames), sorted, and their copy.
+  // 3.8-3.10: the frames of the thread's last stack (guessFrames), sorted, and the plan that
+  // copies them (its views).
   std::vector<uint64_t> guess_;
+  std::vector<uint64_t> guess_from_;  // the same in the order guessFrames was given them
   uint64_t guess_tstate_ = 0;
-  std::vector<uint8_t> guess_buf_;
   ReadPlan guess_plan_;
 };
 

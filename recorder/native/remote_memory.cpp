@@ -151,8 +151,110 @@ size_t RemoteMemory::readLeading(const ReadRequest* reqs, size_t n, ReadStatus* 
   return whole;
 }
 
+namespace {
+
+// Plans of fewer requests are read as they are.
+constexpr size_t kMergeFrom = 8;
+// Requests less than a page apart are read as one span: no page lies between them that could
+// be unmapped (each end's page holds a request), so the span reads whenever they do.
+constexpr uint64_t kMergeGap = 4095;
+// Plans of more runs in address order than this are sorted.
+constexpr size_t kMergeRuns = 8;
+// A merged plan copies no more than this.
+constexpr size_t kMergeMaxBytes = size_t{8} << 20;
+
+}  // namespace
+
+bool ReadPlan::runMerged(RemoteMemory& mem) {
+  const size_t n = reqs_.size();
+  order_.resize(n);
+  bool sorted = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (!reqs_[i].addr || reqs_[i].addr + reqs_[i].len < reqs_[i].addr) return false;
+    order_[i] = static_cast<uint32_t>(i);
+    sorted = sorted && (i == 0 || reqs_[i - 1].addr <= reqs_[i].addr);
+  }
+  if (!sorted) {
+    // Plans are mostly a few runs in address order, rising or falling (a field or two, then
+    // a stack's frames from the innermost): each falling run turned round, then each run
+    // merged into those before it; sorted whole when there are many runs.
+    const auto by_addr = [this](uint32_t a, uint32_t b) { return reqs_[a].addr < reqs_[b].addr; };
+    const auto at = [this](size_t i) { return reqs_[i].addr; };
+    run_ends_.clear();
+    for (size_t from = 0; from < n && run_ends_.size() <= kMergeRuns;) {
+      size_t to = from + 1;
+      if (to < n && at(to) < at(from)) {
+        while (to < n && at(to) <= at(to - 1)) ++to;
+        std::reverse(order_.begin() + static_cast<ptrdiff_t>(from),
+                     order_.begin() + static_cast<ptrdiff_t>(to));
+      } else {
+        while (to < n && at(to) >= at(to - 1)) ++to;
+      }
+      run_ends_.push_back(to);
+      from = to;
+    }
+    if (run_ends_.size() > kMergeRuns) {
+      for (size_t i = 0; i < n; ++i) order_[i] = static_cast<uint32_t>(i);
+      std::sort(order_.begin(), order_.end(), by_addr);
+    } else {
+      for (size_t k = 1; k < run_ends_.size(); ++k)
+        std::inplace_merge(order_.begin(), order_.begin() + static_cast<ptrdiff_t>(run_ends_[k - 1]),
+                           order_.begin() + static_cast<ptrdiff_t>(run_ends_[k]), by_addr);
+    }
+  }
+  spans_.clear();
+  offset_.resize(n);
+  size_t total = 0;  // bytes of the spans closed
+  uint64_t lo = 0, hi = 0;
+  for (const uint32_t i : order_) {
+    const ReadRequest& r = reqs_[i];
+    if (spans_.empty() || r.addr > hi + kMergeGap) {
+      if (!spans_.empty()) total += spans_.back().len = static_cast<size_t>(hi - lo);
+      lo = r.addr;
+      hi = r.addr;
+      spans_.push_back({lo, nullptr, 0});
+    }
+    offset_[i] = total + static_cast<size_t>(r.addr - lo);
+    hi = std::max<uint64_t>(hi, r.addr + r.len);
+    if (total + (hi - lo) > kMergeMaxBytes) return false;
+  }
+  total += spans_.back().len = static_cast<size_t>(hi - lo);
+  if (spans_.size() * 2 > n) return false;  // little to merge
+  merged_.resize(total);
+  size_t at = 0;
+  for (ReadRequest& span : spans_) {
+    span.dst = merged_.data() + at;
+    at += span.len;
+  }
+  for (size_t k = 0; k < spans_.size(); k += 1024) {
+    const size_t m = std::min<size_t>(spans_.size() - k, 1024);
+    ReadStatus st = ReadStatus::kOk;
+    if (mem.readLeading(spans_.data() + k, m, &st) != m) return false;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!is_view_[i]) std::memcpy(reqs_[i].dst, merged_.data() + offset_[i], reqs_[i].len);
+  merged_run_ = true;
+  ok_.assign(n, 1);
+  status_ = ReadStatus::kOk;
+  return true;
+}
+
 bool ReadPlan::run(RemoteMemory& mem, int skips) {
   const size_t n = reqs_.size();
+  merged_run_ = false;
+  if (views_) {
+    // Each view's bytes in own_ (a merged run hands out its spans' instead).
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) total += is_view_[i] ? reqs_[i].len : 0;
+    own_.resize(total);
+    size_t at = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!is_view_[i]) continue;
+      reqs_[i].dst = own_.data() + at;
+      at += reqs_[i].len;
+    }
+  }
+  if (skips == 0 && n >= kMergeFrom && runMerged(mem)) return true;
   ok_.assign(n, 0);
   status_ = ReadStatus::kOk;
   size_t at = 0;

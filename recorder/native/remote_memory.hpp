@@ -80,24 +80,52 @@ class ReadPlan {
   void clear() {
     reqs_.clear();
     required_.clear();
+    is_view_.clear();
+    views_ = 0;
   }
   size_t add(uint64_t addr, void* dst, size_t len, bool required = false) {
     reqs_.push_back({addr, dst, len});
     required_.push_back(required);
+    is_view_.push_back(0);
     return reqs_.size() - 1;
+  }
+  // A request whose bytes the plan keeps (view(i) after run(), until the next run): a plan
+  // read in spans hands out its span's bytes, no copy made.
+  size_t addView(uint64_t addr, size_t len) {
+    ++views_;
+    const size_t i = add(addr, nullptr, len);
+    is_view_[i] = 1;
+    return i;
   }
   size_t size() const { return reqs_.size(); }
   // True when every request was read whole; `skips`: failed requests read past at most.
   bool run(RemoteMemory& mem, int skips);
   bool ok(size_t i) const { return i < ok_.size() && ok_[i]; }
+  const uint8_t* view(size_t i) const {
+    return merged_run_ ? merged_.data() + offset_[i] : static_cast<const uint8_t*>(reqs_[i].dst);
+  }
   // Why the first request that failed did (kOk when none did).
   ReadStatus status() const { return status_; }
 
  private:
+  // A plan that reads nothing past a failure (skips 0), of requests lying close together (as
+  // the frames of a deep stack do), read as one span per cluster; false when there is little
+  // to merge or a span failed (run() then reads request by request, as without merging).
+  bool runMerged(RemoteMemory& mem);
+
   std::vector<ReadRequest> reqs_;
   std::vector<uint8_t> required_;
   std::vector<uint8_t> ok_;
   ReadStatus status_ = ReadStatus::kOk;
+  std::vector<uint32_t> order_;   // the requests by address
+  std::vector<size_t> run_ends_;  // where each run of requests in address order ends
+  std::vector<size_t> offset_;    // each request's place in merged_
+  std::vector<ReadRequest> spans_;
+  std::vector<uint8_t> merged_;
+  bool merged_run_ = false;  // the last run read spans (views are in merged_)
+  size_t views_ = 0;         // requests added with addView
+  std::vector<uint8_t> is_view_;
+  std::vector<uint8_t> own_;  // the views' bytes, when read request by request
 };
 
 // A copy of one of CPython's structs (S, a tag of cpython::st) taken out of the target once;

@@ -12,7 +12,7 @@ namespace st = cpython::st;
 void TornChecks::note(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf) {
   size_t at = solo_buf_.size();
   solo_buf_.insert(solo_buf_.end(), bytes, bytes + len);
-  solo_.push_back({addr, at, leaf});
+  solo_.push_back({addr, at, nullptr, leaf});
 }
 
 bool TornChecks::verify(size_t len, int32_t instr_offset, size_t instr_width,
@@ -21,14 +21,14 @@ bool TornChecks::verify(size_t len, int32_t instr_offset, size_t instr_width,
   // require them unchanged (links, code, and the caller's instruction: a caller that moved on
   // means the callee we read belongs to another call). The leaf's own instruction may move.
   if (solo_.empty()) return true;
-  verify_buf_.resize(solo_buf_.size());
   uint64_t leaf_now = 0;
   plan_.clear();
   // The innermost frame must still be the thread's current one: a frame that returned keeps
   // its contents (a zombie frame on 3.8-3.10), and its caller, read after it, may already be
   // at its next call.
   if (leaf_ptr) plan_.add(leaf_ptr, &leaf_now, 8);
-  for (const SoloFrame& f : solo_) plan_.add(f.addr, verify_buf_.data() + f.offset, len);
+  const size_t first = plan_.size();
+  for (const SoloFrame& f : solo_) plan_.addView(f.addr, len);
   if (!plan_.run(proc_.mem(), 0)) return false;
   verified_leaf_ = leaf_now;
   if (leaf_ptr && leaf_now != leaf && !calledFrom(leaf_now, leaf) && !selfRecursiveLeaf())
@@ -48,8 +48,8 @@ bool TornChecks::verify(size_t len, int32_t instr_offset, size_t instr_width,
   };
   for (size_t i = 0; i < solo_.size(); ++i) {
     const SoloFrame& f = solo_[i];
-    const uint8_t* a = solo_buf_.data() + f.offset;
-    const uint8_t* b = verify_buf_.data() + f.offset;
+    const uint8_t* a = copyOf(f);
+    const uint8_t* b = plan_.view(first + i);
     // (A frame called by its own function that returned may already be reused at another
     // depth of the recursion: its link is not compared either.)
     for (int k = 0; k < 3; ++k)
@@ -66,9 +66,8 @@ bool TornChecks::selfCall(size_t i) const {
   // confirm, and shows the same function at any of them (as on 3.11+, see StackReader).
   if (l_.frame_model != FrameModel::kFrameObject || i == 0 || i >= solo_.size()) return false;
   const size_t len = static_cast<size_t>(l_.frame_size);
-  const uint64_t code = StructView<st::FrameObject>(solo_buf_.data() + solo_[i].offset, len).ptr(l_.frame_code);
-  const uint64_t callee =
-      StructView<st::FrameObject>(solo_buf_.data() + solo_[i - 1].offset, len).ptr(l_.frame_code);
+  const uint64_t code = StructView<st::FrameObject>(copyOf(solo_[i]), len).ptr(l_.frame_code);
+  const uint64_t callee = StructView<st::FrameObject>(copyOf(solo_[i - 1]), len).ptr(l_.frame_code);
   return code && code == callee;
 }
 

@@ -25,6 +25,11 @@ class TornChecks {
   // Notes a frame read on its own (not part of one bulk copy), to check after the walk.
   // leaf: the walk's innermost frame, whose own instruction may move.
   void note(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf);
+  // The same for bytes that stay in place until verify() (a copy the walker keeps): noted
+  // without copying them.
+  void noteKept(uint64_t addr, const uint8_t* bytes, bool leaf) {
+    solo_.push_back({addr, 0, bytes, leaf});
+  }
   bool empty() const { return solo_.empty(); }
   uint64_t firstAddr() const { return solo_.front().addr; }
   uint64_t lastAddr() const { return solo_.back().addr; }
@@ -54,9 +59,13 @@ class TornChecks {
   ReadPlan plan_;  // the reads again of the checks
   struct SoloFrame {
     uint64_t addr;
-    size_t offset;
+    size_t offset;         // of its copy in solo_buf_ (note)
+    const uint8_t* kept;   // or its bytes where the walker keeps them (noteKept)
     bool leaf;
   };
+  const uint8_t* copyOf(const SoloFrame& f) const {
+    return f.kept ? f.kept : solo_buf_.data() + f.offset;
+  }
   std::vector<SoloFrame> solo_;
   std::vector<uint8_t> solo_buf_;
   std::vector<uint8_t> verify_buf_;

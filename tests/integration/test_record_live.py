@@ -361,6 +361,24 @@ def test_deep_recursion_captured_whole(python: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("python", PYTHONS)
+def test_deep_busy_recursion_read_whole(python: str, tmp_path: Path) -> None:
+    """3,000 frames (past the 1,000 that once capped the one-copy read of 3.8-3.10's frames),
+    the innermost calling and returning all the time: the samples have the whole recursion,
+    under the function it calls or at the line that calls it, and are not torn."""
+    out = tmp_path / "deep.psr"
+    with target(python, "rec_traps.py", "recursion_busy", "3000") as t:
+        record(out, t.pid, "-r", "2000", duration=1.5)
+    samples = [s for s in load(out) if s.os_tid == t.pid]
+    assert samples
+    whole = [s for s in samples if s.functions.count("descend_busy") == 3000 and
+             (s.leaf == "spin" or s.stack[-1][2] == line_of("rec_traps.py", "busy bottom"))]
+    assert len(whole) / len(samples) > 0.95, collapsed(samples, 3)[:2000]
+    info = psrec("info", "--json", str(out))
+    doc = json.loads(info.stdout)
+    assert doc["sample_errors"] <= 0.01 * (doc["samples"] + doc["sample_errors"]), doc["stats"]
+
+
+@pytest.mark.parametrize("python", PYTHONS)
 def test_no_shim_frames_on_reentry(python: str, tmp_path: Path) -> None:
     out = tmp_path / "reentry.psr"
     with target(python, "rec_traps.py", "reentry") as t:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from . import _proc
+from ._depth import fig_depth
 from ._figures import Ctx, fig_dump, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
 from ._native import fig_native
 from ._report import render_table
@@ -28,8 +29,9 @@ from ._tools import _version, ensure_tools, target_pythons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native")
-LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native"}
+           "dump", "native", "depth")
+LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
+        "depth"}
 
 
 def _log(msg: str) -> None:
@@ -72,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--pythons", default="3.11",
                     help="comma-separated target interpreters for the live figures: 3.11 "
-                         "(pyenv), 3.14, 3.15, 3.14t (tests/interpreters/provision); with more "
-                         "than one, each row names its target")
+                         "(pyenv's 3.11.7), 3.8-3.13 (pyenv's newest of each), 3.14, 3.15, "
+                         "3.14t (tests/interpreters/provision); with more than one, each row "
+                         "names its target")
     args = ap.parse_args(argv)
     only = [f.strip() for f in args.only.split(",") if f.strip()] or list(FIGURES)
     unknown = [f for f in only if f not in FIGURES]
@@ -137,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_dump(ctx)
                 elif fig == "native":
                     fig_native(ctx)
+                elif fig == "depth":
+                    fig_depth(ctx)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

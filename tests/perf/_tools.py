@@ -88,10 +88,28 @@ def target_pythons(ids: list[str]) -> dict[str, str]:
             out[ident] = _target_python()
         elif ident in provisioned:
             out[ident] = provisioned[ident]
+        elif _pyenv_python(ident):
+            out[ident] = _pyenv_python(ident) or ""
         else:
             raise SystemExit(f"bench: no CPython {ident} (run tests/interpreters/provision; "
                              f"found {', '.join(['3.11', *provisioned]) or 'none'})")
     return out
+
+
+def _pyenv_python(minor: str) -> str | None:
+    """pyenv's newest CPython of a minor version ("3.9"), if it has one."""
+    try:
+        r = _run(["pyenv", "versions", "--bare"], timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = [v for v in r.stdout.split() if v.startswith(minor + ".") and
+             v[len(minor) + 1:].isdigit()]
+    if r.returncode != 0 or not found:
+        return None
+    newest = max(found, key=lambda v: int(v.rsplit(".", 1)[1]))
+    p = _run(["pyenv", "prefix", newest], timeout=30)
+    cand = os.path.join(p.stdout.strip(), "bin", f"python{minor}")
+    return cand if p.returncode == 0 and os.path.exists(cand) else None
 
 
 def _target_python() -> str:

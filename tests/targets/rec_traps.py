@@ -3,6 +3,8 @@
 generator: a generator resumed from two caller lines, doing different work after each.
 same_address: two functions called in turn from one caller: the same frame address, two lines.
 recursion: a static recursion DEPTH frames deep (argv[2], default 1000).
+recursion_busy: a recursion DEPTH frames deep whose innermost frame calls and returns all the
+    time (argv[2], default 3000).
 reentry: Python called back from C (sorted's key): no shim or entry frame may show.
 threads: two threads with disjoint functions: frames of different threads never mix.
 call_kinds: every way the interpreter calls Python code, directly or through C, each from
@@ -67,6 +69,14 @@ def descend(n):
         while True:
             time.sleep(0.01)  # LINE bottom
     return descend(n - 1) + 1
+
+
+def descend_busy(n):
+    if n <= 1:
+        ready()
+        while True:
+            spin(300)  # LINE busy bottom
+    return descend_busy(n - 1) + 1
 
 
 def key_function(v):
@@ -196,6 +206,10 @@ if __name__ == "__main__":
         depth = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
         sys.setrecursionlimit(depth + 200)
         descend(depth)
+    elif mode == "recursion_busy":
+        depth = int(sys.argv[2]) if len(sys.argv) > 2 else 3000
+        sys.setrecursionlimit(depth + 200)
+        descend_busy(depth)
     elif mode == "reentry":
         reentry_caller()
     elif mode == "threads":

@@ -8,7 +8,6 @@ errors, psrec.format.text) costs only itself: `psrec dump PID` imports those.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from . import _constants as constants
 from .errors import (
@@ -21,7 +20,12 @@ from .errors import (
     UnsupportedVersionError,
 )
 
+# Not typing's: typing imports re, which costs more than `psrec dump PID` (mypy takes any name
+# TYPE_CHECKING for typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._layout import Header
     from .reader import (
         ChunkInfo,

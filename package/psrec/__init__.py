@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+# Not typing's: typing imports re, which costs more than `psrec dump PID` (mypy takes any name
+# TYPE_CHECKING for typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from psrec.analyzer.api import load
 

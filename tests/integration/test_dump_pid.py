@@ -35,10 +35,11 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 # What `psrec dump PID` must not import: the command line and reports (click, the analyzer),
 # the recording machinery, the format's reader, writer and codecs, importlib.metadata (for
-# __version__). (It imports psrec.format.text, which escapes names, and the package's root.)
+# __version__), typing (which imports re: together about 10 ms, more than the dump itself).
+# (It imports psrec.format.text, which escapes names, and the package's root.)
 HEAVY = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format.reader",
          "psrec.format.writer", "psrec.format._format", "msgpack", "zstandard",
-         "importlib.metadata")
+         "importlib.metadata", "typing")
 # Wording an error imports the error classes: still no click, analyzer, reader or
 # importlib.metadata.
 HEAVY_ON_ERROR = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format.reader",

@@ -16,8 +16,15 @@ unless all frames are asked for: they say nothing that the frames around them do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeVar
+# Not typing's: typing imports re, which costs more than `psrec dump --native PID` spends
+# interleaving (mypy takes any name TYPE_CHECKING for typing's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import TypeVar
+
+    F = TypeVar("F")  # a native frame
+    P = TypeVar("P")  # a Python frame
 
 __all__ = ["CALL_MACHINERY", "NATIVE_VIEWS", "hides", "interleave", "is_call_machinery"]
 
@@ -50,9 +57,6 @@ CALL_MACHINERY = frozenset({
     "method_vectorcall_O", "method_vectorcall_VARARGS", "method_vectorcall_VARARGS_KEYWORDS",
     "vectorcall_method", "vectorcall_unbound", "slot_tp_call", "_Py_VectorCall",
 })
-
-F = TypeVar("F")
-P = TypeVar("P")
 
 
 def is_call_machinery(function: str) -> bool:

@@ -1,13 +1,13 @@
 """`psrec dump PID`: every thread's current Python stack, read once, as text or as JSON.
 
-psrec's entry point (``psrec.__main__.main``) answers ``psrec [-v] dump PID [--json]`` with
-these functions (parse_args, print_dump) before it imports anything else: no click, no reader
-or writer, no recording machinery (only psrec.format.text, which imports nothing). What a dump
-needs is the native recorder and these few functions, so it starts about as fast as Python
-itself (the read takes well under a millisecond). Its errors are raised, and worded by the
-entry point as every command's are (``psrec._errors``), with the modules that word them
-imported only when there is an error to word. The click command (``psrec dump``, for any other
-form of command line) prints with print_dump too, so both print the same text.
+psrec's entry point (``psrec.__main__.main``) answers ``psrec [-v] dump PID [--json] [--native]
+[--native-all]`` with these functions (parse_args, print_dump) before it imports anything else: no
+click, no reader or writer, no recording machinery (only psrec.format.text, which imports nothing).
+What a dump needs is the native recorder and these few functions, so it starts about as fast as
+Python itself (the read takes well under a millisecond). Its errors are raised, and worded by the
+entry point as every command's are (``psrec._errors``), with the modules that word them imported
+only when there is an error to word. The click command (``psrec dump``, for any other form of
+command line) prints with print_dump too, so both print the same text.
 """
 
 from __future__ import annotations
@@ -322,25 +322,32 @@ def _echo(text: str) -> None:
     stream.flush()
 
 
-def parse_args(args: list[str]) -> tuple[int, bool, bool] | None:
-    """(pid, --json, -v) when args are exactly ``[-v ...] dump PID [--json]`` (--json before or
-    after PID) and PID names no file; None for anything else (help, a recording, an option
-    psrec does not know, a repeated or misplaced word), which the click command handles."""
+# The dump's options the fast path takes, each at most once (the click command, psrec.cli.dump,
+# takes the same).
+_FLAGS = ("--json", "--native", "--native-all")
+
+
+def parse_args(args: list[str]) -> tuple[int, bool, bool, bool, bool] | None:
+    """(pid, --json, -v, --native, --native-all) when args are exactly ``[-v ...] dump PID``
+    with those flags, each at most once, before or after PID, and PID names no file; None for
+    anything else (help, a recording, an option psrec does not know, a repeated or misplaced
+    word), which the click command handles."""
     i = 0
     while i < len(args) and args[i] in ("-v", "--verbose"):
         i += 1
     if args[i:i + 1] != ["dump"]:
         return None
     rest = args[i + 1:]
-    as_json = rest.count("--json")
-    words = [w for w in rest if w != "--json"]
-    if as_json > 1 or len(words) != 1:
+    if any(rest.count(f) > 1 for f in _FLAGS):
+        return None
+    words = [w for w in rest if w not in _FLAGS]
+    if len(words) != 1:
         return None
     target = words[0]
     # As the click command decides (psrec.cli.dump): a file of that name is a file.
     if not target.isdigit() or os.path.exists(target):
         return None
-    return int(target), bool(as_json), i > 0
+    return int(target), "--json" in rest, i > 0, "--native" in rest, "--native-all" in rest
 
 
 def print_dump(pid: int, as_json: bool, blocking: bool = False, native: bool = False,

@@ -1,9 +1,9 @@
 """The `psrec` command (`python -m psrec` too).
 
-`psrec dump PID`, a question asked of a live process and answered in well under a millisecond,
-is answered without the click command line and what it imports (a few times the time of the
-dump itself), its errors worded as every command's (psrec._errors); every other command line,
-help and wrong usage included, goes to click.
+`psrec dump PID` (and --json, --native), a question asked of a live process and answered in well
+under a millisecond (a few for native stacks), is answered without the click command line and what
+it imports (a few times the time of the dump itself), its errors worded as every command's
+(psrec._errors); every other command line, help and wrong usage included, goes to click.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ def main() -> None:
 
         parsed = parse_args(args)
         if parsed is not None:
-            pid, as_json, verbose = parsed
+            pid, as_json, verbose, native, native_all = parsed
             try:
-                print_dump(pid, as_json)
+                print_dump(pid, as_json, native=native, native_all=native_all)
             except BaseException as exc:  # worded as every command words it (psrec.cli)
                 from ._errors import exit_status
 

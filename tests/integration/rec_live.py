@@ -286,6 +286,39 @@ def psrec(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str
                           timeout=timeout, cwd=str(TARGETS))
 
 
+# What `psrec dump PID` must not import: the command line and reports (click, the analyzer),
+# the recording machinery, the format's reader, writer and codecs, importlib.metadata (for
+# __version__), typing (which imports re: together about 10 ms, more than the dump itself).
+# (It imports psrec.format.text, which escapes names, and the package's root.)
+HEAVY = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format.reader",
+         "psrec.format.writer", "psrec.format._format", "msgpack", "zstandard",
+         "importlib.metadata", "typing")
+# Wording an error imports the error classes: still no click, analyzer, reader or
+# importlib.metadata.
+HEAVY_ON_ERROR = ("click", "psrec.analyzer", "psrec.recorder._api", "psrec.format.reader",
+                  "importlib.metadata")
+
+
+def psrec_imports(*args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """psrec run as `python -m psrec ARGS` with -X importtime: the run, with the importtime
+    lines taken out of its stderr, and the modules it imported."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "psrec", *args],
+                       capture_output=True, text=True, timeout=60, cwd=str(TARGETS))
+    modules, rest = set(), []
+    for line in r.stderr.splitlines(keepends=True):
+        if line.startswith("import time:"):
+            modules.add(line.rpartition("|")[2].strip())
+        else:
+            rest.append(line)
+    r.stderr = "".join(rest)
+    return r, modules
+
+
+def assert_lean(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> None:
+    loaded = sorted(m for m in modules for h in heavy if m == h or m.startswith(h + "."))
+    assert not loaded, f"psrec dump PID imported {loaded}"
+
+
 def psrec_async(*args: str) -> subprocess.Popen[str]:
     """psrec running in the background (stderr piped, for the test to show on failure)."""
     return subprocess.Popen([sys.executable, "-m", "psrec", *args], stderr=subprocess.PIPE,

@@ -18,7 +18,16 @@ from typing import Any
 import native_ext
 import pytest
 from native_ext import CALLBACK, CHAIN, WAITS, waits_for_the_gil
-from rec_live import ROOTS, Target, is_free_threaded, psrec, python_params, target
+from rec_live import (
+    ROOTS,
+    Target,
+    assert_lean,
+    is_free_threaded,
+    psrec,
+    psrec_imports,
+    python_params,
+    target,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 PYTHONS = python_params()
@@ -34,8 +43,10 @@ def native_target(python: str, *args: str) -> Iterator[Target]:
 
 
 def dump(pid: int, *extra: str) -> dict[str, Any]:
-    r = psrec("dump", "--native", "--json", str(pid), *extra)
+    r, modules = psrec_imports("dump", "--native", "--json", str(pid), *extra)
     assert r.returncode == 0, r.stderr
+    # Without the command line's machinery, as a Python-only dump.
+    assert_lean(modules)
     doc: dict[str, Any] = json.loads(r.stdout)
     return doc
 

@@ -25,7 +25,7 @@ from ._figures import Ctx, fig_dump, fig_fidelity, fig_fixed, fig_memory, fig_ra
 from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
-from ._tools import _version, ensure_tools, target_pythons
+from ._tools import _version, ensure_tools, tachyon_version, target_pythons
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
@@ -89,13 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     builds_start = _native_builds()
     tc = ensure_tools(args.venv, _log)
     pythons = target_pythons([p.strip() for p in args.pythons.split(",") if p.strip()])
-    targets = {ident: dataclasses.replace(tc, target_python=path,
-                                          target_version=_version([path, "--version"]) or "?")
-               for ident, path in pythons.items()}
+    targets = {}
+    for ident, path in pythons.items():
+        version = _version([path, "--version"]) or "?"
+        targets[ident] = dataclasses.replace(tc, target_python=path, target_version=version,
+                                             tachyon_version=tachyon_version(path, version))
     tc = next(iter(targets.values()))
     _log(f"target python {tc.target_version} ({tc.target_python}); py-spy {tc.py_spy_version}; "
          f"austin {tc.austin_version}; psrec {tc.psrec_version} "
-         f"(record: {'yes' if tc.psrec_record else 'not available yet'})")
+         f"(record: {'yes' if tc.psrec_record else 'not available yet'}); Tachyon: "
+         + (", ".join(f"{i} {t.tachyon_version}" for i, t in targets.items() if t.tachyon_version)
+            or "none (its targets are CPython 3.15 and later)"))
     workdir = tempfile.mkdtemp(prefix="psrec-bench-")
     ctx = Ctx(tc, workdir, args.quick, _log)
     if not tc.psrec_record:

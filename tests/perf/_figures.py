@@ -21,14 +21,24 @@ from typing import Any
 from . import _proc
 from ._proc import BenchTimeout, Proc
 from ._report import Row, Summary, summarize
-from ._tools import MAX_RATE_HZ, TOOLS, Toolchain, ToolResult, read_output, record_argv
+from ._tools import (
+    MAX_RATE_HZ,
+    TOOLS,
+    Toolchain,
+    ToolResult,
+    collapsed_samples,
+    read_output,
+    record_argv,
+    tachyon_replay,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.path.join(HERE, "workloads")
 RUNNER = os.path.join(HERE, "_runner.py")
 
-EXT = {"psr": "psr", "raw": "txt", "speedscope": "json", "text": "austin.txt", "mojo": "mojo"}
-DEFAULT_FMT = {"psrec": "psr", "py-spy": "raw", "austin": "text"}
+EXT = {"psr": "psr", "raw": "txt", "speedscope": "json", "text": "austin.txt", "mojo": "mojo",
+       "collapsed": "collapsed.txt", "binary": "bin"}
+DEFAULT_FMT = {"psrec": "psr", "py-spy": "raw", "austin": "text", "tachyon": "collapsed"}
 
 
 @dataclass
@@ -49,7 +59,8 @@ class Ctx:
         return os.path.join(self.workdir, f"{self._n:04d}-{stem}.{ext}")
 
     def tools(self) -> list[str]:
-        return [t for t in TOOLS if t not in self.unavailable]
+        return [t for t in TOOLS if t not in self.unavailable and
+                (t != "tachyon" or self.tc.tachyon_version)]
 
     def add(self, row: Row) -> None:
         if self.label:
@@ -114,7 +125,9 @@ def record_attach(
     errpath = out + ".stderr"
     argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid, native=native)
     with open(errpath, "wb") as errf:
-        p = _proc.start(argv, f"{tool} -> {pid}", stderr=errf)
+        # (Tachyon prints its counts on its standard output.)
+        p = _proc.start(argv, f"{tool} -> {pid}", stderr=errf,
+                        **({"stdout": errf} if tool == "tachyon" else {}))
     error = None
     steady: list[tuple[float, float]] = []  # (time, CPU) after start-up and at the end
     try:
@@ -291,6 +304,25 @@ def fig_fidelity(ctx: Ctx) -> None:
             ps = vals.get("psrec")
             if ps is not None:
                 row.ratio = ps.median / peers[row.best_peer].median
+        if rate >= 1000:
+            _sampler_rows(ctx, rate, runs.get(("psrec", rate), []))
+
+
+def _sampler_rows(ctx: Ctx, rate: int, runs: list[Recorded]) -> None:
+    """psrec's sampling thread at a fixed rate: its CPU per pass, and the part of it spent
+    inside passes (reading the target); the rest is waking up and writing."""
+    def per_pass(key: str) -> Callable[[Recorded], float | None]:
+        def f(r: Recorded) -> float | None:
+            res = r.result
+            ns = res.extra.get(key) if res else None
+            return ns / 1000.0 / res.passes if ns and res and res.passes else None
+        return f
+
+    ctx.add(Row("2", f"psrec's sampling thread at {rate} Hz, basic.py: CPU per pass", "µs",
+                "none", {"psrec": _vals(runs, per_pass("sampler_cpu_ns"))}))
+    ctx.add(Row("2", f"psrec's sampling thread at {rate} Hz, basic.py: time inside passes "
+                "(reading the target)", "µs", "none",
+                {"psrec": _vals(runs, per_pass("sampling_ns_total"))}))
 
 
 def _achieved(r: Recorded) -> float:
@@ -368,7 +400,8 @@ def run_launched(
 
     res_json = ctx.path(f"runner-{label}", "json")
     command = [ctx.tc.target_python, RUNNER, res_json, script, *args]
-    fmt = fmt or {"psrec": "psr", "py-spy": "speedscope", "austin": "text"}.get(tool or "", "")
+    fmt = fmt or {"psrec": "psr", "py-spy": "speedscope", "austin": "text",
+                  "tachyon": "collapsed"}.get(tool or "", "")
     out = ctx.path(f"fixed-{label}", EXT.get(fmt, "out"))
     if tool is None:
         argv = command
@@ -377,7 +410,8 @@ def run_launched(
                            command=command, blocking=blocking, native=native)
     errpath = out + ".stderr"
     with open(errpath, "wb") as errf:
-        p = _proc.start(argv, label, stderr=errf, stdout=subprocess.DEVNULL)
+        p = _proc.start(argv, label, stderr=errf,
+                        stdout=errf if tool == "tachyon" else subprocess.DEVNULL)
     error = None
     target = rec = None
     result = None
@@ -558,7 +592,9 @@ def _all_true(flags: tuple[bool, ...], p: Summary, b: Summary | None) -> bool:
 # -- figure 4: output size -------------------------------------------------------------------
 
 SIZE_FORMATS = (("psrec", "psr"), ("py-spy", "speedscope"), ("py-spy", "raw"),
-                ("austin", "text"), ("austin", "mojo"))
+                ("austin", "text"), ("austin", "mojo"), ("tachyon", "binary"))
+# Recordings read again by their own tool after the size runs (_replay_rows).
+REPLAYED = (("psrec", "psr"), ("tachyon", "binary"))
 
 
 def fig_size(ctx: Ctx) -> None:
@@ -576,11 +612,15 @@ def fig_size(ctx: Ctx) -> None:
                     r = record_attach(ctx, tool, target.pid, rate_hz=1000, window_s=window,
                                       fmt=fmt)
                     runs.setdefault((tool, fmt), []).append(r)
-                    _remove_outputs(ctx)
+                    if (tool, fmt) not in REPLAYED:
+                        _remove(r.out)
         finally:
             target.stop()
         ctx.raw.setdefault("size", {})[wl] = {
             f"{t}/{f}": [r.as_dict() for r in rs] for (t, f), rs in runs.items()}
+
+        # (Tachyon's binary recording is counted by its replay: first.)
+        _replay_rows(ctx, wl, runs)
 
         def bps(r: Recorded) -> float | None:
             res = r.result
@@ -590,10 +630,47 @@ def fig_size(ctx: Ctx) -> None:
             vals = {"psrec": _vals(runs.get(("psrec", "psr"), []), bps),
                     "py-spy": _vals(runs.get(("py-spy", fmt_pair[0]), []), bps),
                     "austin": _vals(runs.get(("austin", fmt_pair[1]), []), bps)}
+            if fmt_pair[0] == "raw" and runs.get(("tachyon", "binary")):
+                vals["tachyon"] = _vals(runs[("tachyon", "binary")], bps)
+            tachyon = ", Tachyon binary" if "tachyon" in vals else ""
             ctx.add(Row("4", f"bytes per thread-sample, {wl}.py: .psr vs py-spy {fmt_pair[0]}, "
-                        f"Austin {fmt_pair[1]}", "B", "lower", vals,
+                        f"Austin {fmt_pair[1]}{tachyon}", "B", "lower", vals,
                         note="py-spy raw is aggregated: shrinks with longer runs"
                         if fmt_pair[0] == "raw" else ""))
+
+
+def _replay_rows(ctx: Ctx, wl: str, runs: dict[tuple[str, str], list[Recorded]]) -> None:
+    """psrec's and Tachyon's recordings (kept by fig_size) turned into collapsed stacks by each
+    tool's own reader: thread-samples per second of wall time. Tachyon's binary recording is
+    counted by that replay."""
+    import subprocess
+
+    speeds: dict[str, list[float]] = {"psrec": [], "tachyon": []}
+    for (tool, fmt), rs in runs.items():
+        if (tool, fmt) not in REPLAYED:
+            continue
+        for r in _ok(rs):
+            out = r.out + ".collapsed"
+            argv = ([ctx.tc.python, "-m", "psrec", "report", "--collapsed", "-o", out, r.out]
+                    if tool == "psrec" else tachyon_replay(ctx.tc.target_python, r.out, out))
+            t0 = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, timeout=300)
+            wall = time.perf_counter() - t0
+            if done.returncode != 0 or not os.path.exists(out):
+                ctx.log(f"  {tool} replay failed: {_tail(done.stderr)}")
+                continue
+            assert r.result is not None
+            if tool == "tachyon":
+                r.result.thread_samples = collapsed_samples(out)
+            speeds[tool].append(r.result.thread_samples / wall)
+            _remove(out)
+    for rs in runs.values():
+        for r in rs:
+            _remove(r.out)
+    if speeds["tachyon"]:
+        ctx.add(Row("4", f"replay of that recording into collapsed stacks, {wl}.py (a few "
+                    "seconds of samples: start-up is most of it)", "thread-samples/s", "higher",
+                    {t: summarize(v) for t, v in speeds.items()}))
 
 
 # -- figure 7: recorder memory ----------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 __all__ = ["PEERS", "Row", "Summary", "render_table", "summarize"]
 
-PEERS = ("py-spy", "austin")
+PEERS = ("py-spy", "austin", "tachyon")
 
 
 @dataclass
@@ -110,9 +110,9 @@ def fmt_summary(s: Summary | None, missing: str = "—") -> str:
 
 
 def render_table(rows: list[Row], unavailable: dict[str, str]) -> str:
-    head = ("| # | measure | unit | psrec | py-spy | Austin | psrec ÷ best peer | target (psrec) "
-            "| met |")  # closer0 rows compare absolute values
-    out = [head, "|" + "---|" * 9]
+    head = ("| # | measure | unit | psrec | py-spy | Austin | Tachyon | psrec ÷ best peer "
+            "| target (psrec) | met |")  # closer0 rows compare absolute values
+    out = [head, "|" + "---|" * 10]
     for r in rows:
         cells = []
         for tool in ("psrec", *PEERS):

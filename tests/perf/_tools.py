@@ -11,6 +11,11 @@ Sample counting, per each tool's own definition:
 - Austin: one output line (text) or stack event (MOJO) per thread per pass; "Error rate: x/N"
   on its stderr counts invalid thread-samples x out of N thread-samples. The main thread's line
   count is its number of passes.
+- Tachyon (CPython 3.15's `python -m profiling.sampling`, on 3.15 targets only): its collapsed
+  output counts thread-samples (one per thread per pass, `-a`); "Captured N samples" on its
+  standard output counts passes, and "Error rate: x" the share of them (in %) that failed. It
+  runs in the target's own root (`nsenter -t PID -m -r` when attaching), as it must read the
+  target's files.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 
 __all__ = ["TOOLS", "ToolResult", "Toolchain", "ensure_tools", "read_output", "record_argv"]
 
-TOOLS = ("psrec", "py-spy", "austin")
+TOOLS = ("psrec", "py-spy", "austin", "tachyon")
 AUSTIN_CANDIDATES = (None, "3.7.0")  # None: the newest on PyPI; then the newest known to run
 _ANSI = re.compile(rb"\x1b\[[0-9;]*m")
 
@@ -46,6 +51,8 @@ class Toolchain:
     psrec_max_rate: str  # "max" where `psrec record -r max` exists, else its highest rate
     psrec_analyzer: dict[str, bool]
     notes: list[str] = field(default_factory=list)
+    # The target's version where it has its own sampler (3.15 and later), else None.
+    tachyon_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -242,9 +249,10 @@ def ensure_tools(venv_dir: str, log: Any) -> Toolchain:
 # -- command lines -------------------------------------------------------------------------
 
 # "As fast as it can": psrec -r max (passes back to back; where it lacks that, its ceiling,
-# 100 kHz), py-spy --rate 1 MHz (it sleeps only when ahead of its schedule), Austin -i 1 µs.
+# 100 kHz), py-spy --rate 1 MHz (it sleeps only when ahead of its schedule), Austin -i 1 µs,
+# Tachyon -r 1000000 (as py-spy: it sleeps only when ahead).
 # 0 stands for psrec's own "max".
-MAX_RATE_HZ = {"psrec": 0, "py-spy": 1_000_000, "austin": 1_000_000}
+MAX_RATE_HZ = {"psrec": 0, "py-spy": 1_000_000, "austin": 1_000_000, "tachyon": 1_000_000}
 
 
 def record_argv(
@@ -294,7 +302,33 @@ def record_argv(
         if fmt == "mojo":
             argv.append("-b")
         return argv + (["-p", str(pid)] if pid is not None else list(command))  # type: ignore[arg-type]
+    if tool == "tachyon":
+        assert tc.tachyon_version and not native
+        opts = ["-r", str(rate_hz), "-a", "--binary" if fmt == "binary" else "--collapsed",
+                "-o", out]
+        if blocking:
+            opts.append("--blocking")
+        if pid is not None:
+            # Inside the target's mount namespace and root: it reads the target's binaries by
+            # the paths the target sees.
+            return ["nsenter", "-t", str(pid), "-m", "-r", "python3.15", "-m",
+                    "profiling.sampling", "attach", *opts, str(pid)]
+        assert command is not None
+        return [command[0], "-m", "profiling.sampling", "run", *opts, *command[1:]]
     raise ValueError(tool)
+
+
+def tachyon_version(target_python: str, target_version: str) -> str | None:
+    """The target's version where its interpreter has its own sampler (profiling.sampling, new
+    in 3.15), else None."""
+    m = re.match(r"(\d+)\.(\d+)", target_version)
+    if not m or (int(m.group(1)), int(m.group(2))) < (3, 15):
+        return None
+    try:
+        r = _run([target_python, "-c", "import profiling.sampling"], timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return target_version if r.returncode == 0 else None
 
 
 # -- reading outputs -----------------------------------------------------------------------
@@ -364,7 +398,60 @@ def read_output(
         return _read_pyspy(fmt, path, size, stderr, attribution)
     if tool == "austin":
         return _read_austin(fmt, path, size, stderr, target_pid, attribution)
+    if tool == "tachyon":
+        return _read_tachyon(fmt, path, size, stderr, attribution)
     raise ValueError(tool)
+
+
+def _read_tachyon(fmt: str, path: str, size: int, output: bytes, attribution: bool) -> ToolResult:
+    """Tachyon's collapsed output ("tid:N;file.py:function:line;... count") and what it printed
+    (output: its standard output and error together)."""
+    text = _ANSI.sub(b"", output).decode("utf-8", "replace")
+    r = ToolResult("tachyon", fmt, 0, 0, 0, 0.0, None, size)
+    captured = re.findall(r"Captured ([\d,]+) samples? in ([\d.]+) seconds", text)
+    failed = re.findall(r"Error rate: ([\d.]+)", text)
+    if captured:
+        r.passes = int(captured[-1][0].replace(",", ""))
+        r.duration_s = float(captured[-1][1])
+    if failed and r.passes:
+        r.errors = round(float(failed[-1]) / 100 * r.passes)
+    if fmt != "binary":  # (a binary one's thread-samples are counted by its replay)
+        r.thread_samples = collapsed_samples(path, attribution, r)
+        r.passes = r.passes or r.thread_samples
+    r.error_share = r.errors / max(1, r.passes)
+    return r
+
+
+def collapsed_samples(path: str, attribution: bool = False, r: ToolResult | None = None) -> int:
+    """The thread-samples of Tachyon's collapsed stacks; with attribution, those in main() and
+    in fibonacci added to r."""
+    total = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not count.isdigit():
+                continue
+            n = int(count)
+            total += n
+            if attribution:
+                names = []
+                for part in stack.split(";")[1:]:
+                    file, _, rest = part.partition(":")
+                    names.append((rest.rpartition(":")[0], file))
+                in_main, in_fib = _stack_flags(names, "fibonacci", "fixed_work.py")
+                if in_main and r is not None:
+                    r.main_n += n
+                    r.main_w += n
+                    if in_fib:
+                        r.fib_n += n
+                        r.fib_w += n
+    return total
+
+
+def tachyon_replay(target_python: str, binary: str, out: str) -> list[str]:
+    """The command that turns Tachyon's binary recording into collapsed stacks (run by the
+    target's own interpreter, in its root)."""
+    return [target_python, "-m", "profiling.sampling", "replay", "--collapsed", "-o", out, binary]
 
 
 def _tail(b: bytes, n: int = 400) -> str:
@@ -382,7 +469,10 @@ def _read_psr(path: str, size: int, attribution: bool) -> ToolResult:
             d["sample_errors"] / max(1, d["samples"] + d["sample_errors"]),
             d["duration_s"], size,
             extra={"missed_deadlines": d["missed_deadlines"], "closed_cleanly": d["closed_cleanly"],
-                   "threads": d["threads"], "achieved_rate_hz": d["achieved_rate_hz"]},
+                   "threads": d["threads"], "achieved_rate_hz": d["achieved_rate_hz"],
+                   # the sampling thread's own CPU, and its time inside passes
+                   "sampler_cpu_ns": d["stats"].get("sampler_cpu_ns"),
+                   "sampling_ns_total": d["stats"].get("sampling_ns_total")},
         )
         if attribution:
             _psr_attribution(rec, r)

@@ -26,7 +26,7 @@ import re
 import subprocess
 import sys
 import venv
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -426,26 +426,30 @@ def collapsed_samples(path: str, attribution: bool = False, r: ToolResult | None
     """The thread-samples of Tachyon's collapsed stacks; with attribution, those in main() and
     in fibonacci added to r."""
     total = 0
+    for stack, n in _collapsed_lines(path):
+        total += n
+        if attribution:
+            names = []
+            for part in stack.split(";")[1:]:
+                file, _, rest = part.partition(":")
+                names.append((rest.rpartition(":")[0], file))
+            in_main, in_fib = _stack_flags(names, "fibonacci", "fixed_work.py")
+            if in_main and r is not None:
+                r.main_n += n
+                r.main_w += n
+                if in_fib:
+                    r.fib_n += n
+                    r.fib_w += n
+    return total
+
+
+def _collapsed_lines(path: str) -> Iterator[tuple[str, int]]:
+    """(stack, count) of each line of a collapsed-stacks file ("a;b;c count")."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             stack, _, count = line.rstrip("\n").rpartition(" ")
-            if not count.isdigit():
-                continue
-            n = int(count)
-            total += n
-            if attribution:
-                names = []
-                for part in stack.split(";")[1:]:
-                    file, _, rest = part.partition(":")
-                    names.append((rest.rpartition(":")[0], file))
-                in_main, in_fib = _stack_flags(names, "fibonacci", "fixed_work.py")
-                if in_main and r is not None:
-                    r.main_n += n
-                    r.main_w += n
-                    if in_fib:
-                        r.fib_n += n
-                        r.fib_w += n
-    return total
+            if count.isdigit():
+                yield stack, int(count)
 
 
 def tachyon_replay(target_python: str, binary: str, out: str) -> list[str]:
@@ -553,16 +557,12 @@ def _read_pyspy(fmt: str, path: str, size: int, stderr: bytes, attribution: bool
             r.thread_samples = total
     elif fmt == "raw":
         total = 0
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                stack, _, count = line.rstrip("\n").rpartition(" ")
-                if not count.isdigit():
-                    continue
-                total += int(count)
-                # The main thread's stacks start at the workload's <module>; threads started
-                # with threading start at _bootstrap.
-                if stack.startswith("<module> ("):
-                    passes += int(count)
+        for stack, count in _collapsed_lines(path):
+            total += count
+            # The main thread's stacks start at the workload's <module>; threads started
+            # with threading start at _bootstrap.
+            if stack.startswith("<module> ("):
+                passes += count
         r.extra["samples_in_file"] = total
         if n is None:
             r.thread_samples = total

@@ -242,8 +242,9 @@ bool ReadPlan::runMerged(RemoteMemory& mem) {
 bool ReadPlan::run(RemoteMemory& mem, int skips) {
   const size_t n = reqs_.size();
   merged_run_ = false;
+  if (skips == 0 && n >= kMergeFrom && runMerged(mem)) return true;
   if (views_) {
-    // Each view's bytes in own_ (a merged run hands out its spans' instead).
+    // Read request by request: each view's bytes in own_.
     size_t total = 0;
     for (size_t i = 0; i < n; ++i) total += is_view_[i] ? reqs_[i].len : 0;
     own_.resize(total);
@@ -254,7 +255,6 @@ bool ReadPlan::run(RemoteMemory& mem, int skips) {
       at += reqs_[i].len;
     }
   }
-  if (skips == 0 && n >= kMergeFrom && runMerged(mem)) return true;
   ok_.assign(n, 0);
   status_ = ReadStatus::kOk;
   size_t at = 0;

@@ -3,6 +3,7 @@
 #include "recorder/native/call_frame_info.hpp"
 
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 
 namespace psrec::recorder {
@@ -414,7 +415,7 @@ bool evaluate(const uint8_t* expr, uint64_t len, const NativeRegisters& regs, Wo
 
 }  // namespace
 
-CallFrameInfo::CallFrameInfo(const ElfFile& elf) : elf_(elf) {
+CallFrameInfo::CallFrameInfo(const ElfFile& elf) : rows_(std::make_unique<Rows>()), elf_(elf) {
   const auto [vaddr, size] = elf.ehFrameHdr();
   const uint8_t* hdr = size >= 4 ? elf.bytesAt(vaddr, size) : nullptr;
   if (!hdr) return;
@@ -494,26 +495,62 @@ std::pair<uint64_t, uint64_t> CallFrameInfo::functionAt(uint64_t lookup) const {
   return {begin, begin + range};
 }
 
-UnwindStep CallFrameInfo::step(uint64_t lookup, NativeRegisters& regs, WordReader& mem,
-                               bool* signal_frame) const {
-  if (!table_) return UnwindStep::kNoInfo;
+// What a lookup address's rules are, once found.
+struct CallFrameInfo::Found {
+  UnwindStep status = UnwindStep::kNoInfo;  // kOk, or why there are no rules
+  bool signal = false;
+  uint8_t ra = kDwarfReturn;
+  Row row;
+};
+
+struct CallFrameInfo::Rows {
+  // A bound on memory: a program's hot code is a few thousand call sites.
+  static constexpr size_t kMax = 8192;
+  std::unordered_map<uint64_t, Found> by_lookup;
+};
+
+CallFrameInfo::~CallFrameInfo() = default;
+
+CallFrameInfo::Found CallFrameInfo::find(uint64_t lookup) const {
+  Found found;
   const uint64_t i = entryFor(lookup);
-  if (i == count_) return UnwindStep::kNoInfo;
+  if (i == count_) return found;
   int32_t fde_rel;
   std::memcpy(&fde_rel, table_ + i * 8 + 4, 4);
   Cie cie;
   uint64_t begin, range;
   Cursor c;
+  found.status = UnwindStep::kFailed;
   if (!readFde(elf_, hdr_vaddr_ + static_cast<uint64_t>(static_cast<int64_t>(fde_rel)), cie,
                &begin, &range, &c))
-    return UnwindStep::kFailed;
-  if (lookup < begin || lookup - begin >= range) return UnwindStep::kNoInfo;
+    return found;
+  found.status = UnwindStep::kNoInfo;
+  if (lookup < begin || lookup - begin >= range) return found;
+  found.status = UnwindStep::kFailed;
   Row initial_row;
   initial_row.cfa_off = 0;
-  if (!execute(cie.insns, cie, 0, ~uint64_t{0}, initial_row, initial_row)) return UnwindStep::kFailed;
-  Row row = initial_row;
-  if (!execute(c, cie, begin, lookup, initial_row, row)) return UnwindStep::kFailed;
+  if (!execute(cie.insns, cie, 0, ~uint64_t{0}, initial_row, initial_row)) return found;
+  found.row = initial_row;
+  if (!execute(c, cie, begin, lookup, initial_row, found.row)) return found;
+  // A return-address column no register holds: nothing to return to.
+  found.status = cie.ra < kDwarfRegisters ? UnwindStep::kOk : UnwindStep::kOutermost;
+  found.signal = cie.signal;
+  found.ra = static_cast<uint8_t>(cie.ra);
+  return found;
+}
 
+UnwindStep CallFrameInfo::step(uint64_t lookup, NativeRegisters& regs, WordReader& mem,
+                               bool* signal_frame) const {
+  if (!table_) return UnwindStep::kNoInfo;
+  auto it = rows_->by_lookup.find(lookup);
+  if (it == rows_->by_lookup.end()) {
+    if (rows_->by_lookup.size() >= Rows::kMax) rows_->by_lookup.clear();
+    it = rows_->by_lookup.emplace(lookup, find(lookup)).first;
+  }
+  const Found& found = it->second;
+  if (found.status != UnwindStep::kOk) return found.status;
+  const Row& row = found.row;
+  const uint64_t ra = found.ra;
   uint64_t cfa = 0;
   if (row.cfa_is_expr) {
     if (!evaluate(row.cfa_expr, row.cfa_len, regs, mem, nullptr, &cfa)) return UnwindStep::kFailed;
@@ -530,7 +567,7 @@ UnwindStep CallFrameInfo::step(uint64_t lookup, NativeRegisters& regs, WordReade
       case kUndefined:
         continue;
       case kSame:
-        if (i == static_cast<int>(cie.ra) || !regs.has(i)) continue;
+        if (i == static_cast<int>(ra) || !regs.has(i)) continue;
         next.set(i, regs.r[i]);
         continue;
       case kOffset:
@@ -556,12 +593,12 @@ UnwindStep CallFrameInfo::step(uint64_t lookup, NativeRegisters& regs, WordReade
     next.set(i, v);
   }
   if (row.reg[kDwarfRsp].kind == kSame) next.set(kDwarfRsp, cfa);
-  if (!next.has(static_cast<int>(cie.ra))) return UnwindStep::kOutermost;
-  const uint64_t ret = next.r[cie.ra];
+  if (!next.has(static_cast<int>(ra))) return UnwindStep::kOutermost;
+  const uint64_t ret = next.r[ra];
   next.known &= ~(1u << kDwarfReturn);
   next.set(kDwarfReturn, ret);
   if (ret == 0) return UnwindStep::kOutermost;
-  *signal_frame = cie.signal;
+  *signal_frame = found.signal;
   regs = next;
   return UnwindStep::kOk;
 }

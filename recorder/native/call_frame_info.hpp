@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@ class CallFrameInfo {
   // Reads the .eh_frame_hdr table of elf, which must outlive this object. Without one (or
   // with one whose table is unusable), every lookup gives kNoInfo.
   explicit CallFrameInfo(const ElfFile& elf);
+  ~CallFrameInfo();
   bool usable() const { return table_ != nullptr; }
 
   // One step. lookup is the link-time address to find the rules for: the frame's pc for the
@@ -63,6 +65,14 @@ class CallFrameInfo {
   // The FDE of table entry i: its function's range, and where its instructions are.
   bool fde(uint64_t i, uint64_t* begin, uint64_t* range) const;
   uint64_t entryFor(uint64_t lookup) const;
+
+  // The rules found for each address looked up, so that a frame seen again (most are, sample
+  // after sample) costs no search of the table and no run of its instructions. Not shared
+  // between threads: one sampler steps through a file at a time.
+  struct Found;
+  struct Rows;
+  Found find(uint64_t lookup) const;
+  std::unique_ptr<Rows> rows_;
 
   const ElfFile& elf_;
   const uint8_t* table_ = nullptr;  // (initial location, FDE address) pairs, datarel sdata4

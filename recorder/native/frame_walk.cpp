@@ -17,6 +17,9 @@ namespace {
 // before it leaves the stack to a walk one by one.
 constexpr size_t kGuessMisses = 64;
 
+// The largest older chunk read ahead of a walk (larger ones are read when the walk gets there).
+constexpr uint64_t kMaxOlderAhead = 4 * kChunkProbe;
+
 }  // namespace
 
 FrameWalker::FrameWalker(PythonProcess& proc, ReadAhead& ahead)
@@ -33,14 +36,21 @@ void FrameWalker::noteWalk(StackHint& hint) const {
     if (hint.outside_n == StackHint::kMaxOutside) break;
     hint.outside[hint.outside_n++] = a;
   }
+  hint.older_n = 0;
+  for (const LoadedChunk& c : chunks_) {
+    if (!c.older || c.end - c.start > kMaxOlderAhead) continue;
+    if (hint.older_n == StackHint::kMaxOlder) break;
+    hint.older[hint.older_n] = c.start;
+    hint.older_len[hint.older_n++] = static_cast<uint32_t>(c.end - c.start);
+  }
 }
 
 bool FrameWalker::loadChunk(uint64_t addr, uint64_t used_end) {
   size_t at = chunk_buf_.size();
   ++chunk_loads_;
-  ++stats_.chunk_reads;
   if (used_end) {
     // The current chunk: its used part ends at tstate->datastack_top.
+    ++stats_.chunk_reads;
     if (used_end <= addr || used_end - addr > kMaxChunkBytes) return false;
     size_t len = static_cast<size_t>(used_end - addr);
     chunk_buf_.resize(at + len);
@@ -48,39 +58,50 @@ bool FrameWalker::loadChunk(uint64_t addr, uint64_t used_end) {
       chunk_buf_.resize(at);
       return false;
     }
-  } else {
-    // An older chunk: read the smallest chunk size in one go; its header says how much of it
-    // (chunk->top, saved when the next chunk was pushed) is in use.
-    chunk_buf_.resize(at + kChunkProbe);
-    ReadStatus st;
-    size_t got = proc_.mem().readSome(addr, chunk_buf_.data() + at, kChunkProbe, &st);
-    if (got < static_cast<size_t>(l_.chunk_data)) {
-      chunk_buf_.resize(at);
-      return false;
-    }
-    StructView<st::Chunk> h(chunk_buf_.data() + at, got);
-    uint64_t size = h.ptr(l_.chunk_size);
-    uint64_t top = h.ptr(l_.chunk_top);
-    uint64_t used = static_cast<uint64_t>(l_.chunk_data) + top * 8;
-    if (used > size || size > kMaxChunkBytes) {
-      chunk_buf_.resize(at);
-      return false;
-    }
-    if (used > got) {
-      chunk_buf_.resize(at + used);
-      if (proc_.mem().read(addr + got, chunk_buf_.data() + at + got, used - got) !=
-          ReadStatus::kOk) {
-        chunk_buf_.resize(at);
-        return false;
-      }
-    } else {
-      chunk_buf_.resize(at + used);
-    }
-    used_end = addr + used;
+    return addChunk({addr, used_end, at, false, nullptr});
   }
-  StructView<st::Chunk> h(chunk_buf_.data() + at, chunk_buf_.size() - at);
-  next_chunk_ = h.ptr(l_.chunk_previous);
-  chunks_.push_back({addr, used_end, at});
+  // An older chunk: its header says how much of it (chunk->top, saved when the next chunk was
+  // pushed) is in use. What the pass read of it ahead is used where it lies when it covers
+  // that much.
+  for (size_t j = 0; j < ahead_.older_n; ++j) {
+    if (ahead_.older_addr[j] != addr) continue;
+    const uint8_t* ext = ahead_.older_ptr[j];
+    const uint64_t used = usedOfOlder(ext, ahead_.older_len[j]);
+    if (!used) return false;
+    if (used <= ahead_.older_len[j]) return addChunk({addr, addr + used, 0, true, ext});
+    break;
+  }
+  // Else read the smallest chunk size in one go, and the rest of it if more is in use.
+  ++stats_.chunk_reads;
+  chunk_buf_.resize(at + kChunkProbe);
+  ReadStatus st;
+  const size_t got = proc_.mem().readSome(addr, chunk_buf_.data() + at, kChunkProbe, &st);
+  const uint64_t used = usedOfOlder(chunk_buf_.data() + at, got);
+  if (!used) {
+    chunk_buf_.resize(at);
+    return false;
+  }
+  chunk_buf_.resize(at + used);
+  if (used > got && proc_.mem().read(addr + got, chunk_buf_.data() + at + got, used - got) !=
+                        ReadStatus::kOk) {
+    chunk_buf_.resize(at);
+    return false;
+  }
+  return addChunk({addr, addr + used, at, true, nullptr});
+}
+
+uint64_t FrameWalker::usedOfOlder(const uint8_t* head, size_t len) const {
+  if (len < static_cast<size_t>(l_.chunk_data)) return 0;
+  StructView<st::Chunk> h(head, len);
+  const uint64_t size = h.ptr(l_.chunk_size);
+  const uint64_t top = h.ptr(l_.chunk_top);
+  const uint64_t used = static_cast<uint64_t>(l_.chunk_data) + top * 8;
+  return used > size || size > kMaxChunkBytes || top > kMaxChunkBytes ? 0 : used;
+}
+
+bool FrameWalker::addChunk(const LoadedChunk& c) {
+  next_chunk_ = StructView<st::Chunk>(bytesOf(c), c.end - c.start).ptr(l_.chunk_previous);
+  chunks_.push_back(c);
   return true;
 }
 
@@ -89,7 +110,7 @@ const uint8_t* FrameWalker::frameBytes(uint64_t addr) {
   if (last_chunk_ < chunks_.size()) {
     const auto& c = chunks_[last_chunk_];
     if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
-      return chunk_buf_.data() + c.offset + (addr - c.start);
+      return bytesOf(c) + (addr - c.start);
   }
   for (;;) {
     for (size_t i = 0; i < chunks_.size(); ++i) {
@@ -98,7 +119,7 @@ const uint8_t* FrameWalker::frameBytes(uint64_t addr) {
       if (addr >= c.start && c.end - c.start >= size &&
           addr - c.start <= c.end - c.start - size) {
         last_chunk_ = i;
-        return chunk_buf_.data() + c.offset + (addr - c.start);
+        return bytesOf(c) + (addr - c.start);
       }
     }
     // Not in what we have: older chunks hold outer frames; frames outside every chunk
@@ -214,9 +235,7 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
     if (ahead_chunk == t.datastack_chunk && used <= ahead_.len &&
         used >= static_cast<uint64_t>(l_.chunk_data)) {
       // Read ahead with the thread state: no further system call.
-      chunk_buf_.assign(ahead_.data, ahead_.data + used);
-      next_chunk_ = StructView<st::Chunk>(chunk_buf_.data(), chunk_buf_.size()).ptr(l_.chunk_previous);
-      chunks_.push_back({t.datastack_chunk, t.datastack_top, 0});
+      addChunk({t.datastack_chunk, t.datastack_top, 0, false, ahead_.data});
     } else {
       // One bulk read of the current chunk's used part instead of one read per frame.
       loadChunk(t.datastack_chunk, t.datastack_top);

@@ -68,8 +68,16 @@ class FrameWalker {
   struct LoadedChunk {
     uint64_t start;
     uint64_t end;
-    size_t offset;  // into chunk_buf_
+    size_t offset;  // into chunk_buf_, unless ext
+    bool older;     // not the thread's current chunk
+    const uint8_t* ext;  // its bytes as the pass read them ahead (valid until the next pass)
   };
+  const uint8_t* bytesOf(const LoadedChunk& c) const {
+    return c.ext ? c.ext : chunk_buf_.data() + c.offset;
+  }
+  bool addChunk(const LoadedChunk& c);
+  // An older chunk's length in use, from its header (0 when the header is not one).
+  uint64_t usedOfOlder(const uint8_t* head, size_t len) const;
   RawBuffer chunk_buf_;
   std::vector<LoadedChunk> chunks_;
   size_t last_chunk_ = 0;  // where the previous frame was: the next one is usually there too

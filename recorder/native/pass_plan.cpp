@@ -34,6 +34,7 @@ void PassReader::updateHint(const ThreadHead& t, StackHint& hint) {
 
 ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>& known) {
   pf_.clear();
+  pf_older_.clear();
   pf_cursor_ = 0;
   uint64_t interp = proc_.mainInterpreter();
   if (!interp) return ReadStatus::kUnmapped;
@@ -42,16 +43,20 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
   uint8_t gil[64];
   const bool with_gil = gil_addr_ && gil_len <= sizeof gil;
   if (known.empty() || l_.tstate_size > 1024) return readPassHead(out);
-  // Up to eight requests per thread within the kernel's 1024.
-  const size_t count = std::min<size_t>(known.size(), 127);
   const size_t tlen = static_cast<size_t>(l_.tstate_size);
   const bool iframes = l_.frame_model == FrameModel::kInterpreterFrame;
   const bool pthread_tid = l_.tstate_native_thread_id == kAbsent && pthread_tid_offset_ >= 0;
-  pf_.resize(count);
+  // Within the kernel's 1024 requests a call: the GIL, then up to 8 + StackHint::kMaxOlder a
+  // thread, for as many threads as fit (the rest are read after the pass head).
+  constexpr size_t kMaxRequests = 1023;
+  constexpr size_t kMaxOlderBytes = 1u << 20;  // older chunks read ahead in one pass
+  pf_.resize(known.size());
+  size_t count = 0, requests = 0, older_bytes = 0;
   size_t total = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const PrefetchThread& k = known[i];
-    Prefetched& p = pf_[i];
+  for (; count < known.size(); ++count) {
+    const PrefetchThread& k = known[count];
+    if (requests + 8 + k.hint.older_n > kMaxRequests) break;
+    Prefetched& p = pf_[count];
     p.tstate = k.tstate;
     p.ts_off = total;
     total += tlen;
@@ -75,9 +80,18 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
         p.outside_off[j] = total;
         total += static_cast<size_t>(l_.iframe_size);
       }
+      p.older_from = static_cast<uint32_t>(pf_older_.size());
+      for (size_t j = 0; j < k.hint.older_n && older_bytes < kMaxOlderBytes; ++j) {
+        pf_older_.push_back({k.hint.older[j], k.hint.older_len[j], total, false});
+        ++p.older_n;
+        total += k.hint.older_len[j];
+        older_bytes += k.hint.older_len[j];
+      }
     }
     if (pthread_tid && k.thread_id) p.thread_id = k.thread_id;
+    requests += 5 + p.outside_n + p.older_n;
   }
+  pf_.resize(count);
   pf_buf_.resize(total);
   plan_.clear();
   pf_owner_.clear();
@@ -107,6 +121,11 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
                 static_cast<size_t>(l_.iframe_size));
       pf_owner_.push_back({idx, static_cast<uint8_t>(4 + j)});
     }
+    for (size_t j = 0; j < p.older_n; ++j) {
+      const OlderChunk& c = pf_older_[p.older_from + j];
+      plan_.add(c.addr, pf_buf_.data() + c.off, c.len);
+      pf_owner_.push_back({idx, static_cast<uint8_t>(4 + StackHint::kMaxOutside + j)});
+    }
     if (p.thread_id) {
       plan_.add(p.thread_id + static_cast<uint64_t>(pthread_tid_offset_), &p.tid, sizeof p.tid);
       pf_owner_.push_back({idx, 3});
@@ -127,7 +146,8 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
     else if (what == 1) p.chunk_ok = true;
     else if (what == 2) p.cframe_ok = true;
     else if (what == 3) p.tid_ok = true;
-    else p.outside_ok[what - 4] = true;
+    else if (what < 4 + StackHint::kMaxOutside) p.outside_ok[what - 4] = true;
+    else pf_older_[p.older_from + what - 4 - StackHint::kMaxOutside].ok = true;
   }
   parseGil(with_gil ? gil : nullptr, gil_len, out);
   if (count == known.size() && listUnchanged()) {
@@ -220,6 +240,13 @@ ReadStatus PassReader::readThread(uint64_t tstate, ThreadHead& out, const StackH
           if (!pf->outside_ok[j]) continue;
           ahead_.outside_addr[ahead_.outside_n] = pf->outside[j];
           ahead_.outside_ptr[ahead_.outside_n++] = pf_buf_.data() + pf->outside_off[j];
+        }
+        for (size_t j = 0; j < pf->older_n; ++j) {
+          const OlderChunk& c = pf_older_[pf->older_from + j];
+          if (!c.ok) continue;
+          ahead_.older_addr[ahead_.older_n] = c.addr;
+          ahead_.older_len[ahead_.older_n] = c.len;
+          ahead_.older_ptr[ahead_.older_n++] = pf_buf_.data() + c.off;
         }
       }
       parseThread(tstate, pf_buf_.data() + pf->ts_off, static_cast<size_t>(l_.tstate_size), out,

@@ -109,8 +109,16 @@ class PassReader {
     size_t outside_off[StackHint::kMaxOutside] = {};
     bool outside_ok[StackHint::kMaxOutside] = {};
     uint8_t outside_n = 0;
+    uint32_t older_from = 0;  // its older chunks: pf_older_[older_from, + older_n)
+    uint8_t older_n = 0;
+  };
+  struct OlderChunk {
+    uint64_t addr;
+    size_t len, off;  // off: into pf_buf_
+    bool ok;
   };
   std::vector<Prefetched> pf_;
+  std::vector<OlderChunk> pf_older_;
   std::vector<uint8_t> pf_buf_;
   ReadPlan plan_;         // the pass read (readPass)
   std::vector<std::pair<uint32_t, uint8_t>> pf_owner_;  // per request of plan_: thread, what

@@ -89,6 +89,12 @@ struct StackHint {
   uint64_t entry_code = 0;
   // 3.12+: where the last whole walk ended (the frame whose `previous` is NULL).
   uint64_t bottom = 0;
+  // 3.11+: the older data-stack chunks the last walk read (a deep stack's outer frames), with
+  // the length of each in use: read ahead in the same system call as the current chunk.
+  static constexpr size_t kMaxOlder = 16;
+  uint64_t older[kMaxOlder] = {};
+  uint32_t older_len[kMaxOlder] = {};
+  uint8_t older_n = 0;
 };
 
 // A thread seen in the previous pass, to read ahead with the next pass head.
@@ -149,9 +155,13 @@ struct ReadAhead {
   uint64_t outside_addr[StackHint::kMaxOutside] = {};
   const uint8_t* outside_ptr[StackHint::kMaxOutside] = {};
   size_t outside_n = 0;
+  uint64_t older_addr[StackHint::kMaxOlder] = {};
+  const uint8_t* older_ptr[StackHint::kMaxOlder] = {};
+  size_t older_len[StackHint::kMaxOlder] = {};
+  size_t older_n = 0;
   void clear() {
     cframe = chunk = 0;
-    outside_n = 0;
+    outside_n = older_n = 0;
   }
 };
 

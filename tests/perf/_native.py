@@ -12,19 +12,13 @@ import re
 from collections import Counter
 from typing import Any
 
+from . import _windows
 from ._figures import (
-    WORKLOADS,
     Ctx,
-    FixedRun,
     Recorded,
     _remove_outputs,
     _vals,
-    failed_runs,
-    interleave,
-    noise_floor,
-    paired_slowdown,
     record_attach,
-    run_launched,
     start_workload,
 )
 from ._report import Row, Summary, summarize
@@ -39,9 +33,8 @@ ROOTS_TEXT = "_start, __libc_start_main, main, clone3, clone, start_thread"
 CONFIGS = (("psrec-native", "psrec", True), ("psrec", "psrec", False),
            ("py-spy-native", "py-spy", True))
 SLOW_RATES = (100, 1000)
-# Each run about 2 s unprofiled (1.3 s with --quick) on this 2-core machine.
-SLOW_ARGS = {"fixed_work": ("30", "3"), "native_work": ("1200",)}
-SLOW_ARGS_QUICK = {"fixed_work": ("27", "2"), "native_work": ("800",)}
+# unit_work.py's two kinds of unit, and how the rows name them.
+SLOW_KINDS = {"python": "Python units (fibonacci)", "c": "C units (sha256, 2 threads)"}
 PYSPY_NOTE = ("py-spy --native stops the target for every sample: it refuses --nonblocking "
               "with --native")
 # A py-spy frame of Python code: "name (file.py:line)"; a native one: "name (libfoo.so)" or,
@@ -273,54 +266,66 @@ def _root_rows(ctx: Ctx, configs: list[tuple[str, str, bool]],
 
 
 def _slowdown(ctx: Ctx, configs: list[tuple[str, str, bool]], raw: dict[str, Any]) -> None:
-    rounds = 3 if ctx.quick else 5
-    args_by_wl = SLOW_ARGS_QUICK if ctx.quick else SLOW_ARGS
-    # (label, tool, rate, native); the first is the unprofiled baseline.
+    rounds = 2 if ctx.quick else 4
+    window = 1.5 if ctx.quick else 2.5
     profiled = [(f"{label}@{rate}", tool, rate, native)
                 for rate in SLOW_RATES for label, tool, native in configs]
-    baseline = ("baseline", None, 0, False)
-    seqs = {wl: interleave(baseline, profiled, rounds) for wl in args_by_wl}
-    what = ", ".join(f"{wl}.py {' '.join(a)}" for wl, a in args_by_wl.items())
-    ctx.log(f"[N] slowdown: {what}; {len(profiled)} profiled configurations x {rounds} rounds "
-            f"each, interleaved with unprofiled runs ({sum(len(s) for s in seqs.values())} runs)")
-    runs: dict[str, list[FixedRun]] = {wl: [] for wl in args_by_wl}
-    for rnd in range(rounds):
-        for wl, seq in seqs.items():
-            script = os.path.join(WORKLOADS, f"{wl}.py")
-            for r, (label, tool, rate, native) in seq:
-                if r != rnd:
-                    continue
-                runs[wl].append(run_launched(
-                    ctx, rnd, label, tool, rate, script, args_by_wl[wl], native=native,
-                    fmt={"psrec": "psr", "py-spy": "raw"}.get(tool or "", "")))
-    raw["slowdown"] = {wl: {"args": list(args_by_wl[wl]), "runs": [
-        {**r.__dict__, "result": r.result.as_dict() if r.result else None} for r in rs]}
-        for wl, rs in runs.items()}
-    for wl, rs in runs.items():
-        base = [r.target for r in rs if r.config == "baseline" and r.target]
-        ctx.add(Row("N", f"unprofiled {wl}.py {' '.join(args_by_wl[wl])}: wall (its own clock)",
-                    "s", "none", {"psrec": summarize([b["elapsed"] for b in base])}))
-        for key, what in (("elapsed", "wall"), ("cpu_s", "target CPU")):
-            ctx.add(Row("N", f"noise floor, {wl}.py: unprofiled vs its unprofiled neighbours, "
-                        f"{what}", "%", "none", {"psrec": noise_floor(rs, key)}))
+    ctx.log(f"[N] slowdown: unit_work.py python and c, {len(profiled)} profiled windows x "
+            f"{rounds} rounds each, {window:g} s, an unprofiled window between any two")
+    runs = {kind: _windows.measure(ctx, kind, profiled, rounds, window) for kind in SLOW_KINDS}
+    raw["slowdown"] = {kind: run.as_dict() for kind, run in runs.items()}
+    for kind, run in runs.items():
+        what = SLOW_KINDS[kind]
+        base = [w for w in run.windows if w.config == "baseline"]
+        units = summarize([w.units for w in base])
+        ctx.add(Row("N", f"unprofiled unit, {what}: wall (its median in each window)", "ms",
+                    "none", {"psrec": summarize([w.wall_ms for w in base])},
+                    note=f"{units.median:.0f} units per window" if units else ""))
+        for key, unit in (("wall_ms", "wall"), ("cpu_ms", "thread CPU")):
+            ctx.add(Row("N", f"noise floor, {what}: unprofiled windows vs their unprofiled "
+                        f"neighbours, {unit}", "%", "none", {"psrec": run.noise_floor(key)}))
+        by_tool = {tool: label for label, tool, native in configs if native}
         for rate in SLOW_RATES:
-            by_tool = {tool: label for label, tool, native in configs if native}
-            fails = "; ".join(f for f in (failed_runs(rs, f"{label}@{rate}")
+            fails = "; ".join(f for f in (_failed_windows(run, f"{label}@{rate}")
                                           for label, _, _ in configs) if f)
-            ctx.add(Row("N", f"slowdown at {rate} Hz, wall, {wl}.py, with native frames", "%",
-                        "lower", {t: paired_slowdown(rs, f"{label}@{rate}", "elapsed")
-                                  for t, label in by_tool.items()},
+            ctx.add(Row("N", f"slowdown at {rate} Hz, wall, {what}, with native frames", "%",
+                        "lower", {t: run.slowdown(f"{label}@{rate}") for t, label in
+                                  by_tool.items()},
                         "≤ 3 % (median) and below py-spy --native",
                         lambda p, b: p.median <= 3.0 and (b is None or p.median < b.median),
                         note="; ".join(n for n in (PYSPY_NOTE if rate == SLOW_RATES[0] and
-                                                   wl == "fixed_work" else "", fails) if n)))
-            ctx.add(Row("N", f"slowdown at {rate} Hz, target CPU, {wl}.py, with native frames",
-                        "%", "lower", {t: paired_slowdown(rs, f"{label}@{rate}", "cpu_s")
+                                                   kind == "python" else "", fails) if n)))
+            ctx.add(Row("N", f"slowdown at {rate} Hz, thread CPU, {what}, with native frames",
+                        "%", "none", {t: run.slowdown(f"{label}@{rate}", "cpu_ms")
                                        for t, label in by_tool.items()}))
             if "psrec" in by_tool:
-                ctx.add(Row("N", f"slowdown at {rate} Hz, wall, {wl}.py, Python frames only "
+                ctx.add(Row("N", f"slowdown at {rate} Hz, wall, {what}, Python frames only "
                             "(psrec without --native)", "%", "none",
-                            {"psrec": paired_slowdown(rs, f"psrec@{rate}", "elapsed")}))
+                            {"psrec": run.slowdown(f"psrec@{rate}")}))
+                for label, how in (("psrec-native", "with native frames"),
+                                   ("psrec", "Python frames only")):
+                    ctx.add(Row("N", f"recorder CPU per thread-sample at {rate} Hz, {what}, "
+                                f"{how}", "µs", "none",
+                                {"psrec": _cpu_per_sample(run, f"{label}@{rate}")},
+                                note="the sampling thread's CPU, its wake-ups included"))
+
+
+def _failed_windows(run: _windows.WindowRun, label: str) -> str:
+    ws = [w for w in run.windows if w.config == label]
+    bad = sum(1 for w in ws if w.recorded is None or w.recorded.error)
+    return f"{bad} of {len(ws)} {label} windows failed" if bad else ""
+
+
+def _cpu_per_sample(run: _windows.WindowRun, label: str) -> Summary | None:
+    """The sampling thread's CPU time (its own clock, as the recording states it) per
+    thread-sample: /proc's ticks of 10 ms are too coarse at 100 Hz."""
+    vals = []
+    for w in run.windows:
+        r = w.recorded
+        cpu_ns = r.result.extra.get("sampler_cpu_ns") if r is not None and r.result else None
+        if w.config == label and r is not None and r.result and cpu_ns:
+            vals.append(cpu_ns / 1e3 / max(1, r.result.thread_samples))
+    return summarize(vals)
 
 
 # -- bytes per thread-sample, and the roots at 1 kHz ------------------------------------------

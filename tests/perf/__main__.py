@@ -21,11 +21,20 @@ from typing import Any
 
 from . import _proc
 from ._depth import fig_depth
-from ._figures import Ctx, fig_dump, fig_fidelity, fig_fixed, fig_memory, fig_rate, fig_size
+from ._figures import (
+    Ctx,
+    fig_attribution,
+    fig_dump,
+    fig_fidelity,
+    fig_memory,
+    fig_rate,
+    fig_size,
+)
 from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tools import _version, ensure_tools, tachyon_version, target_pythons
+from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
@@ -117,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
             if fig in only and (fig in LIVE or ident == next(iter(targets)))]
     try:
         for ident, fig in plan:
-            if fig == "attribution" and "slowdown" in only:
-                continue  # measured in the same runs as the slowdown
             ctx.tc = targets[ident]
             ctx.label = ident if len(targets) > 1 and fig in LIVE else ""
             ctx.raw = raw_by_target.setdefault(ident, {})
@@ -129,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                 elif fig == "fidelity":
                     fig_fidelity(ctx)
                 elif fig == "slowdown":
-                    fig_fixed(ctx, True, "attribution" in only)
+                    fig_slowdown(ctx)
                 elif fig == "attribution":
-                    fig_fixed(ctx, False, True)
+                    fig_attribution(ctx)
                 elif fig == "size":
                     fig_size(ctx)
                 elif fig == "analyzer":

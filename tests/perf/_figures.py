@@ -4,8 +4,8 @@ Over 400 lines and kept whole: the figures share one way of running, timing and 
 Figure numbers follow the benchmark issue: 1 rate and cost, 2 rate fidelity, 3 slowdown,
 4 output size, 5 attribution, 6 analyzer throughput, 7 recorder memory; F are the format's own
 figures (size per thread-sample, decode speed, writer throughput). Figure N (native frames) is
-in _native.py, run with the helpers here (record_attach, run_launched, interleave,
-paired_slowdown).
+in _native.py and figure 3 (slowdown) in _windows.py, run with the helpers here
+(record_attach, start_workload).
 """
 
 from __future__ import annotations
@@ -118,12 +118,14 @@ def record_attach(
     poll_memory: float = 0.0,
     attribution: bool = False,
     native: bool = False,
+    blocking: bool = False,
 ) -> Recorded:
     """Records pid for window_s seconds (ended with SIGINT) and reads what the tool wrote."""
     fmt = fmt or DEFAULT_FMT[tool]
     out = ctx.path(f"{tool}-{rate_hz}", EXT[fmt])
     errpath = out + ".stderr"
-    argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid, native=native)
+    argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid, native=native,
+                       blocking=blocking)
     with open(errpath, "wb") as errf:
         # (Tachyon prints its counts on its standard output.)
         p = _proc.start(argv, f"{tool} -> {pid}", stderr=errf,
@@ -334,7 +336,7 @@ def _achieved(r: Recorded) -> float:
     return r.result.passes / r.duration_s
 
 
-# -- figures 3 and 5: slowdown and attribution on fixed_work.py ---------------------------------
+# -- figure 5: attribution on fixed_work.py (figure 3, the slowdown, is in _windows.py) ------
 
 
 @dataclass
@@ -347,14 +349,12 @@ class FixedRun:
     error: str | None
 
 
-def _fixed_configs(ctx: Ctx) -> list[tuple[str, str | None, int, bool]]:
-    """(label, tool, rate, blocking); the first is the unprofiled baseline."""
-    cfgs: list[tuple[str, str | None, int, bool]] = [("baseline", None, 0, False)]
+def _fixed_configs(ctx: Ctx) -> list[tuple[str, str | None, int]]:
+    """(label, tool, rate); the first is the unprofiled baseline."""
+    cfgs: list[tuple[str, str | None, int]] = [("baseline", None, 0)]
     for rate in RATES:
         for tool in ctx.tools():
-            cfgs.append((f"{tool}@{rate}", tool, rate, False))
-        if "py-spy" in ctx.tools():
-            cfgs.append((f"py-spy-blocking@{rate}", "py-spy", rate, True))
+            cfgs.append((f"{tool}@{rate}", tool, rate))
     return cfgs
 
 
@@ -388,8 +388,6 @@ def run_launched(
     script: str,
     args: tuple[str, ...],
     *,
-    blocking: bool = False,
-    native: bool = False,
     fmt: str = "",
     attribution: bool = False,
 ) -> FixedRun:
@@ -406,8 +404,7 @@ def run_launched(
     if tool is None:
         argv = command
     else:
-        argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate,
-                           command=command, blocking=blocking, native=native)
+        argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate, command=command)
     errpath = out + ".stderr"
     with open(errpath, "wb") as errf:
         p = _proc.start(argv, label, stderr=errf,
@@ -438,147 +435,71 @@ def run_launched(
     return FixedRun(label, rnd, target, rec, result, error)
 
 
-def _neighbours(runs: list[FixedRun], base_idx: list[int], i: int, key: str) -> float | None:
-    """Mean of the nearest unprofiled runs before and after run i (one if at an end)."""
-    before = [j for j in base_idx if j < i]
-    after = [j for j in base_idx if j > i]
-    vals = [runs[j].target[key] for j in (before[-1:] + after[:1])]  # type: ignore[index]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _base_idx(runs: list[FixedRun]) -> list[int]:
-    return [i for i, r in enumerate(runs) if r.config == "baseline" and r.target]
-
-
-def paired_slowdown(runs: list[FixedRun], label: str, key: str) -> Summary | None:
-    """Each run of configuration label against the unprofiled runs beside it, in %."""
-    base_idx = _base_idx(runs)
-    vals = []
-    for i, r in enumerate(runs):
-        if r.config == label and r.target and r.error is None:
-            b = _neighbours(runs, base_idx, i, key)
-            if b:
-                vals.append(100.0 * (r.target[key] / b - 1.0))
-    return summarize(vals)
-
-
-def noise_floor(runs: list[FixedRun], key: str) -> Summary | None:
-    """Unprofiled runs compared with their unprofiled neighbours, in %."""
-    base_idx = _base_idx(runs)
-    vals = []
-    for k in range(1, len(base_idx) - 1):
-        i = base_idx[k]
-        prev, nxt, here = (runs[j].target for j in (base_idx[k - 1], base_idx[k + 1], i))
-        assert prev and nxt and here
-        vals.append(100.0 * (here[key] / ((prev[key] + nxt[key]) / 2) - 1.0))
-    return summarize(vals)
-
-
-def failed_runs(runs: list[FixedRun], label: str) -> str:
-    n = sum(1 for r in runs if r.config == label)
-    bad = sum(1 for r in runs if r.config == label and r.error is not None)
-    return f"{bad} of {n} {label} runs failed" if bad else ""
-
-
-def fig_fixed(ctx: Ctx, do_slowdown: bool, do_attribution: bool) -> None:
+def fig_attribution(ctx: Ctx) -> None:
     rounds = 1 if ctx.quick else 5
     args = FIXED_ARGS_QUICK if ctx.quick else FIXED_ARGS
     cfgs = _fixed_configs(ctx)
-    ctx.log(f"[3,5] fixed_work.py {' '.join(args)}: {len(cfgs) - 1} profiled configurations "
+    ctx.log(f"[5] fixed_work.py {' '.join(args)}: {len(cfgs) - 1} profiled configurations "
             f"x {rounds} rounds, interleaved with unprofiled runs")
     script = os.path.join(WORKLOADS, "fixed_work.py")
     seq = interleave(cfgs[0], cfgs[1:], rounds)
     ctx.log(f"  {len(seq)} runs, an unprofiled one after every {BASE_EVERY} profiled")
-    runs = [run_launched(ctx, rnd, label, tool, rate, script, args, blocking=blocking,
-                         attribution=True)
-            for rnd, (label, tool, rate, blocking) in seq]
+    runs = [run_launched(ctx, rnd, label, tool, rate, script, args, attribution=True)
+            for rnd, (label, tool, rate) in seq]
     ctx.raw["fixed_work"] = {"args": list(args), "runs": [
         {**r.__dict__, "result": r.result.as_dict() if r.result else None} for r in runs]}
     base = {r.round: r.target for r in runs if r.config == "baseline" and r.target}
-
-    def paired(label: str, key: str) -> Summary | None:
-        return paired_slowdown(runs, label, key)
-
-    def failed(label: str) -> str:
-        return failed_runs(runs, label)
-
-    def noise(key: str) -> Summary | None:
-        return noise_floor(runs, key)
-
-    if do_slowdown:
-        bw = summarize([b["elapsed"] for b in base.values()])
-        bc = summarize([b["cpu_s"] for b in base.values()])
-        ctx.add(Row("3", "unprofiled fixed_work.py: wall (its own clock)", "s", "none",
-                    {"psrec": bw}))
-        ctx.add(Row("3", "unprofiled fixed_work.py: target CPU", "s", "none", {"psrec": bc}))
-        for key, what in (("elapsed", "wall"), ("cpu_s", "target CPU")):
-            ctx.add(Row("3", f"noise floor: unprofiled vs its unprofiled neighbours, {what}",
-                        "%", "none", {"psrec": noise(key)}))
-        for rate in RATES:
-            tgt = {1000: 1.0, 10000: 3.0}.get(rate)
-            for key, what in (("elapsed", "wall"), ("cpu_s", "target CPU")):
-                vals = {t: paired(f"{t}@{rate}", key) for t in ctx.tools()}
-                note = "; ".join(f for f in (failed(f"{t}@{rate}") for t in ctx.tools()) if f)
-                ctx.add(Row("3", f"slowdown at {rate} Hz, {what}", "%", "lower", vals,
-                            f"≤ {tgt:g} % (median)" if tgt and key == "elapsed" else "",
-                            (lambda p, b, t=tgt: p.median <= t) if tgt and key == "elapsed"
-                            else None, note=note if key == "elapsed" else ""))
-            if "py-spy" in ctx.tools():
-                vals = {"py-spy": paired(f"py-spy-blocking@{rate}", "elapsed")}
-                ctx.add(Row("3", f"slowdown at {rate} Hz, wall, py-spy blocking mode", "%",
-                            "none", vals))
-    if do_attribution:
-        for rate in RATES:
-            for weighted in (True, False):
-                vals: dict[str, Summary | None] = {}
-                se_vals: dict[str, Summary | None] = {}
-                within: list[bool] = []
-                for t in ctx.tools():
-                    errs, ses = [], []
-                    for r in runs:
-                        if r.config != f"{t}@{rate}" or not r.result or not r.target:
-                            continue
-                        res = r.result
-                        n, w = res.main_n, res.main_w
-                        if n == 0 or (weighted and w <= 0):
-                            continue
-                        share = res.fib_w / w if weighted else res.fib_n / n
-                        truth = r.target["fib_share"]
-                        se = math.sqrt(max(share * (1 - share), 1e-12) / n)
-                        errs.append(100.0 * (share - truth))
-                        ses.append(100.0 * se)
-                        if t == "psrec":
-                            within.append(abs(share - truth) <= 2 * se)
-                    vals[t] = summarize(errs)
-                    se_vals[t] = summarize(ses)
-                how = "time-weighted" if weighted else "by sample count"
-                chk: Callable[[Summary, Summary | None], bool] | None = None
-                if rate >= 1000 and weighted:
-                    tgt = "every run within ±1 pp"
-                    chk = _all_within_1pp
-                elif weighted:
-                    tgt = "every run within 2 SE"
-                    chk = functools.partial(_all_true, tuple(within))
-                else:
-                    tgt = ""
-                ctx.add(Row("5", f"fibonacci share error at {rate} Hz, {how}", "pp", "closer0",
-                            vals, tgt, chk))
-                if weighted:
-                    ctx.add(Row("5", f"standard error sqrt(p(1-p)/n) at {rate} Hz", "pp",
-                                "none", se_vals))
-        truth = summarize([b["fib_share"] * 100 for b in base.values()])
-        ctx.add(Row("5", "fibonacci share the program measures (unprofiled)", "%", "none",
-                    {"psrec": truth}))
-        for rate in RATES:
-            vals = {}
+    for rate in RATES:
+        for weighted in (True, False):
+            vals: dict[str, Summary | None] = {}
+            se_vals: dict[str, Summary | None] = {}
+            within: list[bool] = []
             for t in ctx.tools():
-                v = []
+                errs, ses = [], []
                 for r in runs:
-                    if r.config == f"{t}@{rate}" and r.result and r.target and r.result.passes:
-                        v.append(100.0 * r.result.main_n / (rate * r.target["elapsed"]))
-                vals[t] = summarize(v)
-            ctx.add(Row("2", f"samples in main() ÷ rate × elapsed at {rate} Hz, fixed_work.py",
-                        "%", "none", vals))
+                    if r.config != f"{t}@{rate}" or not r.result or not r.target:
+                        continue
+                    res = r.result
+                    n, w = res.main_n, res.main_w
+                    if n == 0 or (weighted and w <= 0):
+                        continue
+                    share = res.fib_w / w if weighted else res.fib_n / n
+                    truth = r.target["fib_share"]
+                    se = math.sqrt(max(share * (1 - share), 1e-12) / n)
+                    errs.append(100.0 * (share - truth))
+                    ses.append(100.0 * se)
+                    if t == "psrec":
+                        within.append(abs(share - truth) <= 2 * se)
+                vals[t] = summarize(errs)
+                se_vals[t] = summarize(ses)
+            how = "time-weighted" if weighted else "by sample count"
+            chk: Callable[[Summary, Summary | None], bool] | None = None
+            if rate >= 1000 and weighted:
+                tgt = "every run within ±1 pp"
+                chk = _all_within_1pp
+            elif weighted:
+                tgt = "every run within 2 SE"
+                chk = functools.partial(_all_true, tuple(within))
+            else:
+                tgt = ""
+            ctx.add(Row("5", f"fibonacci share error at {rate} Hz, {how}", "pp", "closer0",
+                        vals, tgt, chk))
+            if weighted:
+                ctx.add(Row("5", f"standard error sqrt(p(1-p)/n) at {rate} Hz", "pp",
+                            "none", se_vals))
+    truth = summarize([b["fib_share"] * 100 for b in base.values()])
+    ctx.add(Row("5", "fibonacci share the program measures (unprofiled)", "%", "none",
+                {"psrec": truth}))
+    for rate in RATES:
+        vals = {}
+        for t in ctx.tools():
+            v = []
+            for r in runs:
+                if r.config == f"{t}@{rate}" and r.result and r.target and r.result.passes:
+                    v.append(100.0 * r.result.main_n / (rate * r.target["elapsed"]))
+            vals[t] = summarize(v)
+        ctx.add(Row("2", f"samples in main() ÷ rate × elapsed at {rate} Hz, fixed_work.py",
+                    "%", "none", vals))
 
 
 def _all_within_1pp(p: Summary, b: Summary | None) -> bool:

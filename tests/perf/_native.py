@@ -34,7 +34,7 @@ CONFIGS = (("psrec-native", "psrec", True), ("psrec", "psrec", False),
            ("py-spy-native", "py-spy", True))
 SLOW_RATES = (100, 1000)
 # unit_work.py's two kinds of unit, and how the rows name them.
-SLOW_KINDS = {"python": "Python units (fibonacci)", "c": "C units (sha256, 2 threads)"}
+SLOW_KINDS = {"python": "Python units (fixed_work.py's work)", "c": "C units (sha256, 2 threads)"}
 PYSPY_NOTE = ("py-spy --native stops the target for every sample: it refuses --nonblocking "
               "with --native")
 # A py-spy frame of Python code: "name (file.py:line)"; a native one: "name (libfoo.so)" or,
@@ -286,7 +286,7 @@ def _slowdown(ctx: Ctx, configs: list[tuple[str, str, bool]], raw: dict[str, Any
                         f"neighbours, {unit}", "%", "none", {"psrec": run.noise_floor(key)}))
         by_tool = {tool: label for label, tool, native in configs if native}
         for rate in SLOW_RATES:
-            fails = "; ".join(f for f in (_failed_windows(run, f"{label}@{rate}")
+            fails = "; ".join(f for f in (_windows.failed(run, f"{label}@{rate}")
                                           for label, _, _ in configs) if f)
             ctx.add(Row("N", f"slowdown at {rate} Hz, wall, {what}, with native frames", "%",
                         "lower", {t: run.slowdown(f"{label}@{rate}") for t, label in
@@ -308,12 +308,6 @@ def _slowdown(ctx: Ctx, configs: list[tuple[str, str, bool]], raw: dict[str, Any
                                 f"{how}", "µs", "none",
                                 {"psrec": _cpu_per_sample(run, f"{label}@{rate}")},
                                 note="the sampling thread's CPU, its wake-ups included"))
-
-
-def _failed_windows(run: _windows.WindowRun, label: str) -> str:
-    ws = [w for w in run.windows if w.config == label]
-    bad = sum(1 for w in ws if w.recorded is None or w.recorded.error)
-    return f"{bad} of {len(ws)} {label} windows failed" if bad else ""
 
 
 def _cpu_per_sample(run: _windows.WindowRun, label: str) -> Summary | None:

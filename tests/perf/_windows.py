@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _proc
-from ._figures import WORKLOADS, Ctx, Recorded, _remove_outputs, record_attach
-from ._report import Summary, summarize
+from ._figures import RATES, WORKLOADS, Ctx, Recorded, _remove_outputs, record_attach
+from ._report import Row, Summary, summarize
 
 WARMUP_S = 1.0
 SETTLE_S = 0.3
@@ -81,9 +81,10 @@ def order(configs: list[Any], rounds: int) -> list[Any]:
 
 
 def measure(ctx: Ctx, kind: str, configs: list[tuple[str, str, int, bool]], rounds: int,
-            window_s: float) -> WindowRun:
-    """configs: (label, tool, rate, native). An unprofiled window of window_s opens the run
-    and follows each profiled one (window_s + WARMUP_S long)."""
+            window_s: float, blocking: frozenset[str] = frozenset()) -> WindowRun:
+    """configs: (label, tool, rate, native); the labels in blocking run py-spy's blocking
+    mode. An unprofiled window of window_s opens the run and follows each profiled one
+    (window_s + WARMUP_S long)."""
     import subprocess
     import time
 
@@ -99,7 +100,7 @@ def measure(ctx: Ctx, kind: str, configs: list[tuple[str, str, int, bool]], roun
                 label, tool, rate, native = cfg
                 started = time.monotonic()
                 r = record_attach(ctx, tool, target.pid, rate_hz=rate, native=native,
-                                  window_s=window_s + WARMUP_S)
+                                  window_s=window_s + WARMUP_S, blocking=label in blocking)
                 _remove_outputs(ctx)
                 run.windows.append(Window(label, started + WARMUP_S, started + r.window_s,
                                           recorded=r))
@@ -126,3 +127,47 @@ def _read_units(run: WindowRun, path: str) -> None:
         if inside:
             win.wall_ms = 1e3 * statistics.median(w for w, _ in inside)
             win.cpu_ms = 1e3 * statistics.median(c for _, c in inside)
+
+
+def failed(run: WindowRun, label: str) -> str:
+    ws = [w for w in run.windows if w.config == label]
+    bad = sum(1 for w in ws if w.recorded is None or w.recorded.error)
+    return f"{bad} of {len(ws)} {label} windows failed" if bad else ""
+
+
+def fig_slowdown(ctx: Ctx) -> None:
+    """Figure 3: each tool attached to one unit_work.py python at each rate (py-spy in its
+    blocking mode too), in windows."""
+    rounds = 2 if ctx.quick else 4
+    window = 1.5 if ctx.quick else 2.5
+    tools = ctx.tools()
+    configs = [(f"{t}@{rate}", t, rate, False) for rate in RATES for t in tools]
+    blocking = frozenset(f"py-spy-blocking@{rate}" for rate in RATES) if "py-spy" in tools \
+        else frozenset()
+    configs += [(label, "py-spy", int(label.rsplit("@", 1)[1]), False) for label in
+                sorted(blocking)]
+    ctx.log(f"[3] slowdown: unit_work.py python, {len(configs)} profiled windows x {rounds} "
+            f"rounds, {window:g} s, an unprofiled window between any two")
+    run = measure(ctx, "python", configs, rounds, window, blocking)
+    ctx.raw["slowdown"] = run.as_dict()
+    base = [w for w in run.windows if w.config == "baseline"]
+    units = summarize([w.units for w in base])
+    ctx.add(Row("3", "unprofiled unit (fixed_work.py's work, about 5 ms): wall, its median in "
+                "each window", "ms", "none", {"psrec": summarize([w.wall_ms for w in base])},
+                note=f"{units.median:.0f} units per window" if units else ""))
+    for key, what in (("wall_ms", "wall"), ("cpu_ms", "thread CPU")):
+        ctx.add(Row("3", f"noise floor: unprofiled windows vs their unprofiled neighbours, "
+                    f"{what}", "%", "none", {"psrec": run.noise_floor(key)}))
+    for rate in RATES:
+        tgt = {1000: 1.0, 10000: 3.0}.get(rate)
+        for key, what in (("wall_ms", "wall"), ("cpu_ms", "thread CPU")):
+            vals = {t: run.slowdown(f"{t}@{rate}", key) for t in tools}
+            note = "; ".join(f for f in (failed(run, f"{t}@{rate}") for t in tools) if f)
+            wall = key == "wall_ms"
+            ctx.add(Row("3", f"slowdown at {rate} Hz, {what}", "%", "lower" if wall else "none",
+                        vals, f"≤ {tgt:g} % (median)" if tgt and wall else "",
+                        (lambda p, b, t=tgt: p.median <= t) if tgt and wall else None,
+                        note=note if wall else ""))
+        if blocking:
+            ctx.add(Row("3", f"slowdown at {rate} Hz, wall, py-spy blocking mode", "%", "none",
+                        {"py-spy": run.slowdown(f"py-spy-blocking@{rate}")}))

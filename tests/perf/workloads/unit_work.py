@@ -2,7 +2,8 @@
 a running target in windows, profiled and not, within one process.
 
 Usage: python unit_work.py python|c OUT
-  python: the main thread computes fibonacci(24) (a few milliseconds of Python) per unit.
+  python: the main thread does fixed_work.py's three kinds of work per unit, scaled down to
+          about 5 ms: fibonacci(23), text_work(6) and list_work(1).
   c:      two threads each hash a 1 MiB buffer 8 times with hashlib.sha256 per unit (in
           OpenSSL's code, the GIL released); a third sleeps; the main thread waits in join.
 Prints "ready" once every working thread runs. On SIGINT or SIGTERM it writes one line per
@@ -19,16 +20,15 @@ import sys
 import threading
 import time
 
+from fixed_work import fibonacci, list_work, text_work
+
 BUFFER = bytes(range(256)) * 4096  # 1 MiB
-FIB_N = 24
 
 
-def fibonacci(n: int) -> int:
-    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)
-
-
-def fib_unit() -> None:
-    fibonacci(FIB_N)
+def python_unit() -> None:
+    fibonacci(23)
+    text_work(6)
+    list_work(1)
 
 
 def hash_unit() -> None:
@@ -61,7 +61,7 @@ def main() -> None:
     if kind == "python":
         per_thread.append([])
         print("ready", flush=True)
-        timed(fib_unit, per_thread[0], started)
+        timed(python_unit, per_thread[0], started)
     threading.Thread(target=lambda: time.sleep(1e6), name="sleeper", daemon=True).start()
     workers = []
     for i in range(2):

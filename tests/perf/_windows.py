@@ -47,7 +47,7 @@ class WindowRun:
         """Each window of config against the unprofiled windows beside it, in %."""
         vals = []
         for i, w in enumerate(self.windows):
-            if w.config != config or w.recorded is None or w.recorded.error:
+            if w.config != config or not sampled(w):
                 continue
             base = self._around(i, key)
             if base and getattr(w, key):
@@ -129,10 +129,17 @@ def _read_units(run: WindowRun, path: str) -> None:
             win.cpu_ms = 1e3 * statistics.median(c for _, c in inside)
 
 
+def sampled(w: Window) -> bool:
+    """The tool ran without error and recorded samples (a tool that cannot read the target's
+    version attaches, then records nothing: its window is no profiled window)."""
+    r = w.recorded
+    return bool(r is not None and not r.error and r.result and r.result.thread_samples >= 10)
+
+
 def failed(run: WindowRun, label: str) -> str:
     ws = [w for w in run.windows if w.config == label]
-    bad = sum(1 for w in ws if w.recorded is None or w.recorded.error)
-    return f"{bad} of {len(ws)} {label} windows failed" if bad else ""
+    bad = sum(1 for w in ws if not sampled(w))
+    return f"{bad} of {len(ws)} {label} windows failed or recorded nothing" if bad else ""
 
 
 def fig_slowdown(ctx: Ctx) -> None:

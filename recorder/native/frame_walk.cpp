@@ -67,8 +67,7 @@ bool FrameWalker::loadChunk(uint64_t addr, uint64_t used_end) {
     if (ahead_.older_addr[j] != addr) continue;
     const uint8_t* ext = ahead_.older_ptr[j];
     const uint64_t used = usedOfOlder(ext, ahead_.older_len[j]);
-    if (!used) return false;
-    if (used <= ahead_.older_len[j]) return addChunk({addr, addr + used, 0, true, ext});
+    if (used && used <= ahead_.older_len[j]) return addChunk({addr, addr + used, 0, true, ext});
     break;
   }
   // Else read the smallest chunk size in one go, and the rest of it if more is in use.

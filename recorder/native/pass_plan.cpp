@@ -46,8 +46,8 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
   const size_t tlen = static_cast<size_t>(l_.tstate_size);
   const bool iframes = l_.frame_model == FrameModel::kInterpreterFrame;
   const bool pthread_tid = l_.tstate_native_thread_id == kAbsent && pthread_tid_offset_ >= 0;
-  // Within the kernel's 1024 requests a call: the GIL, then up to 8 + StackHint::kMaxOlder a
-  // thread, for as many threads as fit (the rest are read after the pass head).
+  // Within the kernel's 1024 requests a call: the GIL, then up to 4 + StackHint::kMaxOutside +
+  // StackHint::kMaxOlder a thread, for as many threads as fit (the rest are read after the pass head).
   constexpr size_t kMaxRequests = 1023;
   constexpr size_t kMaxOlderBytes = 1u << 20;  // older chunks read ahead in one pass
   pf_.resize(known.size());
@@ -55,7 +55,7 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
   size_t total = 0;
   for (; count < known.size(); ++count) {
     const PrefetchThread& k = known[count];
-    if (requests + 8 + k.hint.older_n > kMaxRequests) break;
+    if (requests + 4 + StackHint::kMaxOutside + k.hint.older_n > kMaxRequests) break;
     Prefetched& p = pf_[count];
     p.tstate = k.tstate;
     p.ts_off = total;
@@ -89,7 +89,7 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
       }
     }
     if (pthread_tid && k.thread_id) p.thread_id = k.thread_id;
-    requests += 5 + p.outside_n + p.older_n;
+    requests += 4 + p.outside_n + p.older_n;  // its state, chunk, cframe, tid, and the rest
   }
   pf_.resize(count);
   pf_buf_.resize(total);

@@ -268,7 +268,7 @@ def _root_rows(ctx: Ctx, configs: list[tuple[str, str, bool]],
 def _slowdown(ctx: Ctx, configs: list[tuple[str, str, bool]], raw: dict[str, Any]) -> None:
     rounds = 2 if ctx.quick else 4
     window = 1.5 if ctx.quick else 2.5
-    profiled = [(f"{label}@{rate}", tool, rate, native)
+    profiled = [(f"{label}@{rate}", tool, rate, {"native": native})
                 for rate in SLOW_RATES for label, tool, native in configs]
     ctx.log(f"[N] slowdown: unit_work.py python and c, {len(profiled)} profiled windows x "
             f"{rounds} rounds each, {window:g} s, an unprofiled window between any two")

@@ -80,11 +80,11 @@ def order(configs: list[Any], rounds: int) -> list[Any]:
     return seq
 
 
-def measure(ctx: Ctx, kind: str, configs: list[tuple[str, str, int, bool]], rounds: int,
-            window_s: float, blocking: frozenset[str] = frozenset()) -> WindowRun:
-    """configs: (label, tool, rate, native); the labels in blocking run py-spy's blocking
-    mode. An unprofiled window of window_s opens the run and follows each profiled one
-    (window_s + WARMUP_S long)."""
+def measure(ctx: Ctx, kind: str, configs: list[tuple[str, str, int, dict[str, bool]]],
+            rounds: int, window_s: float) -> WindowRun:
+    """configs: (label, tool, rate, record_attach's options: native, blocking). An unprofiled
+    window of window_s opens the run and follows each profiled one (window_s + WARMUP_S
+    long)."""
     import subprocess
     import time
 
@@ -97,10 +97,10 @@ def measure(ctx: Ctx, kind: str, configs: list[tuple[str, str, int, bool]], roun
         mark = time.monotonic()
         for cfg in [None, *order(configs, rounds)]:
             if cfg is not None:
-                label, tool, rate, native = cfg
+                label, tool, rate, options = cfg
                 started = time.monotonic()
-                r = record_attach(ctx, tool, target.pid, rate_hz=rate, native=native,
-                                  window_s=window_s + WARMUP_S, blocking=label in blocking)
+                r = record_attach(ctx, tool, target.pid, rate_hz=rate,
+                                  window_s=window_s + WARMUP_S, **options)
                 _remove_outputs(ctx)
                 run.windows.append(Window(label, started + WARMUP_S, started + r.window_s,
                                           recorded=r))
@@ -148,14 +148,13 @@ def fig_slowdown(ctx: Ctx) -> None:
     rounds = 2 if ctx.quick else 4
     window = 1.5 if ctx.quick else 2.5
     tools = ctx.tools()
-    configs = [(f"{t}@{rate}", t, rate, False) for rate in RATES for t in tools]
-    blocking = frozenset(f"py-spy-blocking@{rate}" for rate in RATES) if "py-spy" in tools \
-        else frozenset()
-    configs += [(label, "py-spy", int(label.rsplit("@", 1)[1]), False) for label in
-                sorted(blocking)]
+    configs = [(f"{t}@{rate}", t, rate, {}) for rate in RATES for t in tools]
+    if "py-spy" in tools:
+        configs += [(f"py-spy-blocking@{rate}", "py-spy", rate, {"blocking": True})
+                    for rate in RATES]
     ctx.log(f"[3] slowdown: unit_work.py python, {len(configs)} profiled windows x {rounds} "
             f"rounds, {window:g} s, an unprofiled window between any two")
-    run = measure(ctx, "python", configs, rounds, window, blocking)
+    run = measure(ctx, "python", configs, rounds, window)
     ctx.raw["slowdown"] = run.as_dict()
     base = [w for w in run.windows if w.config == "baseline"]
     units = summarize([w.units for w in base])
@@ -175,6 +174,6 @@ def fig_slowdown(ctx: Ctx) -> None:
                         vals, f"≤ {tgt:g} % (median)" if tgt and wall else "",
                         (lambda p, b, t=tgt: p.median <= t) if tgt and wall else None,
                         note=note if wall else ""))
-        if blocking:
+        if "py-spy" in tools:
             ctx.add(Row("3", f"slowdown at {rate} Hz, wall, py-spy blocking mode", "%", "none",
                         {"py-spy": run.slowdown(f"py-spy-blocking@{rate}")}))

@@ -104,13 +104,8 @@ bool FrameWalker::addChunk(const LoadedChunk& c) {
   return true;
 }
 
-const uint8_t* FrameWalker::frameBytes(uint64_t addr) {
+const uint8_t* FrameWalker::frameBytesElsewhere(uint64_t addr) {
   const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
-  if (last_chunk_ < chunks_.size()) {
-    const auto& c = chunks_[last_chunk_];
-    if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
-      return bytesOf(c) + (addr - c.start);
-  }
   for (;;) {
     for (size_t i = 0; i < chunks_.size(); ++i) {
       const auto& c = chunks_[i];
@@ -138,6 +133,7 @@ const uint8_t* FrameWalker::frameBytes(uint64_t addr) {
 WalkResult FrameWalker::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
                              uint64_t bottom) {
   out.clear();
+  verify_tstate_ = 0;
   walk_outside_.clear();
   if (l_.frame_model == FrameModel::kFrameObject) return walkFrameObjects(t, out, max_depth);
   return walkInterpreterFrames(t, out, max_depth, bottom);
@@ -176,16 +172,16 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
       }
       checks_.note(addr, buf, len, out.empty());
       StructView<st::FrameObject> v(buf, len);
-      RawFrame f;
+      RawFrame& f = out.emplace_back();
       f.addr = addr;
       f.code = v.ptr(l_.frame_code);
       f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
       f.prev = v.ptr(l_.frame_back);
       if (!f.code) {
+        out.pop_back();
         result = WalkResult::kError;
         break;
       }
-      out.push_back(f);
       addr = f.prev;
     }
     std::sort(guess_.begin(), guess_.end());
@@ -264,7 +260,8 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
       // report them. The frame above one was entered from C.
       if (!out.empty()) out.back().entered = true;
     } else {
-      RawFrame f;
+      // Filled in place: a frame built aside and copied in costs more than the walk's reads.
+      RawFrame& f = out.emplace_back();
       f.addr = addr;
       f.prev = prev;
       f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
@@ -283,7 +280,7 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
           walk_entry_code_ = f.code;
         }
       }
-      if (f.code != shim_code_ || !shim_code_) out.push_back(f);
+      if (f.code == shim_code_ && shim_code_) out.pop_back();
     }
     if (prev == addr) return WalkResult::kError;
     if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
@@ -388,27 +385,33 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
       at = 0;
     }
     StructView<st::FrameObject> v(bytes, len);
-    RawFrame f;
+    if (kept)
+      checks_.noteKept(addr, bytes, out.empty());
+    else
+      checks_.note(addr, bytes, len, out.empty());
+    RawFrame& f = out.emplace_back();  // filled in place (see walkInterpreterFrames)
     f.addr = addr;
     f.code = v.ptr(l_.frame_code);
     f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
     f.prev = v.ptr(l_.frame_back);
     if (!f.code) return false;
-    if (kept)
-      checks_.noteKept(addr, bytes, out.empty());
-    else
-      checks_.note(addr, bytes, len, out.empty());
-    out.push_back(f);
     addr = f.prev;
   }
   // One copy is not one instant (the kernel copies the frames one after the other, in
-  // address order): read them all again, with the current frame, and require them unchanged,
-  // as a walk one by one is.
-  if (!checks_.verify(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
-                      current))
-    return false;
+  // address order): the frames that changed since the thread's last good stack are read
+  // again, with the current frame, once the reader knows which they are (verifyNewer).
+  verify_tstate_ = t.tstate;
+  verify_leaf_ = current;
   if (missed) guessFrames(t.tstate, out);
   return true;
+}
+
+bool FrameWalker::verifyNewer(size_t innermost) {
+  if (!verify_tstate_) return true;
+  const uint64_t tstate = std::exchange(verify_tstate_, 0);
+  checks_.keepInnermost(innermost);
+  return checks_.verify(static_cast<size_t>(l_.frame_size), l_.frame_lasti, 4,
+                        tstate + static_cast<uint64_t>(l_.tstate_frame), verify_leaf_);
 }
 
 }  // namespace psrec::recorder

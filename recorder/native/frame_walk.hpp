@@ -37,6 +37,12 @@ class FrameWalker {
   bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count) {
     return checks_.verifyCallers(frames, which, count);
   }
+  // 3.8-3.10, after a walk from one copy of guessed frames: reads its `innermost` frames (in
+  // walk order) again, with the thread's current frame, and requires them unchanged (see
+  // TornChecks::verify). The reader passes the frames that differ from the thread's last good
+  // stack and the caller of the outermost of them: the frames under that caller are as they
+  // were then and are not read again. True when the walk left nothing to check.
+  bool verifyNewer(size_t innermost);
   // A code object whose frames are interpreter trampolines, not Python code (3.13+'s
   // _Py_InitCleanup, under __init__ calls): the walk leaves them out.
   void setShimCode(uint64_t code) { shim_code_ = code; }
@@ -54,7 +60,19 @@ class FrameWalker {
   // current_frame: the thread's current frame as read.
   bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
                    uint64_t* current_frame);
-  const uint8_t* frameBytes(uint64_t addr);
+  // A frame's bytes (3.11+): in the chunk the previous frame was in, as most are, or else
+  // (frameBytesElsewhere) in another chunk, loaded if need be, or read alone.
+  const uint8_t* frameBytes(uint64_t addr) {
+    if (last_chunk_ < chunks_.size()) {
+      const auto& c = chunks_[last_chunk_];
+      const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
+      // Written so that a torn pointer near 2^64 cannot wrap around into range.
+      if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
+        return bytesOf(c) + (addr - c.start);
+    }
+    return frameBytesElsewhere(addr);
+  }
+  const uint8_t* frameBytesElsewhere(uint64_t addr);
   bool loadChunk(uint64_t addr, uint64_t used_end);
 
   PythonProcess& proc_;
@@ -93,6 +111,8 @@ class FrameWalker {
   std::vector<uint64_t> guess_;
   std::vector<uint64_t> guess_from_;  // the same in the order guessFrames was given them
   uint64_t guess_tstate_ = 0;
+  uint64_t verify_tstate_ = 0;  // the thread of a guessed walk not yet checked (verifyNewer)
+  uint64_t verify_leaf_ = 0;    // and the current frame its copy read
   ReadPlan guess_plan_;
 };
 

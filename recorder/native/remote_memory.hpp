@@ -84,7 +84,10 @@ class ReadPlan {
     views_ = 0;
   }
   size_t add(uint64_t addr, void* dst, size_t len, bool required = false) {
-    reqs_.push_back({addr, dst, len});
+    ReadRequest& r = reqs_.emplace_back();  // in place, as TornChecks::noteKept
+    r.addr = addr;
+    r.dst = dst;
+    r.len = len;
     required_.push_back(required);
     is_view_.push_back(0);
     return reqs_.size() - 1;

@@ -46,13 +46,21 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     if (std::adjacent_find(code_addrs_.begin(), code_addrs_.end()) != code_addrs_.end())
       return false;
   }
-  std::reverse(walk_.begin(), walk_.end());  // root first
+  // Root first, into a stack of its own that replaces the last one when the read is good (the
+  // vectors are swapped, not copied). Frames identical (address, code, instruction) to the
+  // last stack from the root keep their code; only the rest is resolved again.
   const std::vector<RawFrame>& raw = last.raw;
-  // Frames identical (address, code, instruction) to the last stack from the root keep their
-  // code; only the rest is resolved again.
-  size_t same = 0;
   const size_t n = walk_.size();
-  while (same < n && same < raw.size() && walk_[same] == raw[same]) ++same;
+  stack_.resize(n);
+  size_t same = 0;
+  bool alike = true;
+  for (size_t i = 0; i < n; ++i) {
+    const RawFrame& f = stack_[i] = walk_[n - 1 - i];
+    if (alike && i < raw.size() && f == raw[i])
+      same = i + 1;
+    else
+      alike = false;
+  }
   // A frame whose address held another function in the last stack was called since: its
   // caller, copied earlier in the same bulk read, may still show the line before that call.
   // Check those callers (one read). A slot refilled by the same function, as in a fast
@@ -72,12 +80,12 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   // right either way, as below).
   if (raw.empty())
     for (size_t i = 0; i + 1 < n; ++i)
-      if (walk_[i + 1].code != walk_[i].code) callers_.push_back(i);
+      if (stack_[i + 1].code != stack_[i].code) callers_.push_back(i);
   for (size_t i = std::max<size_t>(same, 1); i < n; ++i) {
     const bool had = i < raw.size();
-    const bool moved = !had || walk_[i].addr != raw[i].addr;
-    if ((had && !moved && walk_[i].code != raw[i].code) ||
-        (walk_[i].outside && (moved || walk_[i].code != raw[i].code || i > same)))
+    const bool moved = !had || stack_[i].addr != raw[i].addr;
+    if ((had && !moved && stack_[i].code != raw[i].code) ||
+        (stack_[i].outside && (moved || stack_[i].code != raw[i].code || i > same)))
       callers_.push_back(i - 1);
   }
   // A caller that moved to another instruction while its callee's frame reads exactly as
@@ -87,38 +95,42 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   // its instruction while its own callee runs). In a self-recursion such slots are refilled
   // faster than a re-read can confirm them, and the functions shown are right either way.
   for (size_t i = std::max<size_t>(same, 1); i + 2 < n && i + 1 < raw.size(); ++i) {
-    if (walk_[i].addr == raw[i].addr && walk_[i].code == raw[i].code &&
-        walk_[i].instr != raw[i].instr && walk_[i + 1] == raw[i + 1] &&
-        walk_[i + 1].code != walk_[i].code) {  // not a self-recursion (see below)
+    if (stack_[i].addr == raw[i].addr && stack_[i].code == raw[i].code &&
+        stack_[i].instr != raw[i].instr && stack_[i + 1] == raw[i + 1] &&
+        stack_[i + 1].code != stack_[i].code) {  // not a self-recursion (see below)
       if (callers_.empty() || callers_.back() != i) callers_.push_back(i);
       callers_.push_back(i + 1);
     }
   }
   std::sort(callers_.begin(), callers_.end());
   callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
-  if (!unwinder_.frames.verifyCallers(walk_, callers_.data(), callers_.size())) return false;
+  if (!unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size())) return false;
+  if (!unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) return false;
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {
     // The same frame (address and code) as in the last stack keeps its code object alive (a
     // frame owns a reference to its code), so a code checked then is still the same one:
     // only the instruction moved. Anything else is checked against the target again.
-    if (i < raw.size() && walk_[i].addr == raw[i].addr && walk_[i].code == raw[i].code &&
-        codes_.carryOver(walk_[i].code, pass))
+    if (i < raw.size() && stack_[i].addr == raw[i].addr && stack_[i].code == raw[i].code &&
+        codes_.carryOver(stack_[i].code, pass))
       continue;
-    code_addrs_.push_back(walk_[i].code);
+    code_addrs_.push_back(stack_[i].code);
   }
   if (!code_addrs_.empty() && !codes_.prepare(code_addrs_.data(), code_addrs_.size(), pass))
     return false;
-  infos_.assign(n, nullptr);
+  // Only the frames from the one before `same` on are looked at (below, and by the sampler).
+  infos_.resize(n);
+  std::fill(infos_.begin() + static_cast<std::ptrdiff_t>(same ? same - 1 : 0), infos_.end(),
+            nullptr);
   for (size_t i = same; i < n; ++i) {
-    CodeInfo* info = codes_.get(walk_[i].code, pass);
+    CodeInfo* info = codes_.get(stack_[i].code, pass);
     if (!info) return false;
     if (info->shim && !unwinder_.frames.shimCode()) {
       // First sight of the __init__ trampoline: the walk leaves it out from now on.
-      unwinder_.frames.setShimCode(walk_[i].code);
+      unwinder_.frames.setShimCode(stack_[i].code);
       return readOnce(head, last, pass);
     }
-    const int off = codes_.byteOffset(*info, walk_[i].instr, walk_[i].tlbc);
+    const int off = codes_.byteOffset(*info, stack_[i].instr, stack_[i].tlbc);
     if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
     infos_[i] = info;
   }
@@ -131,15 +143,16 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
       // A recursion's frames look alike whichever of its calls they came from: a copy that
       // caught one between two calls still shows the right functions, and rejecting it would
       // bias the profile against fast recursive calls.
-      if (walk_[i + 1].entered || walk_[i + 1].code == walk_[i].code) continue;
-      CodeInfo* info = infos_[i] ? infos_[i] : codes_.peek(walk_[i].code);
-      const uint8_t need = walk_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
-      if (!info || !(codes_.pushes(*info, walk_[i].instr, walk_[i].tlbc) & need)) return false;
+      if (stack_[i + 1].entered || stack_[i + 1].code == stack_[i].code) continue;
+      CodeInfo* info = infos_[i] ? infos_[i] : codes_.peek(stack_[i].code);
+      const uint8_t need = stack_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
+      if (!info || !(codes_.pushes(*info, stack_[i].instr, stack_[i].tlbc) & need)) return false;
     }
   }
   same_ = same;
   truncated_ = r == WalkResult::kTruncated;
-  last.raw.assign(walk_.begin(), walk_.end());
+  last.raw.swap(stack_);
+  frames_ = &last.raw;
   return true;
 }
 

@@ -41,7 +41,7 @@ class StackReader {
   StackRead read(ThreadHead& head, ThreadStack& last, uint64_t interp, uint64_t pass,
                  int retries, uint64_t* read_again);
 
-  const std::vector<RawFrame>& frames() const { return walk_; }
+  const std::vector<RawFrame>& frames() const { return *frames_; }
   size_t same() const { return same_; }
   // The stack went deeper than the maximum depth: frames() holds its innermost frames only.
   bool truncated() const { return truncated_; }
@@ -59,7 +59,9 @@ class StackReader {
   size_t max_depth_ = 0;
   size_t same_ = 0;
   bool truncated_ = false;
-  std::vector<RawFrame> walk_;
+  std::vector<RawFrame> walk_;   // as walked: innermost first
+  std::vector<RawFrame> stack_;  // root first; swapped into the thread's last stack when good
+  const std::vector<RawFrame>* frames_ = &stack_;  // the stack of the last good read
   std::vector<uint64_t> code_addrs_;
   std::vector<size_t> callers_;   // frames whose callee changed function in place
   std::vector<CodeInfo*> infos_;  // per frame of walk_ resolved in this read

@@ -12,7 +12,11 @@ namespace st = cpython::st;
 void TornChecks::note(uint64_t addr, const uint8_t* bytes, size_t len, bool leaf) {
   size_t at = solo_buf_.size();
   solo_buf_.insert(solo_buf_.end(), bytes, bytes + len);
-  solo_.push_back({addr, at, nullptr, leaf});
+  SoloFrame& f = solo_.emplace_back();
+  f.addr = addr;
+  f.offset = at;
+  f.kept = nullptr;
+  f.leaf = leaf;
 }
 
 bool TornChecks::verify(size_t len, int32_t instr_offset, size_t instr_width,

@@ -28,7 +28,17 @@ class TornChecks {
   // The same for bytes that stay in place until verify() (a copy the walker keeps): noted
   // without copying them.
   void noteKept(uint64_t addr, const uint8_t* bytes, bool leaf) {
-    solo_.push_back({addr, 0, bytes, leaf});
+    // Field by field in place: a whole struct built aside and copied in stalls on its own
+    // stores, once per frame of a deep walk.
+    SoloFrame& f = solo_.emplace_back();
+    f.addr = addr;
+    f.offset = 0;
+    f.kept = bytes;
+    f.leaf = leaf;
+  }
+  // Forgets all but the first `count` frames noted (the innermost of a walk).
+  void keepInnermost(size_t count) {
+    if (solo_.size() > count) solo_.resize(count);
   }
   bool empty() const { return solo_.empty(); }
   uint64_t firstAddr() const { return solo_.front().addr; }

@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(pyenv's 3.11.7), 3.8-3.13 (pyenv's newest of each), 3.14, 3.15, "
                          "3.14t (tests/interpreters/provision); with more than one, each row "
                          "names its target")
+    ap.add_argument("--depth-pythons", default="",
+                    help="comma-separated target interpreters for figure S (deep stacks) alone, "
+                         "as --pythons names them (default: those of --pythons)")
     args = ap.parse_args(argv)
     only = [f.strip() for f in args.only.split(",") if f.strip()] or list(FIGURES)
     unknown = [f for f in only if f not in FIGURES]
@@ -97,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     load_start = _loadavg()
     builds_start = _native_builds()
     tc = ensure_tools(args.venv, _log)
-    pythons = target_pythons([p.strip() for p in args.pythons.split(",") if p.strip()])
+    main_ids = [p.strip() for p in args.pythons.split(",") if p.strip()]
+    depth_ids = [p.strip() for p in args.depth_pythons.split(",") if p.strip()] or main_ids
+    pythons = target_pythons(main_ids + [p for p in depth_ids if p not in main_ids])
     targets = {}
     for ident, path in pythons.items():
         version = _version([path, "--version"]) or "?"
@@ -122,8 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     # The live figures run once per target interpreter, the others once.
     raw_by_target: dict[str, dict[str, Any]] = {}
+    def planned(ident: str, fig: str) -> bool:
+        if fig == "depth":
+            return ident in depth_ids
+        return ident in main_ids and (fig in LIVE or ident == next(iter(targets)))
+
     plan = [(ident, fig) for ident in targets for fig in FIGURES
-            if fig in only and (fig in LIVE or ident == next(iter(targets)))]
+            if fig in only and planned(ident, fig)]
     try:
         for ident, fig in plan:
             ctx.tc = targets[ident]

@@ -278,6 +278,7 @@ def fig_fidelity(ctx: Ctx) -> None:
     ctx.log(f"[2] rate fidelity on basic.py at {RATES} Hz ({reps} x {window:g} s)")
     target = start_workload(ctx, "basic")
     runs: dict[tuple[str, int], list[Recorded]] = {}
+    wakes: dict[int, list[float | None]] = {}
     try:
         for _ in range(reps):
             for rate in RATES:
@@ -285,6 +286,8 @@ def fig_fidelity(ctx: Ctx) -> None:
                     r = record_attach(ctx, tool, target.pid, rate_hz=rate, window_s=window)
                     runs.setdefault((tool, rate), []).append(r)
                     _remove_outputs(ctx)
+                if rate >= 1000:
+                    wakes.setdefault(rate, []).append(_bare_wakeup(ctx, rate, window))
     finally:
         target.stop()
     ctx.raw["fidelity"] = {f"{t}@{rate}": [r.as_dict() for r in rs]
@@ -307,12 +310,51 @@ def fig_fidelity(ctx: Ctx) -> None:
             if ps is not None:
                 row.ratio = ps.median / peers[row.best_peer].median
         if rate >= 1000:
-            _sampler_rows(ctx, rate, runs.get(("psrec", rate), []))
+            _sampler_rows(ctx, rate, runs.get(("psrec", rate), []), wakes.get(rate, []))
 
 
-def _sampler_rows(ctx: Ctx, rate: int, runs: list[Recorded]) -> None:
+# A thread that only sleeps to absolute deadlines at a rate, as the sampler does between its
+# passes, and prints its own CPU time per wake-up: what waking up costs on this machine.
+_WAKEUP = """
+import sys, time
+rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+interval = 1.0 / rate
+n = int(seconds * rate)
+deadline = time.monotonic()
+cpu0 = time.thread_time_ns()
+for _ in range(n):
+    deadline += interval
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+print((time.thread_time_ns() - cpu0) / n / 1000.0)
+"""
+
+
+def _bare_wakeup(ctx: Ctx, rate: int, seconds: float) -> float | None:
+    """µs of CPU per wake-up of a thread doing nothing else at `rate` (None if it failed)."""
+    out = os.path.join(ctx.workdir, "wakeup.txt")
+    with open(out, "wb") as f:
+        p = _proc.start([ctx.tc.python, "-c", _WAKEUP, str(rate), str(seconds)], "wake-up",
+                        stdout=f)
+        try:
+            ex = p.wait(seconds + 30.0)
+        except BenchTimeout:
+            p.stop()
+            return None
+    try:
+        with open(out) as f:
+            return float(f.read().strip()) if ex.returncode == 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _sampler_rows(ctx: Ctx, rate: int, runs: list[Recorded],
+                  wakes: list[float | None]) -> None:
     """psrec's sampling thread at a fixed rate: its CPU per pass, and the part of it spent
-    inside passes (reading the target); the rest is waking up and writing."""
+    inside passes (reading the target); the rest is waking up and writing. Beside them, the
+    CPU a thread that does nothing but wake up at the same rate spends per wake-up (Python's
+    own loop included, a few tenths of a µs): the floor of that rest on this machine."""
     def per_pass(key: str) -> Callable[[Recorded], float | None]:
         def f(r: Recorded) -> float | None:
             res = r.result
@@ -325,6 +367,9 @@ def _sampler_rows(ctx: Ctx, rate: int, runs: list[Recorded]) -> None:
     ctx.add(Row("2", f"psrec's sampling thread at {rate} Hz, basic.py: time inside passes "
                 "(reading the target)", "µs", "none",
                 {"psrec": _vals(runs, per_pass("sampling_ns_total"))}))
+    ctx.add(Row("2", f"a bare wake-up at {rate} Hz on this machine (a thread that only sleeps "
+                "to its deadlines): CPU per wake-up", "µs", "none",
+                {"psrec": summarize(wakes)}))
 
 
 def _achieved(r: Recorded) -> float:

@@ -215,9 +215,10 @@ void PassReader::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Th
   }
 }
 
-ReadStatus PassReader::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint) {
+ReadStatus PassReader::readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint,
+                                  bool fresh) {
   ahead_.clear();
-  if (hint) {
+  if (hint && !fresh) {
     // Read ahead by readPass, in list order as a rule.
     const Prefetched* pf = nullptr;
     if (pf_cursor_ < pf_.size() && pf_[pf_cursor_].tstate == tstate) {

@@ -51,8 +51,10 @@ class PassReader {
   // The list head is read only when the thread states' links show the list changed.
   ReadStatus readPass(PassHead& out, const std::vector<PrefetchThread>& known);
   // One thread state. On 3.8-3.10 also reads the OS thread id from the pthread structure.
-  // With a hint, uses what readPass read for this thread; without one, reads afresh.
-  ReadStatus readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint = nullptr);
+  // With a hint, uses what readPass read for this thread; without one, reads afresh. `fresh`
+  // with a hint: reads afresh, and the stack's read-ahead with it, in one system call.
+  ReadStatus readThread(uint64_t tstate, ThreadHead& out, const StackHint* hint = nullptr,
+                        bool fresh = false);
   static void updateHint(const ThreadHead& t, StackHint& hint);
   // Whether the thread held the GIL: its own fields where the version has them (3.15
   // holds_gil, gil_requested; a free-threaded build's attached state), else the pass's GIL

@@ -109,9 +109,7 @@ const uint8_t* FrameWalker::frameBytesElsewhere(uint64_t addr) {
   for (;;) {
     for (size_t i = 0; i < chunks_.size(); ++i) {
       const auto& c = chunks_[i];
-      // Written so that a torn pointer near 2^64 cannot wrap around into range.
-      if (addr >= c.start && c.end - c.start >= size &&
-          addr - c.start <= c.end - c.start - size) {
+      if (c.holds(addr, size)) {
         last_chunk_ = i;
         return bytesOf(c) + (addr - c.start);
       }

@@ -65,9 +65,7 @@ class FrameWalker {
   const uint8_t* frameBytes(uint64_t addr) {
     if (last_chunk_ < chunks_.size()) {
       const auto& c = chunks_[last_chunk_];
-      const uint64_t size = static_cast<uint64_t>(l_.iframe_size);
-      // Written so that a torn pointer near 2^64 cannot wrap around into range.
-      if (addr >= c.start && c.end - c.start >= size && addr - c.start <= c.end - c.start - size)
+      if (c.holds(addr, static_cast<uint64_t>(l_.iframe_size)))
         return bytesOf(c) + (addr - c.start);
     }
     return frameBytesElsewhere(addr);
@@ -89,6 +87,11 @@ class FrameWalker {
     size_t offset;  // into chunk_buf_, unless ext
     bool older;     // not the thread's current chunk
     const uint8_t* ext;  // its bytes as the pass read them ahead (valid until the next pass)
+    // Whether [addr, addr + size) lies in it; written so that a torn pointer near 2^64
+    // cannot wrap around into range.
+    bool holds(uint64_t addr, uint64_t size) const {
+      return addr >= start && end - start >= size && addr - start <= end - start - size;
+    }
   };
   const uint8_t* bytesOf(const LoadedChunk& c) const {
     return c.ext ? c.ext : chunk_buf_.data() + c.offset;

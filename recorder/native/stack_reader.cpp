@@ -13,12 +13,12 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
   unwinder_.frames.noteWalk(last.hint);
   // A torn copy: the thread changed its stack while we copied it. Read it again, at once (its
   // state and its chunk afresh, in one system call, as the pass reads them: a state read a
-  // call before its chunk is older than the chunk by that call, long enough for a fast-calling
-  // thread to leave the frame the state names), still compared with its last good stack; only when every attempt
-  // fails is the read torn. Giving up early would bias a profile against code that calls and
-  // returns fast (torn copies are most frequent there). A state whose ids or interpreter
-  // changed since, or that left the list, is no longer this thread's (it may be freed memory
-  // that still holds the ids): nothing more is read from it.
+  // call before its chunk is older than the chunk by that call, long enough for a
+  // fast-calling thread to leave the frame the state names), still compared with its last
+  // good stack; only when every attempt fails is the read torn. Giving up early would bias a
+  // profile against code that calls and returns fast (torn copies are most frequent there). A
+  // state whose ids or interpreter changed since, or that left the list, is no longer this
+  // thread's (it may be freed memory that still holds the ids): nothing more is read from it.
   for (int attempt = 0; !ok && attempt < retries; ++attempt) {
     ThreadHead again;
     if (unwinder_.pass.readThread(head.tstate, again, &last.hint, true) != ReadStatus::kOk ||

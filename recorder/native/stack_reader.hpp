@@ -64,7 +64,7 @@ class StackReader {
   const std::vector<RawFrame>* frames_ = &stack_;  // the stack of the last good read
   std::vector<uint64_t> code_addrs_;
   std::vector<size_t> callers_;   // frames whose callee changed function in place
-  std::vector<CodeInfo*> infos_;  // per frame of walk_ resolved in this read
+  std::vector<CodeInfo*> infos_;  // per frame of stack_ resolved in this read
 };
 
 }  // namespace psrec::recorder

@@ -129,21 +129,23 @@ const uint8_t* FrameWalker::frameBytesElsewhere(uint64_t addr) {
 }
 
 WalkResult FrameWalker::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                             uint64_t bottom) {
+                             uint64_t bottom, bool guess) {
   out.clear();
   verify_tstate_ = 0;
   walk_outside_.clear();
-  if (l_.frame_model == FrameModel::kFrameObject) return walkFrameObjects(t, out, max_depth);
+  if (l_.frame_model == FrameModel::kFrameObject)
+    return walkFrameObjects(t, out, max_depth, guess ? bottom : 0);
   return walkInterpreterFrames(t, out, max_depth, bottom);
 }
 
 WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out,
-                                         size_t max_depth) {
+                                         size_t max_depth, uint64_t bottom) {
   {
     // The guessed copy also reads the thread's current frame: a walk one by one after it
     // starts from there (the thread state read at the pass's start is older).
     uint64_t start = t.frame;
-    if (guess_tstate_ == t.tstate && walkGuessed(t, out, max_depth, &start))
+    walk_bottom_ = 0;
+    if (bottom && guess_tstate_ == t.tstate && walkGuessed(t, out, max_depth, bottom, &start))
       return WalkResult::kOk;
     // One by one, each frame's link read before the next: slow enough for a thread that calls
     // and returns fast to change under the walk, so every frame is checked afterwards. The
@@ -181,6 +183,7 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
         break;
       }
       addr = f.prev;
+      if (!addr) walk_bottom_ = f.addr;
     }
     std::sort(guess_.begin(), guess_.end());
     checks_.resetVerifiedLeaf();
@@ -189,6 +192,7 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
                     start)) {
       // A thread whose Python code ended meanwhile (a thread finishing) was seen without a
       // Python frame, in the check's own read: that is its sample.
+      walk_bottom_ = 0;
       if (!checks_.verifiedLeaf()) {
         out.clear();
         return WalkResult::kOk;
@@ -340,7 +344,7 @@ void FrameWalker::guessFrames(uint64_t tstate, const std::vector<RawFrame>& fram
 }
 
 bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                           uint64_t* current_frame) {
+                              uint64_t bottom, uint64_t* current_frame) {
   // The thread's current frame and every guessed frame in one plan (frames close together
   // read as one span: a deep recursion's frames lie in a few runs): when the chain from the
   // current frame runs through guessed frames to its end, the stack is that copy (as
@@ -395,6 +399,12 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
     if (!f.code) return false;
     addr = f.prev;
   }
+  // A stack keeps its first frame while the thread stays in Python code: a copy that ends
+  // elsewhere either caught a generator between a yield and a resume (the thread state names
+  // it, its frame has dropped its link already) or shows a thread that left Python and came
+  // back. Either way the walk one by one decides.
+  if (out.empty() || out.back().addr != bottom) return false;
+  walk_bottom_ = bottom;
   // One copy is not one instant (the kernel copies the frames one after the other, in
   // address order): the frames that changed since the thread's last good stack are read
   // again, with the current frame, once the reader knows which they are (verifyNewer).

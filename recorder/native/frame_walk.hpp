@@ -25,8 +25,10 @@ class FrameWalker {
 
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
   // bottom: where the thread's last whole walk ended (StackHint::bottom; 0 if unknown).
+  // guess: 3.8-3.10, whether the walk may start from one copy of the thread's last frames
+  // (false: one by one, as a read again after a torn copy does).
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                  uint64_t bottom = 0);
+                  uint64_t bottom = 0, bool guess = true);
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
@@ -51,15 +53,18 @@ class FrameWalker {
 
  private:
   // 3.8-3.10: PyFrameObjects linked by f_back.
-  WalkResult walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth);
+  // bottom: where the last whole walk ended (0: no guessed copy).
+  WalkResult walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
+                              uint64_t bottom);
   // 3.11+: _PyInterpreterFrames in data-stack chunks (and a few outside them).
   WalkResult walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
                                    size_t max_depth, uint64_t bottom);
   // 3.8-3.10: the walk in one copy of the guessed frames (see guessFrames); false when the
-  // copy does not hold the whole stack (kGuessMisses frames it lacks are read on their own).
+  // copy does not hold the whole stack (kGuessMisses frames it lacks are read on their own)
+  // or the stack it holds does not end at `bottom`, where the last whole walk ended.
   // current_frame: the thread's current frame as read.
   bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                   uint64_t* current_frame);
+                   uint64_t bottom, uint64_t* current_frame);
   // A frame's bytes (3.11+): in the chunk the previous frame was in, as most are, or else
   // (frameBytesElsewhere) in another chunk, loaded if need be, or read alone.
   const uint8_t* frameBytes(uint64_t addr) {

@@ -15,8 +15,10 @@ namespace psrec::recorder {
 
 namespace fmt = psrec::format;
 
-// Reads of a thread after a torn one, within the same pass.
-constexpr int kTornRetries = 3;
+// Reads of a thread after a torn one, within the same pass: a thread resuming a generator
+// from C tears nearly half its reads on 3.12+ (spec/cpython-layouts.md), and each read again
+// is a fresh draw.
+constexpr int kTornRetries = 8;
 
 Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known) {
   if (known) {

@@ -25,7 +25,7 @@ namespace psrec::recorder {
 
 namespace {
 // Reads again of a torn copy before a thread's stack is given up (as many as a sample's).
-constexpr int kReadAgain = 3;
+constexpr int kReadAgain = 8;
 // Native frames of one thread at most: deep Python recursion before 3.11 costs a few per frame.
 constexpr size_t kMaxNativeFrames = 4096;
 

@@ -37,8 +37,9 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
   return unwinder_.pass.linked(head.tstate) ? StackRead::kTorn : StackRead::kEnded;
 }
 
-bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass) {
-  WalkResult r = unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom);
+bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass,
+                           bool guess) {
+  WalkResult r = unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom, guess);
   if (r == WalkResult::kError) return false;
   if (r == WalkResult::kTruncated) {
     // A cycle (torn read) also fills the cap: real frames have distinct addresses.
@@ -107,7 +108,13 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   std::sort(callers_.begin(), callers_.end());
   callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
   if (!unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size())) return false;
-  if (!unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) return false;
+  if (!unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) {
+    // 3.8-3.10: a copy of the guessed frames found torn is walked again at once, one frame
+    // at a time. A thread that resumes a generator from C many times a millisecond tears the
+    // one copy again and again (the generator drops its link back at each yield, while the
+    // thread state may still name it), where reads spread out in time catch it whole.
+    return guess && readOnce(head, last, pass, false);
+  }
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {
     // The same frame (address and code) as in the last stack keeps its code object alive (a
@@ -130,7 +137,7 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     if (info->shim && !unwinder_.frames.shimCode()) {
       // First sight of the __init__ trampoline: the walk leaves it out from now on.
       unwinder_.frames.setShimCode(stack_[i].code);
-      return readOnce(head, last, pass);
+      return readOnce(head, last, pass, guess);
     }
     const int off = codes_.byteOffset(*info, stack_[i].instr, stack_[i].tlbc);
     if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;

@@ -51,7 +51,8 @@ class StackReader {
 
  private:
   // One copy and its checks; false when it was torn.
-  bool readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass);
+  // guess: see FrameWalker::walk.
+  bool readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass, bool guess = true);
 
   PythonProcess& proc_;
   Unwinder& unwinder_;

@@ -87,7 +87,7 @@ struct StackHint {
   // frame that ends at datastack_top (see PassReader::topFrame), and the _PyCFrame is not read.
   uint64_t entry = 0;
   uint64_t entry_code = 0;
-  // 3.12+: where the last whole walk ended (the frame whose `previous` is NULL).
+  // 3.8-3.10 and 3.12+: where the last whole walk ended (the frame whose link back is NULL).
   uint64_t bottom = 0;
   // 3.11+: the older data-stack chunks the last walk read (a deep stack's outer frames), with
   // the length of each in use: read ahead in the same system call as the current chunk.

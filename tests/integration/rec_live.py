@@ -422,6 +422,7 @@ CALL_KINDS = {
     "kind_init": "__init__", "kind_getitem": "__getitem__", "kind_prop": "prop",
     "kind_method": "method", "kind_getattribute": "__getattribute__",
     "kind_for": "via_generator", "kind_send": "via_delegation", "kind_c": "via_c_key",
+    "kind_c_gen": "via_c_generator",
 }
 
 

@@ -162,6 +162,13 @@ def via_c_key(v):
     return spin(3000)
 
 
+def via_c_generator():
+    # Resumed from C (sum) thousands of times a call, each resume short: the thread enters
+    # and leaves the generator's frame faster than a copy of the stack takes.
+    for i in range(3000):
+        yield i + 1
+
+
 def call_kinds_loop():
     k = Kinds()
     o = Overridden()
@@ -180,6 +187,7 @@ def call_kinds_loop():
         for _ in via_delegation():  # LINE kind_send
             pass
         sorted([1], key=via_c_key)  # LINE kind_c
+        sum(via_c_generator())  # LINE kind_c_gen
 
 
 def line_tracer(frame, event, arg):

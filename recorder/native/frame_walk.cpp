@@ -183,7 +183,13 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
         break;
       }
       addr = f.prev;
-      if (!addr) walk_bottom_ = f.addr;
+      if (!addr) {
+        if (!running(v)) {
+          result = WalkResult::kError;  // see walkGuessed
+          break;
+        }
+        walk_bottom_ = f.addr;
+      }
     }
     std::sort(guess_.begin(), guess_.end());
     checks_.resetVerifiedLeaf();
@@ -365,6 +371,7 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
   checks_.clear();
   size_t missed = 0;
   size_t at = 0;  // where the last frame was in guess_: its caller is usually beside it
+  bool root_running = false;
   uint64_t addr = current;
   while (addr) {
     if (out.size() >= max_depth) return false;
@@ -398,12 +405,15 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
     f.prev = v.ptr(l_.frame_back);
     if (!f.code) return false;
     addr = f.prev;
+    if (!addr) root_running = running(v);
   }
   // A stack keeps its first frame while the thread stays in Python code: a copy that ends
   // elsewhere either caught a generator between a yield and a resume (the thread state names
   // it, its frame has dropped its link already) or shows a thread that left Python and came
-  // back. Either way the walk one by one decides.
-  if (out.empty() || out.back().addr != bottom) return false;
+  // back. Either way the walk one by one decides. A stack's first frame runs for as long as
+  // the stack lives: one that does not (it yielded or returned while the copy was made) ends
+  // no stack, whichever walk read it.
+  if (out.empty() || out.back().addr != bottom || !root_running) return false;
   walk_bottom_ = bottom;
   // One copy is not one instant (the kernel copies the frames one after the other, in
   // address order): the frames that changed since the thread's last good stack are read

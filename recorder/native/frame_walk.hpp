@@ -76,6 +76,11 @@ class FrameWalker {
     return frameBytesElsewhere(addr);
   }
   const uint8_t* frameBytesElsewhere(uint64_t addr);
+  // 3.8-3.10: whether a frame object's copy shows it running (f_executing / f_state).
+  bool running(const StructView<cpython::st::FrameObject>& v) const {
+    return l_.frame_state == cpython::kAbsent ||
+           v.get<int8_t>(l_.frame_state) == l_.frame_state_running;
+  }
   bool loadChunk(uint64_t addr, uint64_t used_end);
 
   PythonProcess& proc_;

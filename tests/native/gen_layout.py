@@ -42,6 +42,7 @@ FIELDS = {
     "frame.f_back": "frame_back",
     "frame.f_code": "frame_code",
     "frame.f_lasti": "frame_lasti",
+    "frame.f_state": "frame_state",
     "iframe.code": "iframe_code",
     "iframe.previous": "iframe_previous",
     "iframe.instr": "iframe_instr",

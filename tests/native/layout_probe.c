@@ -90,6 +90,11 @@ int main(void) {
   P("frame.f_back", offsetof(PyFrameObject, f_back));
   P("frame.f_code", offsetof(PyFrameObject, f_code));
   P("frame.f_lasti", offsetof(PyFrameObject, f_lasti));
+#if PY_VERSION_HEX >= 0x030A0000
+  P("frame.f_state", offsetof(PyFrameObject, f_state));
+#else
+  P("frame.f_state", offsetof(PyFrameObject, f_executing));
+#endif
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
   P("iframe.code", offsetof(_PyInterpreterFrame, f_executable));

@@ -6,6 +6,8 @@ recursion: a static recursion DEPTH frames deep (argv[2], default 1000).
 recursion_busy: a recursion DEPTH frames deep whose innermost frame calls and returns all the
     time (argv[2], default 3000).
 reentry: Python called back from C (sorted's key): no shim or entry frame may show.
+c_generators: generators resumed from C in a loop (sum of a generator, join of a generator
+    expression): the thread enters and leaves a generator's frame every few tens of ns.
 threads: two threads with disjoint functions: frames of different threads never mix.
 call_kinds: every way the interpreter calls Python code, directly or through C, each from
     its own line (argv[2] "traced": with a line tracer installed, so that 3.12+ runs
@@ -169,6 +171,21 @@ def via_c_generator():
         yield i + 1
 
 
+def sum_of_generator():
+    return sum(via_c_generator())
+
+
+def join_of_genexpr():
+    return ",".join(str(i) for i in range(1000))
+
+
+def c_generators():
+    ready()
+    while True:
+        sum_of_generator()
+        join_of_genexpr()
+
+
 def call_kinds_loop():
     k = Kinds()
     o = Overridden()
@@ -222,6 +239,8 @@ if __name__ == "__main__":
         reentry_caller()
     elif mode == "threads":
         two_threads()
+    elif mode == "c_generators":
+        c_generators()
     elif mode == "call_kinds":
         if sys.argv[2:] == ["traced"]:
             sys.settrace(line_tracer)

@@ -129,23 +129,25 @@ const uint8_t* FrameWalker::frameBytesElsewhere(uint64_t addr) {
 }
 
 WalkResult FrameWalker::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                             uint64_t bottom, bool guess) {
+                             uint64_t bottom, bool guess, bool last_try) {
   out.clear();
   verify_tstate_ = 0;
   walk_outside_.clear();
   if (l_.frame_model == FrameModel::kFrameObject)
-    return walkFrameObjects(t, out, max_depth, guess ? bottom : 0);
+    return walkFrameObjects(t, out, max_depth, bottom, guess, last_try);
   return walkInterpreterFrames(t, out, max_depth, bottom);
 }
 
 WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out,
-                                         size_t max_depth, uint64_t bottom) {
+                                         size_t max_depth, uint64_t bottom, bool guess,
+                                         bool last_try) {
   {
     // The guessed copy also reads the thread's current frame: a walk one by one after it
     // starts from there (the thread state read at the pass's start is older).
     uint64_t start = t.frame;
     walk_bottom_ = 0;
-    if (bottom && guess_tstate_ == t.tstate && walkGuessed(t, out, max_depth, bottom, &start))
+    if (guess && bottom && guess_tstate_ == t.tstate &&
+        walkGuessed(t, out, max_depth, bottom, &start))
       return WalkResult::kOk;
     // One by one, each frame's link read before the next: slow enough for a thread that calls
     // and returns fast to change under the walk, so every frame is checked afterwards. The
@@ -184,8 +186,14 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
       }
       addr = f.prev;
       if (!addr) {
-        if (!running(v)) {
-          result = WalkResult::kError;  // see walkGuessed
+        // See walkGuessed. And a generator's frame that ends a stack the thread did not end
+        // there last time is, but for a thread that resumes generators from C with no Python
+        // frame under them, a copy that caught it just before a resume: its `f_back` copied
+        // while still cleared, its state (further on in the struct) after the resume set it
+        // running again. The check's own read can catch it so too. Only the last read again
+        // believes it.
+        if (!running(v) || (!last_try && bottom && f.addr != bottom && v.ptr(l_.frame_gen))) {
+          result = WalkResult::kError;
           break;
         }
         walk_bottom_ = f.addr;

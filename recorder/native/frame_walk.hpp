@@ -26,9 +26,10 @@ class FrameWalker {
   // Frames innermost first. kTruncated when max_depth frames were read and more follow.
   // bottom: where the thread's last whole walk ended (StackHint::bottom; 0 if unknown).
   // guess: 3.8-3.10, whether the walk may start from one copy of the thread's last frames
-  // (false: one by one, as a read again after a torn copy does).
+  // (false: one by one, as a read again after a torn copy does). last_try: the reader will
+  // not read the thread again in this pass (see walkFrameObjects).
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                  uint64_t bottom = 0, bool guess = true);
+                  uint64_t bottom = 0, bool guess = true, bool last_try = true);
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
@@ -53,9 +54,9 @@ class FrameWalker {
 
  private:
   // 3.8-3.10: PyFrameObjects linked by f_back.
-  // bottom: where the last whole walk ended (0: no guessed copy).
+  // bottom: where the last whole walk ended (0: unknown, and no guessed copy).
   WalkResult walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                              uint64_t bottom);
+                              uint64_t bottom, bool guess, bool last_try);
   // 3.11+: _PyInterpreterFrames in data-stack chunks (and a few outside them).
   WalkResult walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
                                    size_t max_depth, uint64_t bottom);

@@ -35,7 +35,7 @@ void finishLayout(Layout& l) {
                        l.tstate_state, l.tstate_holds_gil, l.tstate_gil_requested,
                        l.tstate_base_frame},
                       8);
-  l.frame_size = end({l.frame_back, l.frame_code, l.frame_lasti, l.frame_state}, 8);
+  l.frame_size = end({l.frame_back, l.frame_code, l.frame_lasti, l.frame_state, l.frame_gen}, 8);
   if (l.iframe_size == 0) l.iframe_size = end({l.iframe_code, l.iframe_previous, l.iframe_instr}, 8);
   l.code_size = end({l.object_type, l.var_size, l.code_filename, l.code_name, l.code_qualname,
                      l.code_firstlineno, l.code_linetable, l.code_stacksize, l.code_nlocalsplus,

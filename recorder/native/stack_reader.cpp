@@ -9,7 +9,7 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
   // 3.8-3.10: a thread's frames are read in one copy where its last stack says they are.
   if (proc_.layout().frame_model == cpython::FrameModel::kFrameObject && !last.raw.empty())
     unwinder_.frames.guessFrames(head.tstate, last.raw);
-  bool ok = readOnce(head, last, pass);
+  bool ok = readOnce(head, last, pass, true, retries == 0);
   unwinder_.frames.noteWalk(last.hint);
   // A torn copy: the thread changed its stack while we copied it. Read it again, at once (its
   // state and its chunk afresh, in one system call, as the pass reads them: a state read a
@@ -28,7 +28,7 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
     ++*read_again;
     head = again;
     PassReader::updateHint(head, last.hint);
-    ok = readOnce(head, last, pass);
+    ok = readOnce(head, last, pass, true, attempt + 1 == retries);
     unwinder_.frames.noteWalk(last.hint);
   }
   if (ok) return StackRead::kOk;
@@ -38,8 +38,9 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
 }
 
 bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass,
-                           bool guess) {
-  WalkResult r = unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom, guess);
+                           bool guess, bool last_try) {
+  WalkResult r =
+      unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom, guess, last_try);
   if (r == WalkResult::kError) return false;
   if (r == WalkResult::kTruncated) {
     // A cycle (torn read) also fills the cap: real frames have distinct addresses.
@@ -113,7 +114,7 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     // at a time. A thread that resumes a generator from C many times a millisecond tears the
     // one copy again and again (the generator drops its link back at each yield, while the
     // thread state may still name it), where reads spread out in time catch it whole.
-    return guess && readOnce(head, last, pass, false);
+    return guess && readOnce(head, last, pass, false, last_try);
   }
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {
@@ -137,7 +138,7 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     if (info->shim && !unwinder_.frames.shimCode()) {
       // First sight of the __init__ trampoline: the walk leaves it out from now on.
       unwinder_.frames.setShimCode(stack_[i].code);
-      return readOnce(head, last, pass, guess);
+      return readOnce(head, last, pass, guess, last_try);
     }
     const int off = codes_.byteOffset(*info, stack_[i].instr, stack_[i].tlbc);
     if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;

@@ -51,8 +51,9 @@ class StackReader {
 
  private:
   // One copy and its checks; false when it was torn.
-  // guess: see FrameWalker::walk.
-  bool readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass, bool guess = true);
+  // guess, last_try: see FrameWalker::walk.
+  bool readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass, bool guess,
+                bool last_try);
 
   PythonProcess& proc_;
   Unwinder& unwinder_;

@@ -43,6 +43,7 @@ FIELDS = {
     "frame.f_code": "frame_code",
     "frame.f_lasti": "frame_lasti",
     "frame.f_state": "frame_state",
+    "frame.f_gen": "frame_gen",
     "iframe.code": "iframe_code",
     "iframe.previous": "iframe_previous",
     "iframe.instr": "iframe_instr",

@@ -90,6 +90,7 @@ int main(void) {
   P("frame.f_back", offsetof(PyFrameObject, f_back));
   P("frame.f_code", offsetof(PyFrameObject, f_code));
   P("frame.f_lasti", offsetof(PyFrameObject, f_lasti));
+  P("frame.f_gen", offsetof(PyFrameObject, f_gen));
 #if PY_VERSION_HEX >= 0x030A0000
   P("frame.f_state", offsetof(PyFrameObject, f_state));
 #else

@@ -133,6 +133,7 @@ struct Layout {
   // char: f_executing (3.8-3.9, 1 while the frame runs) / f_state (3.10, FRAME_EXECUTING = 0)
   Field<st::FrameObject> frame_state = kAbsent;
   int8_t frame_state_running = 0;  // the value of frame_state while the frame runs
+  Field<st::FrameObject> frame_gen = kAbsent;  // its generator (borrowed), or NULL
   int32_t frame_size = 0;
 
   // _PyInterpreterFrame (3.11+)
@@ -219,8 +220,8 @@ void forEachOffset(const Layout& l, F&& f) {
   PSREC_FIELD(tstate_base_frame); PSREC_FIELD(chunk_previous);
   PSREC_FIELD(chunk_size); PSREC_FIELD(chunk_top); PSREC_FIELD(chunk_data); PSREC_FIELD(frame_back);
   PSREC_FIELD(frame_code); PSREC_FIELD(frame_lasti); PSREC_FIELD(frame_state);
-  PSREC_FIELD(iframe_code); PSREC_FIELD(iframe_previous); PSREC_FIELD(iframe_instr);
-  PSREC_FIELD(iframe_owner);
+  PSREC_FIELD(frame_gen); PSREC_FIELD(iframe_code); PSREC_FIELD(iframe_previous);
+  PSREC_FIELD(iframe_instr); PSREC_FIELD(iframe_owner);
   PSREC_FIELD(iframe_is_entry); PSREC_FIELD(iframe_tlbc_index); PSREC_FIELD(iframe_size);
   PSREC_FIELD(code_filename); PSREC_FIELD(code_name); PSREC_FIELD(code_qualname);
   PSREC_FIELD(code_firstlineno); PSREC_FIELD(code_linetable); PSREC_FIELD(code_adaptive);

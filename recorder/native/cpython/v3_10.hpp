@@ -27,6 +27,7 @@ inline Layout layout() {
   l.frame_back = 24;
   l.frame_code = 32;
   l.frame_lasti = 96;
+  l.frame_gen = 88;
   l.frame_state = 108;
   l.code_linetable = 120;
   l.code_filename = 104;

@@ -27,6 +27,7 @@ inline Layout layout() {
   l.frame_back = 24;
   l.frame_code = 32;
   l.frame_lasti = 104;
+  l.frame_gen = 96;
   l.frame_state = 116;
   l.code_linetable = 120;
   l.code_filename = 104;

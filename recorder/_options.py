@@ -54,6 +54,7 @@ class RecordOptions:
     cpu_source: str = "auto"  # "auto": context switches where permitted, else /proc; "procfs"
     attach_timeout: float = 10.0
     native: bool = False  # native frames interleaved with the Python ones (spec section 10)
+    frame_cache: bool = True  # 3.15+: CPython's frame cache for profilers (one pointer written)
 
 
 @dataclass(frozen=True)

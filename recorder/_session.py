@@ -99,7 +99,8 @@ class Session:
             self.sampler = self.rec.Sampler(
                 self.pid, self.interval_ns, self.created_mono_ns, opts.blocking,
                 opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
-                launched=self.child is not None, native=opts.native, **_test_limits())
+                launched=self.child is not None, native=opts.native,
+                frame_cache=opts.frame_cache, **_test_limits())
         except BaseException:
             if self.child is not None:
                 stop_child(self.child)

@@ -81,6 +81,11 @@ def _seconds(text: str) -> float:
                    "switches from a perf event ring (no system call per sample) where "
                    "perf_event_open is permitted, else /proc/PID/task/TID/{schedstat,stat}; "
                    "procfs always reads the files.")
+@click.option("--frame-cache/--no-frame-cache", default=True, show_default=True,
+              help="Targets on CPython 3.15+: read the outer frames of deep stacks from the "
+                   "frame cache CPython keeps for profilers, for which psrec writes one "
+                   "pointer into each thread's state (last_profiled_frame), as CPython's own "
+                   "sampler does. --no-frame-cache reads every frame and writes nothing.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
@@ -88,7 +93,8 @@ def _seconds(text: str) -> float:
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: str | None,
            subprocesses: bool, blocking: bool, native: bool, realtime: bool, cpu_source: str,
-           force: bool, quiet: bool, verbose: bool, target: tuple[str, ...]) -> None:
+           frame_cache: bool, force: bool, quiet: bool, verbose: bool,
+           target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b
@@ -99,7 +105,7 @@ def record(ctx: click.Context, output: str, rate: str, duration: str | None,
     seconds = None if duration is None else _seconds(duration)
     sys.exit(_record(output, rate, seconds, subprocesses, blocking, force, quiet, target,
                      realtime=realtime, cpu_source=cpu_source, native=native,
-                     after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
+                     frame_cache=frame_cache, after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
 
 
 def _no_such_option(word: str) -> click.NoSuchOption:
@@ -143,7 +149,7 @@ def _target(output: str, words: tuple[str, ...],
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
             force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
             cpu_source: str = "auto", after_dashdash: int | None = None,
-            native: bool = False) -> int:
+            native: bool = False, frame_cache: bool = True) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
 
@@ -161,6 +167,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         realtime=realtime,
         cpu_source=cpu_source,
         native=native,
+        frame_cache=frame_cache,
     )
     result = run(opts)
     st = result.stats

@@ -129,13 +129,14 @@ const uint8_t* FrameWalker::frameBytesElsewhere(uint64_t addr) {
 }
 
 WalkResult FrameWalker::walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                             uint64_t bottom, bool guess, bool last_try) {
+                             uint64_t bottom, bool guess, bool last_try, uint64_t stop) {
   out.clear();
   verify_tstate_ = 0;
   walk_outside_.clear();
+  cut_ = false;
   if (l_.frame_model == FrameModel::kFrameObject)
     return walkFrameObjects(t, out, max_depth, bottom, guess, last_try);
-  return walkInterpreterFrames(t, out, max_depth, bottom);
+  return walkInterpreterFrames(t, out, max_depth, bottom, stop);
 }
 
 WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFrame>& out,
@@ -218,8 +219,10 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
 }
 
 WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
-                                              size_t max_depth, uint64_t bottom) {
+                                              size_t max_depth, uint64_t bottom,
+                                              uint64_t stop) {
   walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
+  size_t cut_at = 0;  // the frame count at which the walk ends past `stop` (0: not met yet)
   bool entry_seen = false;
   bool check_current = false;
   uint64_t addr = t.frame;
@@ -297,6 +300,7 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
         }
       }
       if (f.code == shim_code_ && shim_code_) out.pop_back();
+      if (stop && addr == stop && !cut_at) cut_at = out.size() + kAnchorCallers;
     }
     if (prev == addr) return WalkResult::kError;
     if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
@@ -323,6 +327,11 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
       check_current = l_.tstate_current_frame != kAbsent;
     }
     if (!prev) walk_bottom_ = addr;
+    if (cut_at && out.size() == cut_at && prev) {
+      // The frames under these are the frame cache's (StackReader::readOnce checks the fit).
+      cut_ = true;
+      break;
+    }
     addr = prev;
   }
   if (!checks_.empty()) {

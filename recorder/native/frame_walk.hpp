@@ -28,8 +28,12 @@ class FrameWalker {
   // guess: 3.8-3.10, whether the walk may start from one copy of the thread's last frames
   // (false: one by one, as a read again after a torn copy does). last_try: the reader will
   // not read the thread again in this pass (see walkFrameObjects).
+  // stop (3.15+): a frame the walk ends at, kAnchorCallers frames past it, rather than at the
+  // stack's first frame (the frame-cache anchor; 0: none). cut() then says it did.
   WalkResult walk(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                  uint64_t bottom = 0, bool guess = true, bool last_try = true);
+                  uint64_t bottom = 0, bool guess = true, bool last_try = true,
+                  uint64_t stop = 0);
+  bool cut() const { return cut_; }
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
@@ -59,7 +63,7 @@ class FrameWalker {
                               uint64_t bottom, bool guess, bool last_try);
   // 3.11+: _PyInterpreterFrames in data-stack chunks (and a few outside them).
   WalkResult walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
-                                   size_t max_depth, uint64_t bottom);
+                                   size_t max_depth, uint64_t bottom, uint64_t stop);
   // 3.8-3.10: the walk in one copy of the guessed frames (see guessFrames); false when the
   // copy does not hold the whole stack (kGuessMisses frames it lacks are read on their own)
   // or the stack it holds does not end at `bottom`, where the last whole walk ended.
@@ -119,6 +123,7 @@ class FrameWalker {
   std::vector<uint64_t> walk_outside_;  // frames the walk read outside every chunk
   uint64_t walk_entry_ = 0, walk_entry_code_ = 0;
   uint64_t walk_bottom_ = 0;  // where this walk ended (see walk())
+  bool cut_ = false;          // this walk ended past its stop frame (see walk())
 
   // 3.8-3.10: the frames of the thread's last stack (guessFrames), sorted, and the plan that
   // copies them (its views).

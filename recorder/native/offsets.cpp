@@ -33,7 +33,8 @@ void finishLayout(Layout& l) {
                        l.tstate_native_thread_id, l.tstate_frame, l.tstate_cframe,
                        l.tstate_current_frame, l.tstate_datastack_chunk, l.tstate_datastack_top,
                        l.tstate_state, l.tstate_holds_gil, l.tstate_gil_requested,
-                       l.tstate_base_frame},
+                       l.tstate_base_frame, l.tstate_last_profiled_frame,
+                       l.tstate_last_profiled_frame_seq},
                       8);
   l.frame_size = end({l.frame_back, l.frame_code, l.frame_lasti, l.frame_state, l.frame_gen}, 8);
   if (l.iframe_size == 0) l.iframe_size = end({l.iframe_code, l.iframe_previous, l.iframe_instr}, 8);
@@ -309,6 +310,10 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   };
   if (d.has("thread_state.base_frame"))
     checks.push_back({"thread_state.base_frame", "thread_state.size", 8});
+  if (d.has("thread_state.last_profiled_frame_seq")) {
+    checks.push_back({"thread_state.last_profiled_frame", "thread_state.size", 8});
+    checks.push_back({"thread_state.last_profiled_frame_seq", "thread_state.size", 8});
+  }
   if (d.has("thread_state.holds_gil")) {
     checks.push_back({"thread_state.holds_gil", "thread_state.size", 4});
     checks.push_back({"thread_state.gil_requested", "thread_state.size", 4});
@@ -372,6 +377,12 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
     l.tstate_holds_gil = anchored(t.tstate_holds_gil, t.tstate_status, l.tstate_status);
   }
   if (d.has("thread_state.base_frame")) l.tstate_base_frame = d.i32("thread_state.base_frame");
+  if (d.has("thread_state.last_profiled_frame_seq")) {
+    // Both or neither: the anchor alone cannot tell its own moves from another frame taking
+    // its address (see FrameAnchor).
+    l.tstate_last_profiled_frame = d.i32("thread_state.last_profiled_frame");
+    l.tstate_last_profiled_frame_seq = d.i32("thread_state.last_profiled_frame_seq");
+  }
   l.chunk_previous = 0;
   l.chunk_size = 8;
   l.chunk_top = 16;

@@ -194,6 +194,10 @@ void PassReader::parseThread(uint64_t tstate, const uint8_t* buf, size_t len, Th
   out.datastack_top = l_.tstate_datastack_top != kAbsent ? v.ptr(l_.tstate_datastack_top) : 0;
   if (l_.free_threaded && l_.tstate_state != kAbsent) out.state = v.get<int32_t>(l_.tstate_state);
   if (l_.tstate_base_frame != kAbsent) out.base_frame = v.ptr(l_.tstate_base_frame);
+  if (l_.tstate_last_profiled_frame_seq != kAbsent) {
+    out.anchor = v.ptr(l_.tstate_last_profiled_frame);
+    out.anchor_seq = v.ptr(l_.tstate_last_profiled_frame_seq);
+  }
   if (l_.tstate_holds_gil != kAbsent) {
     out.holds_gil = v.get<int32_t>(l_.tstate_holds_gil);
     if (l_.tstate_gil_requested != kAbsent)

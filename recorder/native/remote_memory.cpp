@@ -86,6 +86,16 @@ ReadStatus RemoteMemory::read(uint64_t addr, void* dst, size_t len) {
   return st == ReadStatus::kPartial ? ReadStatus::kUnmapped : st;
 }
 
+ReadStatus RemoteMemory::write(uint64_t addr, const void* src, size_t len) {
+  if (addr == 0) return ReadStatus::kUnmapped;
+  struct iovec local = {const_cast<void*>(src), len};
+  struct iovec remote = {reinterpret_cast<void*>(addr), len};
+  ++syscalls_;
+  const ssize_t put = process_vm_writev(pid_, &local, 1, &remote, 1, 0);
+  if (put == static_cast<ssize_t>(len)) return ReadStatus::kOk;
+  return put >= 0 ? ReadStatus::kPartial : classify(errno);
+}
+
 ReadStatus RemoteMemory::readMany(const ReadRequest* reqs, size_t n) {
   if (n == 0) return ReadStatus::kOk;
   if (!use_vm_readv_ || n > 1024) {

@@ -56,6 +56,10 @@ class RemoteMemory {
     return read(addr, &out, sizeof(T)) == ReadStatus::kOk;
   }
 
+  // Writes len bytes into the process (process_vm_writev): only the frame cache's anchor, a
+  // field CPython keeps for profilers to write (see FrameAnchor). kOk when all were written.
+  ReadStatus write(uint64_t addr, const void* src, size_t len);
+
   uint64_t syscalls() const { return syscalls_; }
 
   // Probes whether the process can be read at all (classifies ESRCH / EPERM up front).

@@ -45,6 +45,9 @@ struct SamplerConfig {
   bool launched = false;
   // Native frames interleaved with the Python ones (NativeSampling), read without stopping.
   bool native = false;
+  // 3.15+: read deep stacks through the frame cache CPython keeps for profilers, which the
+  // sampler writes one pointer of per thread (StackReader::setFrameCache).
+  bool frame_cache = true;
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
   // The most threads one recording names (a file's limit; fewer only in tests): a thread
@@ -74,6 +77,8 @@ struct SamplerConfig {
   X(syscalls, uint64_t, "system calls made by the passes")                                   \
   X(elapsed_ns, uint64_t, "time from the first pass to the last")                            \
   X(retries, uint64_t, "threads read again in a pass after a torn read")                     \
+  X(cached_stacks, uint64_t, "thread-samples whose outer frames came from the frame cache")  \
+  X(anchor_writes, uint64_t, "frame-cache anchors written into the target (3.15+)")          \
   X(ended_in_pass, uint64_t, "threads that ended while a pass read them (not errors)")       \
   X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
   X(switch_samples, uint64_t, "thread-samples whose CPU state came from context switches")   \

@@ -252,6 +252,8 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   uint64_t read_again = 0;
   StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
   if (read_again) bump(st_.retries, read_again);
+  if (t.reader->cached()) bump(st_.cached_stacks, 1);
+  if (t.reader->wroteAnchor()) bump(st_.anchor_writes, 1);
   if (got == StackRead::kOk) {
     record(t, th, th_head, head);
   } else if (got == StackRead::kEnded) {

@@ -54,6 +54,7 @@ std::vector<pid_t> childrenOf(pid_t pid) {
 
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.openReaders();
+  t.reader->setFrameCache(config_.frame_cache);
   if (config_.native) {
     // The recording's rate, as a perf period: 10 kHz at most, which -r max does not raise.
     const uint64_t period = std::max<uint64_t>(config_.interval_ns, 100000);

@@ -9,6 +9,7 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
   // 3.8-3.10: a thread's frames are read in one copy where its last stack says they are.
   if (proc_.layout().frame_model == cpython::FrameModel::kFrameObject && !last.raw.empty())
     unwinder_.frames.guessFrames(head.tstate, last.raw);
+  cached_ = wrote_anchor_ = false;
   bool ok = readOnce(head, last, pass, true, retries == 0);
   unwinder_.frames.noteWalk(last.hint);
   // A torn copy: the thread changed its stack while we copied it. Read it again, at once (its
@@ -31,16 +32,98 @@ StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp
     ok = readOnce(head, last, pass, true, attempt + 1 == retries);
     unwinder_.frames.noteWalk(last.hint);
   }
-  if (ok) return StackRead::kOk;
+  if (ok) {
+    if (frame_cache_) setAnchor(head, last);
+    return StackRead::kOk;
+  }
   // A thread that ends unlinks its state, then frees its frames' memory: a copy torn because
   // the thread ended while it was read is no torn copy of a live thread.
   return unwinder_.pass.linked(head.tstate) ? StackRead::kTorn : StackRead::kEnded;
 }
 
+uint64_t StackReader::anchorStop(const ThreadHead& head, const ThreadStack& last,
+                                 size_t* index) const {
+  const FrameAnchor& a = last.anchor;
+  if (!a.addr || !head.anchor || a.index >= last.raw.size()) return 0;
+  // Each move took the pointer one frame down the stack it was set in; more moves than that
+  // (the pointer moved before it was set, or was set by someone else) leave nothing known.
+  const uint64_t moved = head.anchor_seq - a.seq;
+  if (moved > a.index) return 0;
+  const size_t at = a.index - static_cast<size_t>(moved);
+  const RawFrame& f = last.raw[at];
+  // A generator's frame leaves the stack at a yield without returning, the pointer left on
+  // it: the frames under it when it is resumed again may be others.
+  if (f.addr != head.anchor || f.owner == kOwnedByGenerator || at < kMinCached + kAnchorCallers)
+    return 0;
+  *index = at;
+  return f.addr;
+}
+
+void StackReader::setAnchor(const ThreadHead& head, ThreadStack& last) {
+  // The innermost frame that did not change since the last read (the leaf of a stack that
+  // did not move), and is no generator's: the frames under it are the ones least likely to
+  // return before the next read, and the most of them are cached.
+  FrameAnchor& a = last.anchor;
+  const std::vector<RawFrame>& s = last.raw;
+  size_t at = same_;
+  while (at > 0 && s[at - 1].owner == kOwnedByGenerator) --at;
+  if (truncated_ || at <= kMinCached + kAnchorCallers) {
+    a = {};
+    return;
+  }
+  --at;
+  if (cached_ && cut_index_ == at) {
+    // The pointer names it already, its moves counted from the seq just read.
+    a = {s[at].addr, at, head.anchor_seq};
+    return;
+  }
+  // Written after the read: a frame returned between the two either moved a pointer that
+  // named one of its callers (the count then disagrees with where the pointer is) or is the
+  // frame now named, whose new occupant must read as it did, with its callers (anchorStop).
+  const uint64_t addr = s[at].addr;
+  const auto& l = proc_.layout();
+  if (proc_.mem().write(head.tstate + static_cast<uint64_t>(l.tstate_last_profiled_frame), &addr,
+                        sizeof addr) != ReadStatus::kOk) {
+    frame_cache_ = false;
+    a = {};
+    return;
+  }
+  wrote_anchor_ = true;
+  a = {addr, at, head.anchor_seq};
+}
+
+bool StackReader::fitsCache(const std::vector<RawFrame>& raw, size_t keep) const {
+  // walk_ ends with the anchor's kAnchorCallers callers, outermost last: they still stand at
+  // the calls they made, their links as before; the anchor is the same function there.
+  const size_t m = walk_.size();
+  if (m <= kAnchorCallers || keep + kAnchorCallers >= raw.size()) return false;
+  for (size_t q = 0; q <= kAnchorCallers; ++q) {
+    const RawFrame& f = walk_[m - 1 - q];
+    const RawFrame& c = raw[keep + q];
+    if (f.addr != c.addr || f.code != c.code || f.owner != c.owner || f.prev != c.prev ||
+        (q < kAnchorCallers && f.instr != c.instr))
+      return false;
+  }
+  return true;
+}
+
 bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass,
                            bool guess, bool last_try) {
-  WalkResult r =
-      unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom, guess, last_try);
+  // 3.15+: frames under the frame-cache anchor are taken from the last stack (see FrameAnchor).
+  size_t at = 0;
+  const uint64_t stop = frame_cache_ ? anchorStop(head, last, &at) : 0;
+  size_t keep = stop ? at - kAnchorCallers : 0;
+  WalkResult r = unwinder_.frames.walk(head, walk_, max_depth_ - keep, last.hint.bottom, guess,
+                                       last_try, stop);
+  if (stop && !(unwinder_.frames.cut() && fitsCache(last.raw, keep))) {
+    // The walk met no anchor (it read the whole stack), or what it read past the anchor is
+    // not what the cache holds: the stack is read whole.
+    if (unwinder_.frames.cut() || r == WalkResult::kTruncated)
+      r = unwinder_.frames.walk(head, walk_, max_depth_, last.hint.bottom, guess, last_try);
+    keep = 0;
+  }
+  cached_ = keep != 0;
+  cut_index_ = at;
   if (r == WalkResult::kError) return false;
   if (r == WalkResult::kTruncated) {
     // A cycle (torn read) also fills the cap: real frames have distinct addresses.
@@ -54,12 +137,16 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   // vectors are swapped, not copied). Frames identical (address, code, instruction) to the
   // last stack from the root keep their code; only the rest is resolved again.
   const std::vector<RawFrame>& raw = last.raw;
-  const size_t n = walk_.size();
+  const size_t n = keep + walk_.size();
   stack_.resize(n);
-  size_t same = 0;
+  std::copy(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(keep), stack_.begin());
+  size_t same = keep;
   bool alike = true;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = keep; i < n; ++i) {
     const RawFrame& f = stack_[i] = walk_[n - 1 - i];
+    // The walk stopped before it could see whether the outermost frame it read was entered
+    // from C (the shim under it): the cache knows.
+    if (i == keep && keep) stack_[i].entered = raw[i].entered;
     if (alike && i < raw.size() && f == raw[i])
       same = i + 1;
     else

@@ -20,6 +20,11 @@ constexpr uint8_t kOwnedByGenerator = 1;  // FRAME_OWNED_BY_GENERATOR
 constexpr size_t kChunkProbe = 16 * 1024;
 constexpr uint64_t kMaxChunkBytes = 16u << 20;
 
+// 3.15+ frame cache (see FrameAnchor): the callers of the anchor read again with the frames
+// above it, which must read as the cached ones do, and the fewest cached frames worth a cut.
+constexpr size_t kAnchorCallers = 2;
+constexpr size_t kMinCached = 16;
+
 struct RawFrame {
   uint64_t addr = 0;   // the frame (PyFrameObject or _PyInterpreterFrame)
   uint64_t code = 0;   // its code object
@@ -48,6 +53,9 @@ struct ThreadHead {
   int32_t holds_gil = -1;      // 3.14+ (-1: the layout has no such field)
   int32_t gil_requested = -1;  // 3.15+
   uint64_t base_frame = 0;     // 3.15+: where a whole stack ends
+  // 3.15+: the frame-cache anchor (last_profiled_frame) and how often it moved (its _seq).
+  uint64_t anchor = 0;
+  uint64_t anchor_seq = 0;
 };
 
 // A thread's relation to the GIL at one sample.

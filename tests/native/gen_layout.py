@@ -35,6 +35,8 @@ FIELDS = {
     "tstate.holds_gil": "tstate_holds_gil",
     "tstate.gil_requested": "tstate_gil_requested",
     "tstate.base_frame": "tstate_base_frame",
+    "tstate.last_profiled_frame": "tstate_last_profiled_frame",
+    "tstate.last_profiled_frame_seq": "tstate_last_profiled_frame_seq",
     "chunk.previous": "chunk_previous",
     "chunk.size": "chunk_size",
     "chunk.top": "chunk_top",

@@ -69,6 +69,8 @@ int main(void) {
 #if PY_VERSION_HEX >= 0x030F0000
   P("tstate.gil_requested", offsetof(PyThreadState, gil_requested));
   P("tstate.base_frame", offsetof(PyThreadState, base_frame));
+  P("tstate.last_profiled_frame", offsetof(PyThreadState, last_profiled_frame));
+  P("tstate.last_profiled_frame_seq", offsetof(PyThreadState, last_profiled_frame_seq));
 #endif
 #if PY_VERSION_HEX >= 0x030B0000
   P("tstate.native_thread_id", offsetof(PyThreadState, native_thread_id));

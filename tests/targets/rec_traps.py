@@ -9,6 +9,9 @@ reentry: Python called back from C (sorted's key): no shim or entry frame may sh
 c_generators: generators resumed from C in a loop (sum of a generator, join of a generator
     expression): the thread enters and leaves a generator's frame every few tens of ns.
 threads: two threads with disjoint functions: frames of different threads never mix.
+deep_chains: under a static recursion 60 frames deep, a loop that calls, in turn, two
+    recursions of different functions to depths that change at every call (1 to 120): the
+    frames under a deep stack's top come and go all the time.
 call_kinds: every way the interpreter calls Python code, directly or through C, each from
     its own line (argv[2] "traced": with a line tracer installed, so that 3.12+ runs
     instrumented instructions).
@@ -207,6 +210,33 @@ def call_kinds_loop():
         sum(via_c_generator())  # LINE kind_c_gen
 
 
+def chain_a(n):
+    if n <= 0:
+        return spin(40)
+    return chain_a(n - 1)  # LINE chain_a
+
+
+def chain_b(n):
+    if n <= 0:
+        return spin(40)
+    return chain_b(n - 1)  # LINE chain_b
+
+
+def chains_loop():
+    ready()
+    depth = 1
+    while True:
+        depth = depth * 7 % 121
+        chain_a(depth)  # LINE call_chain_a
+        chain_b(120 - depth)  # LINE call_chain_b
+
+
+def chains_base(n):
+    if n <= 1:
+        return chains_loop()
+    return chains_base(n - 1)
+
+
 def line_tracer(frame, event, arg):
     return line_tracer
 
@@ -241,6 +271,8 @@ if __name__ == "__main__":
         two_threads()
     elif mode == "c_generators":
         c_generators()
+    elif mode == "deep_chains":
+        chains_base(60)
     elif mode == "call_kinds":
         if sys.argv[2:] == ["traced"]:
             sys.settrace(line_tracer)

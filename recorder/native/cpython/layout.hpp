@@ -118,6 +118,8 @@ struct Layout {
   Field<st::TState> tstate_holds_gil = kAbsent;         // 3.15+: int, this thread holds the GIL
   Field<st::TState> tstate_gil_requested = kAbsent;     // 3.15+: int, this thread waits for the GIL
   Field<st::TState> tstate_base_frame = kAbsent;        // 3.15+: the bottom frame of every whole stack
+  Field<st::TState> tstate_last_profiled_frame = kAbsent;  // 3.15+: a profiler's frame-cache anchor
+  Field<st::TState> tstate_last_profiled_frame_seq = kAbsent;  // 3.15+: its moves on returns
   int32_t tstate_size = 0;                    // bytes to copy to cover the fields above
 
   // _PyStackChunk (3.11+)
@@ -217,7 +219,8 @@ void forEachOffset(const Layout& l, F&& f) {
   PSREC_FIELD(tstate_current_frame); PSREC_FIELD(tstate_datastack_chunk);
   PSREC_FIELD(tstate_datastack_top); PSREC_FIELD(tstate_status); PSREC_FIELD(tstate_state);
   PSREC_FIELD(tstate_holds_gil); PSREC_FIELD(tstate_gil_requested);
-  PSREC_FIELD(tstate_base_frame); PSREC_FIELD(chunk_previous);
+  PSREC_FIELD(tstate_base_frame); PSREC_FIELD(tstate_last_profiled_frame);
+  PSREC_FIELD(tstate_last_profiled_frame_seq); PSREC_FIELD(chunk_previous);
   PSREC_FIELD(chunk_size); PSREC_FIELD(chunk_top); PSREC_FIELD(chunk_data); PSREC_FIELD(frame_back);
   PSREC_FIELD(frame_code); PSREC_FIELD(frame_lasti); PSREC_FIELD(frame_state);
   PSREC_FIELD(frame_gen); PSREC_FIELD(iframe_code); PSREC_FIELD(iframe_previous);

@@ -29,6 +29,8 @@ inline Layout layout() {
   l.tstate_holds_gil = 36;
   l.tstate_gil_requested = 40;
   l.tstate_base_frame = 80;
+  l.tstate_last_profiled_frame = 88;
+  l.tstate_last_profiled_frame_seq = 96;
   l.tstate_native_thread_id = 184;
   l.tstate_datastack_chunk = 256;
   l.tstate_datastack_top = 264;

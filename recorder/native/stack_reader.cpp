@@ -134,12 +134,15 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
       return false;
   }
   // Root first, into a stack of its own that replaces the last one when the read is good (the
-  // vectors are swapped, not copied). Frames identical (address, code, instruction) to the
-  // last stack from the root keep their code; only the rest is resolved again.
+  // vectors are swapped, not copied; after a read through the frame cache only the frames
+  // read are copied in). Frames identical (address, code, instruction) to the last stack
+  // from the root keep their code; only the rest is resolved again.
   const std::vector<RawFrame>& raw = last.raw;
   const size_t n = keep + walk_.size();
   stack_.resize(n);
-  std::copy(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(keep), stack_.begin());
+  // Of the cached frames only the one under the fresh ones is looked at (the checks below
+  // start one frame before `same`): the rest stay where they are, in the thread's last stack.
+  if (keep) stack_[keep - 1] = raw[keep - 1];
   size_t same = keep;
   bool alike = true;
   for (size_t i = keep; i < n; ++i) {
@@ -248,7 +251,14 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   }
   same_ = same;
   truncated_ = r == WalkResult::kTruncated;
-  last.raw.swap(stack_);
+  if (keep) {
+    // The cached frames are the last stack's: only the fresh ones are copied in.
+    last.raw.resize(n);
+    std::copy(stack_.begin() + static_cast<std::ptrdiff_t>(keep), stack_.end(),
+              last.raw.begin() + static_cast<std::ptrdiff_t>(keep));
+  } else {
+    last.raw.swap(stack_);
+  }
   frames_ = &last.raw;
   return true;
 }

@@ -399,9 +399,11 @@ def test_deep_recursion_captured_whole(python: str, tmp_path: Path) -> None:
     assert not any(f == "[truncated stack]" for f in s.functions)
     if minor_of(python) >= (3, 15):
         # A stack that does not move is read through the frame cache from its second sample
-        # on, with one anchor written for it (psrec's own threads aside, none deep).
+        # on; an anchor is written when the stack moved since the read before (here only
+        # when a sample finds the innermost frame between two sleeps: two writes each).
         st = json.loads(psrec("info", "--json", str(out)).stdout)["stats"]
-        assert st["cached_stacks"] >= len(samples) - 2 and st["anchor_writes"] <= 2, st
+        assert st["cached_stacks"] >= len(samples) - 2, st
+        assert st["anchor_writes"] <= max(4, len(samples) // 50), st
 
 
 def _frame_cache_pythons() -> list[object]:

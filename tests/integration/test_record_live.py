@@ -448,8 +448,10 @@ def test_deep_busy_recursion_read_whole(python: str, tmp_path: Path) -> None:
 # chains, a chain frame at its leaf line under more of the chain): copies torn in a way no
 # check recognises (spec/cpython-layouts.md). Measured at 10 kHz: 3.15 0 to 4 in 20,000 with
 # the frame cache and without (4.5 in 10^4 at -r max), 3.14 and 3.14t 0.05 %, 3.11 0.1 %;
-# 3.12 and 3.13 up to 1.1 %, the mixed chains of a chunk copy that spanned a switch from one
-# chain to the other (an open defect of those versions' checks, not of the frame cache).
+# 3.12 and 3.13 up to 1.1 %: mixed chains, from copies that spanned a switch from one chain
+# to the other while the sampling thread was held up mid-read (with --realtime none of 20,000
+# on 3.13, nor a single read again; the checks of 3.14+ catch more of them because a frame's
+# code is cleared as it returns). Not the frame cache's doing: an open defect of the checks.
 DEEP_CHAIN_WRONG = {(3, 15): 1 / 500, (3, 14): 1 / 500}
 DEEP_CHAIN_WRONG_ELSE = 1 / 40
 

@@ -147,14 +147,14 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   bool alike = true;
   for (size_t i = keep; i < n; ++i) {
     const RawFrame& f = stack_[i] = walk_[n - 1 - i];
-    // The walk stopped before it could see whether the outermost frame it read was entered
-    // from C (the shim under it): the cache knows.
-    if (i == keep && keep) stack_[i].entered = raw[i].entered;
     if (alike && i < raw.size() && f == raw[i])
       same = i + 1;
     else
       alike = false;
   }
+  // The walk stopped before it could see whether the outermost frame it read was entered from
+  // C (the shim under it): the cache knows.
+  if (keep) stack_[keep].entered = raw[keep].entered;
   // A frame whose address held another function in the last stack was called since: its
   // caller, copied earlier in the same bulk read, may still show the line before that call.
   // Check those callers (one read). A slot refilled by the same function, as in a fast

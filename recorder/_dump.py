@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-__all__ = ["format_dump", "dump_json", "render_json", "check_pid", "read_dump", "render",
-           "parse_args", "print_dump"]
+__all__ = ["format_dump", "format_tasks", "dump_json", "tasks_json", "render_json", "check_pid",
+           "read_dump", "render", "parse_args", "print_dump"]
 
 # The largest pid Linux hands out (PID_MAX_LIMIT, include/linux/threads.h).
 _PID_MAX_LIMIT = 1 << 22
@@ -284,30 +284,115 @@ def _native() -> ModuleType:
     return module
 
 
-def read_dump(pid: int, blocking: bool = False, native: bool = False) -> dict[str, Any]:
+def read_dump(pid: int, blocking: bool = False, native: bool = False,
+              tasks: bool = False) -> dict[str, Any]:
     """Every thread's current stack, GIL and CPU state, read once, with the process's command
     line in d["info"]["command"]. With native, each thread's native stack too (the process is
-    stopped while it is read)."""
+    stopped while it is read). With tasks, its asyncio tasks in d["tasks"] (the process is
+    stopped while they are read, so that the tasks and their links are of one moment)."""
     check_pid(pid)
     rec = _native()
-    d: dict[str, Any] = rec.dump(pid, blocking, native)
+    d: dict[str, Any] = (rec.dump(pid, blocking or tasks, native, True) if tasks
+                         else rec.dump(pid, blocking, native))
     d["info"]["command"] = rec.command_line(pid)
     return d
 
 
+def tasks_json(d: dict[str, Any]) -> dict[str, Any]:
+    """The asyncio part of a dump's JSON form: each task with its id (the task object's
+    address, as asyncio's own tools give it), name, state, the thread running it, its
+    coroutines innermost first (while suspended), what it waits on, and the ids of the tasks
+    it waits on and that wait on it."""
+    t = d["tasks"]
+    return {
+        "imported": bool(t["asyncio"]),
+        "error": t["error"] or None,
+        "tasks": [
+            {
+                "id": r["id"],
+                "name": r["name"],
+                "state": r["state"],
+                "thread": r["thread_id"] or None,
+                "coroutines": [{"file": f, "function": fn, "line": line}
+                               for f, fn, line in r["stack"]],
+                "waits_on": r["waits_on"] or None,
+                "awaits": list(r["awaits"]),
+                "awaited_by": list(r["awaited_by"]),
+            }
+            for r in t["tasks"]
+        ],
+    }
+
+
+def format_tasks(d: dict[str, Any]) -> list[str]:
+    """The text form of a dump's asyncio tasks: a tree, each task under the task waiting on it
+    (as a gather's or a TaskGroup's tasks under their parent), its coroutines innermost first."""
+    from psrec.format.text import printable as p
+
+    t = d["tasks"]
+    if not t["asyncio"]:
+        return ["Asyncio tasks: none (asyncio is not imported)", ""]
+    if t["error"]:
+        return [f"Asyncio tasks: not read ({p(t['error'])})", ""]
+    tasks = {r["id"]: r for r in t["tasks"]}
+    running = sum(1 for r in t["tasks"] if r["state"] == "running")
+    lines = [f"Asyncio tasks: {len(tasks)} ({running} running)"]
+    thread_names = {th["python_tid"]: th["name"] for th in d["threads"]}
+    shown: set[int] = set()
+
+    def show(tid: int, depth: int) -> None:
+        r = tasks[tid]
+        pad = "    " * depth
+        head = f'{pad}Task "{p(r["name"])}" ({tid:#x})'
+        if tid in shown:
+            lines.append(f"{head}  [shown above]")
+            return
+        shown.add(tid)
+        if r["state"] == "running":
+            th = r["thread_id"]
+            name = thread_names.get(th)
+            where = (f" on thread {th:#x}" + (f' "{p(name)}"' if name else "")) if th else ""
+            lines.append(f"{head}  [running{where}]")
+        elif r["state"] == "pending":
+            lines.append(f"{head}  [pending: not started]")
+        else:
+            waits = f", waits on {p(r['waits_on'])}" if r["waits_on"] else ""
+            lines.append(f"{head}  [suspended{waits}]")
+        for filename, func, line in r["stack"]:
+            lines.append(f"{pad}    {p(func)} ({p(filename)}:{line})")
+        for child in r["awaits"]:
+            if child in tasks:
+                show(child, depth + 1)
+
+    roots = [i for i, r in tasks.items() if not any(a in tasks for a in r["awaited_by"])]
+    for tid in sorted(roots, key=lambda i: (tasks[i]["name"], i)):
+        show(tid, 0)
+    # Tasks only reachable through a cycle of waits.
+    for tid in sorted(set(tasks) - shown):
+        show(tid, 0)
+    lines.append("")
+    return lines
+
+
 def render(pid: int, as_json: bool, blocking: bool = False, native: bool = False,
-           native_all: bool = False) -> str:
+           native_all: bool = False, tasks: bool = False) -> str:
     """The dump of process pid as psrec prints it, text or JSON, newline-terminated. native
-    adds native stacks; native_all keeps the interpreter's call machinery in them."""
-    d = read_dump(pid, blocking, native or native_all)
+    adds native stacks; native_all keeps the interpreter's call machinery in them; tasks adds
+    the asyncio tasks."""
+    d = read_dump(pid, blocking, native or native_all, tasks)
     if as_json:
         doc = dump_json(d, hide=not native_all)
-        if native or native_all:
+        if tasks:
+            doc["asyncio"] = tasks_json(d)
+        if native or native_all or tasks:
             import json
 
             return json.dumps(doc, indent=2) + "\n"
         return render_json(doc) + "\n"
-    return "".join(line + "\n" for line in format_dump(d, hide=not native_all))
+    lines = format_dump(d, hide=not native_all)
+    if tasks:
+        lines += format_tasks(d)
+    return "".join(line + "\n" for line in lines)
 
 
 def _echo(text: str) -> None:
@@ -351,7 +436,7 @@ def parse_args(args: list[str]) -> tuple[int, bool, bool, bool, bool] | None:
 
 
 def print_dump(pid: int, as_json: bool, blocking: bool = False, native: bool = False,
-               native_all: bool = False) -> None:
+               native_all: bool = False, tasks: bool = False) -> None:
     """Prints the dump of process pid, text or JSON (the click command and the fast path
     alike); its errors are the caller's to word."""
-    _echo(render(pid, as_json, blocking, native, native_all))
+    _echo(render(pid, as_json, blocking, native, native_all, tasks))

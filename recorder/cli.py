@@ -24,10 +24,11 @@ _AFTER_DASHDASH = "psrec.after_dashdash"
 
 
 def dump_pid(pid: int, blocking: bool = False, as_json: bool = False, native: bool = False,
-             native_all: bool = False) -> None:
+             native_all: bool = False, tasks: bool = False) -> None:
     """Prints every thread's current stack, with GIL and CPU status (like py-spy dump), as
-    text or as one JSON document; with native, native frames interleaved."""
-    print_dump(pid, as_json, blocking, native, native_all)
+    text or as one JSON document; with native, native frames interleaved; with tasks, the
+    asyncio tasks as a tree."""
+    print_dump(pid, as_json, blocking, native, native_all, tasks)
 
 
 class _RecordCommand(click.Command):

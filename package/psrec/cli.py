@@ -95,16 +95,21 @@ def main(verbose: bool) -> None:
 @click.option("--native-all", is_flag=True,
               help="Like --native, keeping the interpreter's own frames (its evaluation loop "
                    "aside) that only carry calls.")
-def dump(target: str, as_json: bool, native: bool, native_all: bool) -> None:
+@click.option("--tasks", is_flag=True,
+              help="With a PID: also print its asyncio tasks as a tree (each under the task "
+                   "that waits on it), with where each suspended task waits. The process is "
+                   "stopped for the read when psrec may stop it (ptrace).")
+def dump(target: str, as_json: bool, native: bool, native_all: bool, tasks: bool) -> None:
     """Dump a recording (a file) chunk by chunk and record by record, or, given a PID, print
     every thread's current Python stack."""
     if not os.path.exists(target) and target.isdigit():
-        recorder.dump_pid(int(target), as_json=as_json, native=native, native_all=native_all)
+        recorder.dump_pid(int(target), as_json=as_json, native=native, native_all=native_all,
+                          tasks=tasks)
     else:
-        if native or native_all:
+        if native or native_all or tasks:
+            flag = "--tasks" if tasks else f"--native{'-all' if native_all else ''}"
             raise click.UsageError(
-                f"--native{'-all' if native_all else ''} reads a live process: give a PID, "
-                f"not the recording {target}")
+                f"{flag} reads a live process: give a PID, not the recording {target}")
         analyzer.dump_file(target, as_json=as_json)
 
 

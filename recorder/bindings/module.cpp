@@ -44,6 +44,29 @@ nb::dict infoDict(const TargetInfo& i) {
   return d;
 }
 
+nb::dict tasksDict(const TaskList& l) {
+  nb::list tasks;
+  for (const TaskRecord& r : l.tasks) {
+    nb::dict t;
+    t["id"] = r.id;
+    t["name"] = r.name;
+    t["state"] = r.state;
+    t["thread_id"] = r.thread_id;
+    nb::list stack;
+    for (const TaskFrame& f : r.stack) stack.append(nb::make_tuple(f.filename, f.name, f.line));
+    t["stack"] = stack;
+    t["waits_on"] = r.waits_on;
+    t["awaits"] = r.awaits;
+    t["awaited_by"] = r.awaited_by;
+    tasks.append(t);
+  }
+  nb::dict out;
+  out["asyncio"] = l.asyncio;
+  out["tasks"] = tasks;
+  out["error"] = l.error;
+  return out;
+}
+
 nb::dict statsDict(const SamplerStats& s) {
   nb::dict d;
   s.forEach([&](const char* name, auto value) { d[name] = value; });
@@ -63,11 +86,11 @@ NB_MODULE(_recorder, m) {
     }
   });
 
-  m.def("dump", [](int pid, bool blocking, bool native) {
+  m.def("dump", [](int pid, bool blocking, bool native, bool tasks) {
     ProcessDump d;
     {
       nb::gil_scoped_release release;
-      d = dumpProcess(pid, blocking, native);
+      d = dumpProcess(pid, blocking, native, tasks);
     }
     nb::list threads;
     for (const auto& t : d.threads) {
@@ -103,8 +126,10 @@ NB_MODULE(_recorder, m) {
     out["info"] = infoDict(d.info);
     out["threads"] = threads;
     if (native) out["native_replaced"] = d.native_replaced;
+    if (tasks) out["tasks"] = tasksDict(d.tasks);
     return out;
-  }, nb::arg("pid"), nb::arg("blocking") = false, nb::arg("native") = false);
+  }, nb::arg("pid"), nb::arg("blocking") = false, nb::arg("native") = false,
+     nb::arg("tasks") = false);
 
   m.def("inspect", [](int pid) {
     std::unique_ptr<PythonProcess> p;

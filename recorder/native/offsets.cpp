@@ -393,6 +393,11 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   l.iframe_owner = d.i32("interpreter_frame.owner");
   l.iframe_size = d.i32("interpreter_frame.localsplus");
   if (free_threaded) l.iframe_tlbc_index = d.i32("interpreter_frame.tlbc_index");
+  if (d.has("gen_object.gi_iframe") && d.has("interpreter_frame.stackpointer")) {
+    l.gen_iframe = d.i32("gen_object.gi_iframe");
+    l.gen_frame_state = d.i32("gen_object.gi_frame_state");
+    l.iframe_stackpointer = d.i32("interpreter_frame.stackpointer");
+  }
   l.code_filename = d.i32("code_object.filename");
   l.code_name = d.i32("code_object.name");
   l.code_qualname = d.i32("code_object.qualname");

@@ -125,7 +125,7 @@ bool ObjectReader::isStr(uint64_t obj) {
 }
 
 bool ObjectReader::keysEntries(uint64_t keys, uint64_t values, std::vector<DictEntry>& out,
-                               size_t max) {
+                               size_t max, bool inline_values) {
   out.clear();
   if (!keys || l_.dictkeys_nentries == kAbsent || l_.dictkeys_indices == kAbsent) return false;
   uint8_t head[64];
@@ -164,9 +164,11 @@ bool ObjectReader::keysEntries(uint64_t keys, uint64_t values, std::vector<DictE
   if (values) {
     uint64_t array = values + static_cast<uint64_t>(l_.dictvalues_values);
     if (l_.instance_dict == InstanceDict::kInlineValues) {
-      // 3.13+ PyDictValues starts {capacity, size, embedded, valid}: only capacity slots exist.
+      // 3.13+ PyDictValues starts {capacity, size, embedded, valid}: only capacity slots
+      // exist; values inside an object are in use only while valid (a dict's own are).
       uint8_t hdr[4];
-      if (mem_.read(values, hdr, sizeof hdr) != ReadStatus::kOk || !hdr[3]) return false;
+      if (mem_.read(values, hdr, sizeof hdr) != ReadStatus::kOk || (inline_values && !hdr[3]))
+        return false;
       nvals = std::min<size_t>(n, hdr[0]);
     }
     if (nvals && mem_.read(array, vals, nvals * 8) != ReadStatus::kOk) return false;
@@ -236,7 +238,11 @@ uint64_t ObjectReader::attribute(uint64_t obj, std::string_view name) {
   if (!t) return 0;
   uint64_t dict = 0, values = 0;
   const bool managed = (t->flags & kTpflagsManagedDict) != 0;
-  switch (l_.instance_dict) {
+  // A class deriving from a C type that has a __dict__ slot of its own (_asyncio.Future's
+  // subclasses) keeps its attributes there, on every version.
+  const InstanceDict where = !managed && t->dictoffset > 0 ? InstanceDict::kDictOffset
+                                                           : l_.instance_dict;
+  switch (where) {
     case InstanceDict::kDictOffset:
       if (t->dictoffset <= 0 ||
           !mem_.readValue(obj + static_cast<uint64_t>(t->dictoffset), dict))
@@ -268,7 +274,7 @@ uint64_t ObjectReader::attribute(uint64_t obj, std::string_view name) {
       break;
   }
   if (dict) return dictGet(dict, name);
-  if (!values || !t->cached_keys || !keysEntries(t->cached_keys, values, entries_, 4096))
+  if (!values || !t->cached_keys || !keysEntries(t->cached_keys, values, entries_, 4096, true))
     return 0;
   return findKey(entries_, name);
 }

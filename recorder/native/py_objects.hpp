@@ -50,8 +50,10 @@ class ObjectReader {
     uint64_t cached_keys = 0;  // heap types: the keys their instances share
   };
   const TypeInfo* typeOf(uint64_t obj, uint64_t* type_addr = nullptr);
-  // Entries of a keys object, with values from a split table's values when values != 0.
-  bool keysEntries(uint64_t keys, uint64_t values, std::vector<DictEntry>& out, size_t max);
+  // Entries of a keys object, with values from a split table's values when values != 0 (an
+  // object's inline values when inline_values, else a dict's).
+  bool keysEntries(uint64_t keys, uint64_t values, std::vector<DictEntry>& out, size_t max,
+                   bool inline_values = false);
   // The value of the entry whose key is the str `key` (0 if none).
   uint64_t findKey(const std::vector<DictEntry>& entries, std::string_view key);
 

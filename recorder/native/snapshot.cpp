@@ -95,7 +95,7 @@ void readNative(ThreadDump& d, pid_t tid, NativeModules& modules, NativeWalker& 
 }
 }  // namespace
 
-std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
+std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
   const bool one_frame_per_loop = proc.layout().version_hex < 0x030B0000;
   Unwinder unwinder(proc);
   CodeCache codes(proc);
@@ -127,7 +127,9 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
   list.begin(interp, head);
   ThreadHead t;
   auto no_hint = [](uint64_t) -> const StackHint* { return nullptr; };
+  std::vector<ThreadRef> refs;
   while (list.next(t, no_hint)) {
+    refs.push_back({t.tstate, t.thread_id});
     if (unwinder.pass.notStarted(t)) continue;
     ThreadStack stack;
     uint64_t read_again = 0;
@@ -168,15 +170,17 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc) {
     }
     out.push_back(std::move(d));
   }
+  if (tasks) *tasks = AsyncioTasks(proc, codes).read(interp, refs);
   return out;
 }
 
-ProcessDump dumpProcess(pid_t pid, bool blocking, bool native) {
+ProcessDump dumpProcess(pid_t pid, bool blocking, bool native, bool tasks) {
   ProcessDump d;
   auto proc = PythonProcess::attach(pid);
   d.info = proc->info();
+  TaskList* task_list = tasks ? &d.tasks : nullptr;
   if (!blocking && !native) {
-    d.threads = dumpThreads(*proc);
+    d.threads = dumpThreads(*proc, task_list);
     return d;
   }
   ProcessPause pause(pid);
@@ -185,7 +189,7 @@ ProcessDump dumpProcess(pid_t pid, bool blocking, bool native) {
     throw RecorderError(ErrorCode::kPermissionDenied,
                         "reading native stacks needs ptrace, which was refused for process " +
                             std::to_string(pid));
-  d.threads = dumpThreads(*proc);
+  d.threads = dumpThreads(*proc, task_list);
   if (!native) return d;
   NativeModules modules(pid);
   modules.findEvalLoop(d.info.runtime_addr);

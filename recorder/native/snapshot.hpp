@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "recorder/native/asyncio_tasks.hpp"
 #include "recorder/native/python_process.hpp"
 
 namespace psrec::recorder {
@@ -52,14 +53,16 @@ struct ProcessDump {
   TargetInfo info;
   std::vector<ThreadDump> threads;
   std::vector<std::string> native_replaced;  // binaries replaced on disk while mapped
+  TaskList tasks;                             // with tasks: its asyncio tasks
 };
 
 // Attaches (throws RecorderError) and reads every thread's stack once. With blocking, the
 // process is stopped while it is read. With native, it is stopped too (a thread's registers
 // can be read only then), and each thread's native stack is read and named; threads of the
 // process that run no Python come after those that do.
-ProcessDump dumpProcess(pid_t pid, bool blocking, bool native = false);
-// Same for an already attached process.
-std::vector<ThreadDump> dumpThreads(PythonProcess& proc);
+// With tasks, the process's asyncio tasks are read too, in the same stop.
+ProcessDump dumpProcess(pid_t pid, bool blocking, bool native = false, bool tasks = false);
+// Same for an already attached process (and its asyncio tasks into tasks, when given).
+std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks = nullptr);
 
 }  // namespace psrec::recorder

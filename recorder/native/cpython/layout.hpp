@@ -148,6 +148,11 @@ struct Layout {
   // (0 is co_code_adaptive; others are listed in code->co_tlbc).
   Field<st::IFrame> iframe_tlbc_index = kAbsent;
   int32_t iframe_size = 0;            // offset of localsplus: the header we copy
+  // 3.14+, from _Py_DebugOffsets, for reading coroutines (cpython/asyncio_layout.hpp): not
+  // part of a stack's read, so not in forEachOffset.
+  int32_t iframe_stackpointer = kAbsent;  // _PyStackRef *stackpointer
+  int32_t gen_iframe = kAbsent;           // PyGenObject's frame, inside the object
+  int32_t gen_frame_state = kAbsent;      // int8_t gi_frame_state
 
   // PyCodeObject
   Field<st::Code> code_filename = kAbsent;

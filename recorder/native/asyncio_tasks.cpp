@@ -1,0 +1,490 @@
+#include "recorder/native/asyncio_tasks.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <unordered_set>
+
+#include "recorder/native/process_maps.hpp"
+
+namespace psrec::recorder {
+
+namespace {
+
+constexpr size_t kMaxTasks = 1 << 20;
+constexpr size_t kMaxChain = 256;  // coroutines in one task's chain
+constexpr size_t kMaxSet = 1 << 22;
+constexpr int kMaxBases = 32;
+
+bool has(int32_t off) { return off != cpython::kAbsent; }
+
+// The .AsyncioDebug section of the first mapped binary that has one: the _asyncio extension
+// module, or the interpreter when it is built in.
+bool findAsyncioDebug(pid_t pid, cpython::AsyncioLayout& a) {
+  std::set<std::string> tried;
+  std::vector<MapEntry> maps = readMaps(pid);
+  // The extension module first: it is where the section is unless _asyncio is built in.
+  std::stable_partition(maps.begin(), maps.end(), [](const MapEntry& m) {
+    return m.path.find("_asyncio") != std::string::npos;
+  });
+  for (const MapEntry& m : maps) {
+    if (m.path.empty() || m.path[0] != '/' || !tried.insert(m.path).second) continue;
+    const std::string base = m.path.substr(m.path.rfind('/') + 1);
+    if (base.find("_asyncio") == std::string::npos && base.find("python") == std::string::npos)
+      continue;
+    std::optional<ElfFile> elf = ElfFile::open(m.path, pid);
+    if (!elf) continue;
+    auto sec = elf->section(".AsyncioDebug");
+    if (!sec || sec->second > 4096) continue;
+    std::vector<uint8_t> buf(sec->second);
+    if (!elf->readAt(sec->first, buf.data(), buf.size())) continue;
+    if (cpython::withAsyncioDebug(a, buf.data(), buf.size())) return true;
+  }
+  return false;
+}
+
+std::string cString(RemoteMemory& mem, uint64_t addr) {
+  char buf[128];
+  ReadStatus st;
+  size_t got = mem.readSome(addr, buf, sizeof buf, &st);
+  size_t n = 0;
+  while (n < got && buf[n]) ++n;
+  return n < got ? std::string(buf, n) : std::string();
+}
+
+}  // namespace
+
+AsyncioTasks::AsyncioTasks(PythonProcess& proc, CodeCache& codes)
+    : proc_(proc), codes_(codes), objs_(proc.mem(), proc.layout()),
+      a_(cpython::asyncioLayout(proc.layout())) {
+  const auto& l = proc.layout();
+  hdr_ = static_cast<uint64_t>(l.object_type) + 8;
+  if (l.version_hex >= 0x030E0000) {
+    if (!has(a_.gen_iframe) || !has(a_.iframe_stackpointer))
+      layout_error_ = "the interpreter's debug offsets do not describe coroutines";
+    else
+      have_debug_ = findAsyncioDebug(proc.pid(), a_);
+  } else if (!has(a_.task_coro)) {
+    layout_error_ = "psrec does not know this version's asyncio";
+  }
+}
+
+uint64_t AsyncioTasks::word(uint64_t addr) {
+  uint64_t v = 0;
+  if (!addr || !proc_.mem().readValue(addr, v)) return 0;
+  return v;
+}
+
+const AsyncioTasks::TypeDesc* AsyncioTasks::type(uint64_t obj) {
+  const auto& l = proc_.layout();
+  const uint64_t t = word(obj + static_cast<uint64_t>(l.object_type));
+  if (!t) return nullptr;
+  auto it = types_.find(t);
+  if (it != types_.end()) return &it->second;
+  // tp_name follows the type's PyVarObject header; tp_base lies 88 bytes after tp_flags.
+  const uint64_t name_at = static_cast<uint64_t>(l.var_size) + 8;
+  const uint64_t base_at = static_cast<uint64_t>(l.type_flags) + 88;
+  TypeDesc d;
+  d.name = cString(proc_.mem(), word(t + name_at));
+  if (d.name.empty()) return nullptr;
+  d.coroutine = d.name == "coroutine" || d.name == "generator";
+  d.future_iter = d.name == "_asyncio.FutureIter";
+  uint64_t b = t;
+  for (int i = 0; i < kMaxBases && b; ++i) {
+    const std::string n = i == 0 ? d.name : cString(proc_.mem(), word(b + name_at));
+    if (n == "_asyncio.Task") d.c_task = true;
+    if (n == "_GatheringFuture") d.gathering = true;
+    if (n == "Task" && !d.c_task) d.py_task = true;
+    b = word(b + base_at);
+  }
+  if (d.c_task) d.py_task = false;
+  return &types_.emplace(t, std::move(d)).first->second;
+}
+
+bool AsyncioTasks::setItems(uint64_t set, std::vector<uint64_t>& out) {
+  // PySetObject: fill, used, mask, table after the header; a table of {key, hash} entries
+  // (Include/cpython/setobject.h). Empty slots hold NULL, deleted ones the dummy key, which
+  // is no object of the type the caller looks for.
+  int64_t mask = 0;
+  uint64_t table = 0;
+  if (!proc_.mem().readValue(set + hdr_ + 16, mask) || mask < 0 ||
+      static_cast<uint64_t>(mask) >= kMaxSet || !(table = word(set + hdr_ + 24)))
+    return false;
+  std::vector<uint64_t> entries(2 * (static_cast<size_t>(mask) + 1));
+  if (proc_.mem().read(table, entries.data(), entries.size() * 8) != ReadStatus::kOk)
+    return false;
+  for (size_t i = 0; i < entries.size(); i += 2)
+    if (entries[i]) out.push_back(entries[i]);
+  return true;
+}
+
+bool AsyncioTasks::weakSetItems(uint64_t weakset, std::vector<uint64_t>& out) {
+  // A weakref.WeakSet keeps weak references in its `data` set; a reference's wr_object is
+  // the first field after its header (Py_None once the referent is gone).
+  const uint64_t data = objs_.attribute(weakset, "data");
+  std::vector<uint64_t> refs;
+  if (!data || !setItems(data, refs)) return false;
+  for (uint64_t r : refs)
+    if (uint64_t o = word(r + hdr_)) out.push_back(o);
+  return true;
+}
+
+bool AsyncioTasks::listItems(uint64_t list, std::vector<uint64_t>& out) {
+  const auto& l = proc_.layout();
+  int64_t n = 0;
+  if (!proc_.mem().readValue(list + static_cast<uint64_t>(l.var_size), n) || n < 0 ||
+      n > (1 << 20))
+    return false;
+  const uint64_t items = word(list + static_cast<uint64_t>(l.var_size) + 8);
+  if (!n) return true;
+  std::vector<uint64_t> v(static_cast<size_t>(n));
+  if (!items || proc_.mem().read(items, v.data(), v.size() * 8) != ReadStatus::kOk) return false;
+  out.insert(out.end(), v.begin(), v.end());
+  return true;
+}
+
+std::optional<int64_t> AsyncioTasks::intValue(uint64_t obj) {
+  // PyLongObject: 30-bit digits after ob_size (3.8-3.11) or lv_tag (3.12+: digit count << 3,
+  // sign in the low two bits: 0 positive, 1 zero, 2 negative).
+  const auto& l = proc_.layout();
+  const uint64_t at = static_cast<uint64_t>(l.var_size);
+  int64_t size = 0;
+  uint32_t digits[3] = {0, 0, 0};
+  if (!proc_.mem().readValue(obj + at, size)) return std::nullopt;
+  int64_t n;
+  bool negative;
+  if (l.version_hex >= 0x030C0000) {
+    const uint64_t tag = static_cast<uint64_t>(size);
+    n = static_cast<int64_t>(tag >> 3);
+    negative = (tag & 3) == 2;
+    if ((tag & 3) == 1) return 0;
+  } else {
+    n = size < 0 ? -size : size;
+    negative = size < 0;
+  }
+  if (n < 0 || n > 3) return std::nullopt;
+  if (n && proc_.mem().read(obj + at + 8, digits, static_cast<size_t>(n) * 4) != ReadStatus::kOk)
+    return std::nullopt;
+  uint64_t v = 0;
+  for (int64_t i = n; i-- > 0;) v = (v << 30) | (digits[i] & 0x3FFFFFFF);
+  return negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+}
+
+uint64_t AsyncioTasks::module(std::string_view name) {
+  const auto& l = proc_.layout();
+  uint64_t interp = proc_.mainInterpreter(), modules = 0, md = 0;
+  if (!interp || !has(l.interp_modules) || !has(l.module_dict) ||
+      !proc_.mem().readValue(interp + static_cast<uint64_t>(l.interp_modules), modules))
+    return 0;
+  const uint64_t m = objs_.dictGet(modules, name);
+  if (!m || !proc_.mem().readValue(m + static_cast<uint64_t>(l.module_dict), md)) return 0;
+  return md;
+}
+
+bool AsyncioTasks::findTasks(uint64_t interp, const std::vector<ThreadRef>& threads,
+                             std::vector<uint64_t>& out, std::string& why) {
+  const uint32_t minor = (proc_.layout().version_hex >> 16) & 0xFF;
+  if (minor >= 14) {
+    if (!have_debug_) {
+      why = "the _asyncio module's debug offsets (.AsyncioDebug) were not found";
+      return false;
+    }
+    // Each list is circular through its head; a node lies task_node bytes into its task.
+    auto walk = [&](uint64_t head) {
+      uint64_t node = word(head);
+      for (size_t n = 0; node && node != head && n < kMaxTasks; ++n) {
+        out.push_back(node - static_cast<uint64_t>(a_.task_node));
+        node = word(node);
+      }
+      return node == head;
+    };
+    bool ok = true;
+    for (const ThreadRef& t : threads)
+      ok &= walk(t.tstate + static_cast<uint64_t>(a_.tstate_tasks_head));
+    ok &= walk(interp + static_cast<uint64_t>(a_.interp_tasks_head));
+    if (!ok) why = "a list of tasks changed while it was read";
+    return ok;
+  }
+  const uint64_t tasks = module("asyncio.tasks");
+  if (!tasks) {
+    why = "asyncio.tasks could not be read";
+    return false;
+  }
+  const char* weak = minor <= 11 ? "_all_tasks" : "_scheduled_tasks";
+  const uint64_t ws = objs_.dictGet(tasks, weak);
+  if (!ws || !weakSetItems(ws, out)) {
+    why = std::string("asyncio.tasks.") + weak + " could not be read";
+    return false;
+  }
+  if (minor >= 12) {
+    const uint64_t eager = objs_.dictGet(tasks, "_eager_tasks");
+    if (eager) setItems(eager, out);
+  }
+  return true;
+}
+
+bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
+  const auto& l = proc_.layout();
+  const uint64_t tag = ~l.code_tag_bits;
+  uint64_t obj = coro;
+  for (size_t depth = 0; depth < kMaxChain; ++depth) {
+    const TypeDesc* t = type(obj);
+    if (!t || !t->coroutine) return depth > 0;
+    uint64_t code = 0, instr = 0, top = 0;
+    int32_t tlbc = 0;
+    bool suspended_in_await = false;
+    if (has(a_.gen_frame)) {  // 3.8-3.10: a frame object, NULL once the coroutine finished
+      const uint64_t f = word(obj + static_cast<uint64_t>(a_.gen_frame));
+      if (!f) return depth > 0;
+      std::vector<uint8_t> fb(static_cast<size_t>(l.frame_size));
+      if (proc_.mem().read(f, fb.data(), fb.size()) != ReadStatus::kOk) return depth > 0;
+      auto get = [&](int32_t off, auto& v) { std::memcpy(&v, fb.data() + off, sizeof v); };
+      get(l.frame_code, code);
+      int32_t lasti = 0;
+      get(l.frame_lasti, lasti);
+      instr = static_cast<uint64_t>(static_cast<uint32_t>(lasti));
+      int8_t running = 0;
+      get(l.frame_state, running);
+      if (running == l.frame_state_running) {
+        rec.state = depth == 0 ? "running" : rec.state;
+        return true;
+      }
+      if (lasti < 0) {  // created, not started
+        if (depth == 0) rec.state = "pending";
+      } else if (has(a_.frame_stacktop)) {
+        const uint64_t st = word(f + static_cast<uint64_t>(a_.frame_stacktop));
+        if (st) top = word(st - 8);
+      } else {
+        const uint64_t vs = word(f + static_cast<uint64_t>(a_.frame_valuestack));
+        int32_t sd = 0;
+        if (vs && proc_.mem().readValue(f + static_cast<uint64_t>(a_.frame_stackdepth), sd) &&
+            sd > 0 && sd < (1 << 20))
+          top = word(vs + 8 * static_cast<uint64_t>(sd - 1));
+      }
+      suspended_in_await = top != 0;
+    } else {  // 3.11+: the frame lives inside the coroutine
+      int8_t state = 0;
+      const uint64_t fr = obj + static_cast<uint64_t>(a_.gen_iframe);
+      if (!proc_.mem().readValue(obj + static_cast<uint64_t>(a_.gen_frame_state), state))
+        return depth > 0;
+      if (state == a_.state_executing) {
+        if (depth == 0) rec.state = "running";
+        return true;
+      }
+      const bool suspended = state >= a_.state_suspended_min && state <= a_.state_suspended_max;
+      if (!suspended && !(state < a_.state_suspended_min && depth == 0 &&
+                          state < a_.state_executing))
+        return depth > 0;  // finished (a created frame only counts for the task's own)
+      if (!suspended) rec.state = "pending";
+      std::vector<uint8_t> fb(static_cast<size_t>(l.iframe_size));
+      if (proc_.mem().read(fr, fb.data(), fb.size()) != ReadStatus::kOk) return depth > 0;
+      std::memcpy(&code, fb.data() + l.iframe_code, 8);
+      code &= tag;
+      std::memcpy(&instr, fb.data() + l.iframe_instr, 8);
+      if (has(l.iframe_tlbc_index)) std::memcpy(&tlbc, fb.data() + l.iframe_tlbc_index, 4);
+      if (suspended && state >= a_.state_yield_from_min && state <= a_.state_yield_from_max) {
+        if (has(a_.iframe_stackpointer)) {
+          uint64_t sp = 0;
+          std::memcpy(&sp, fb.data() + a_.iframe_stackpointer, 8);
+          const uint64_t below = 8 * static_cast<uint64_t>(a_.awaited_depth);
+          if (sp >= fr + static_cast<uint64_t>(l.iframe_size) + below) top = word(sp - below) & tag;
+        } else {
+          int32_t st = 0;
+          std::memcpy(&st, fb.data() + a_.iframe_stacktop, 4);
+          if (st > 0 && st < (1 << 20))
+            top = word(fr + static_cast<uint64_t>(l.iframe_size) +
+                       8 * static_cast<uint64_t>(st - 1));
+        }
+        suspended_in_await = top != 0;
+      }
+    }
+    CodeInfo* info = codes_.lookup(code, ++pass_);
+    if (!info) return depth > 0;
+    TaskFrame tf;
+    tf.filename = info->filename;
+    tf.name = info->name;
+    tf.line = info->lineAt(l.line_table, codes_.byteOffset(*info, instr, tlbc));
+    rec.stack.push_back(std::move(tf));
+    if (!suspended_in_await) return true;
+    obj = top;
+  }
+  return true;
+}
+
+bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter) {
+  const TypeDesc* t = type(task);
+  if (!t || !(t->c_task || t->py_task)) return false;
+  uint64_t coro = 0, name = 0;
+  if (t->c_task) {
+    coro = word(task + static_cast<uint64_t>(a_.task_coro));
+    name = word(task + static_cast<uint64_t>(a_.task_name));
+    fut_waiter = word(task + static_cast<uint64_t>(a_.task_fut_waiter));
+  } else {
+    coro = objs_.attribute(task, "_coro");
+    name = objs_.attribute(task, "_name");
+    fut_waiter = objs_.attribute(task, "_fut_waiter");
+  }
+  if (!coro) return false;  // finished: 3.12+ let go of the coroutine
+  rec.id = task;
+  rec.state = "suspended";
+  if (!coroutineChain(coro, rec)) return false;  // its coroutine has finished
+  if (rec.state != "running") {
+    // Innermost first, as every stack psrec prints.
+    std::reverse(rec.stack.begin(), rec.stack.end());
+    const TypeDesc* w = fut_waiter ? type(fut_waiter) : nullptr;
+    if (w) {
+      rec.waits_on = w->c_task || w->py_task ? "Task" : w->name;
+      if (rec.waits_on.rfind("_asyncio.", 0) == 0) rec.waits_on.erase(0, 9);
+    }
+  } else {
+    rec.stack.clear();
+    fut_waiter = 0;
+  }
+  const TypeDesc* n = name ? type(name) : nullptr;
+  if (n && n->name == "str") {
+    readUnicode(proc_.mem(), proc_.layout(), name, rec.name, 1024);
+  } else if (n && n->name == "int") {
+    // 3.13+ name a task lazily: the counter, until its name is asked for.
+    if (auto v = intValue(name)) rec.name = "Task-" + std::to_string(*v);
+  }
+  return true;
+}
+
+void AsyncioTasks::deriveAwaits(std::unordered_map<uint64_t, TaskRecord*>& by_id,
+                                const std::unordered_map<uint64_t, uint64_t>& waiters) {
+  auto edge = [&](uint64_t parent, uint64_t child) {
+    auto p = by_id.find(parent), c = by_id.find(child);
+    if (p == by_id.end() || c == by_id.end() || parent == child) return;
+    auto& a = p->second->awaits;
+    if (std::find(a.begin(), a.end(), child) != a.end()) return;
+    a.push_back(child);
+    c->second->awaited_by.push_back(parent);
+  };
+  for (const auto& [task, waiter] : waiters) {
+    if (!waiter) continue;
+    if (by_id.count(waiter)) {
+      edge(task, waiter);
+      continue;
+    }
+    // A gather's future: its children (tasks, or the futures of nested gathers).
+    std::vector<uint64_t> pending{waiter};
+    for (int level = 0; level < 8 && !pending.empty(); ++level) {
+      std::vector<uint64_t> next;
+      for (uint64_t f : pending) {
+        const TypeDesc* t = type(f);
+        if (!t || !t->gathering) continue;
+        std::vector<uint64_t> children;
+        const uint64_t list = objs_.attribute(f, "_children");
+        if (!list || !listItems(list, children)) continue;
+        for (uint64_t c : children) {
+          if (by_id.count(c))
+            edge(task, c);
+          else
+            next.push_back(c);
+        }
+      }
+      pending.swap(next);
+    }
+  }
+  // A TaskGroup's tasks: each has the group's _on_task_done as its first done callback, and
+  // the group knows the task whose `async with` block it is (_parent_task).
+  if (!has(a_.task_coro)) return;
+  for (auto& [id, rec] : by_id) {
+    const TypeDesc* t = type(id);
+    uint64_t cb = 0;
+    if (t && t->c_task) {
+      cb = word(id + hdr_ + 8);  // FutureObj: fut_loop, then fut_callback0
+    } else if (t && t->py_task) {
+      std::vector<uint64_t> cbs;
+      const uint64_t list = objs_.attribute(id, "_callbacks");
+      if (list && listItems(list, cbs) && !cbs.empty())
+        cb = word(cbs[0] + static_cast<uint64_t>(proc_.layout().var_size) + 8);  // (cb, ctx)
+    }
+    const TypeDesc* ct = cb ? type(cb) : nullptr;
+    if (!ct || ct->name != "method") continue;
+    const uint64_t group = word(cb + hdr_ + 8);  // PyMethodObject: im_func, im_self
+    const TypeDesc* gt = group ? type(group) : nullptr;
+    if (!gt || gt->name != "TaskGroup") continue;
+    if (uint64_t parent = objs_.attribute(group, "_parent_task")) edge(parent, id);
+  }
+}
+
+void AsyncioTasks::readAwaitedBy(std::unordered_map<uint64_t, TaskRecord*>& by_id) {
+  for (auto& [id, rec] : by_id) {
+    const uint64_t by = word(id + static_cast<uint64_t>(a_.task_awaited_by));
+    if (!by) continue;
+    uint8_t is_set = 0;
+    proc_.mem().readValue(id + static_cast<uint64_t>(a_.task_awaited_by_is_set), is_set);
+    std::vector<uint64_t> awaiters;
+    if (is_set)
+      setItems(by, awaiters);
+    else
+      awaiters.push_back(by);
+    for (uint64_t w : awaiters) {
+      auto p = by_id.find(w);
+      if (p == by_id.end() || w == id) continue;
+      if (std::find(rec->awaited_by.begin(), rec->awaited_by.end(), w) != rec->awaited_by.end())
+        continue;
+      rec->awaited_by.push_back(w);
+      p->second->awaits.push_back(id);
+    }
+  }
+}
+
+TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threads) {
+  TaskList out;
+  if (!module("asyncio")) return out;
+  out.asyncio = true;
+  if (!layout_error_.empty()) {
+    out.error = layout_error_;
+    return out;
+  }
+  std::vector<uint64_t> found;
+  if (!findTasks(interp, threads, found, out.error)) return out;
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  // The task each thread runs now.
+  std::unordered_map<uint64_t, uint64_t> running;  // task -> thread id
+  if (has(a_.tstate_running_task)) {
+    for (const ThreadRef& t : threads)
+      if (uint64_t task = word(t.tstate + static_cast<uint64_t>(a_.tstate_running_task)))
+        running[task] = t.thread_id;
+  } else if (uint64_t tasks = module("asyncio.tasks")) {
+    std::vector<DictEntry> current;
+    const uint64_t cur = objs_.dictGet(tasks, "_current_tasks");
+    if (cur && objs_.dictEntries(cur, current, 1 << 16)) {
+      for (const DictEntry& e : current) {
+        uint64_t tid = 0;
+        if (uint64_t ident = objs_.attribute(e.key, "_thread_id"))
+          if (auto v = intValue(ident)) tid = static_cast<uint64_t>(*v);
+        running[e.value] = tid;
+      }
+    }
+  }
+  std::unordered_map<uint64_t, uint64_t> waiters;
+  out.tasks.reserve(found.size());
+  for (uint64_t task : found) {
+    TaskRecord rec;
+    uint64_t waiter = 0;
+    if (!readTask(task, rec, waiter)) continue;
+    auto r = running.find(task);
+    if (r != running.end()) {
+      rec.state = "running";
+      rec.thread_id = r->second;
+      rec.stack.clear();
+      rec.waits_on.clear();
+      waiter = 0;
+    }
+    waiters[task] = waiter;
+    out.tasks.push_back(std::move(rec));
+  }
+  std::unordered_map<uint64_t, TaskRecord*> by_id;
+  for (TaskRecord& r : out.tasks) by_id[r.id] = &r;
+  if (has(a_.task_awaited_by))
+    readAwaitedBy(by_id);
+  else
+    deriveAwaits(by_id, waiters);
+  return out;
+}
+
+}  // namespace psrec::recorder

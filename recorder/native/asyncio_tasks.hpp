@@ -1,0 +1,104 @@
+// The asyncio tasks of a target, read from outside it: each task's name, whether a thread runs
+// it now, where it is suspended (its chain of coroutines, down to the innermost await) and which
+// tasks wait on which. Every read may fail or be torn; a task that cannot be read whole is left
+// out rather than guessed.
+//
+// Where the tasks are:
+// - 3.8-3.13: asyncio.tasks._all_tasks (3.8-3.11) or _scheduled_tasks and _eager_tasks
+//   (3.12-3.13), a WeakSet and a set; the task each loop runs in asyncio.tasks._current_tasks
+//   ({loop: task}), the loop's thread in its _thread_id.
+// - 3.14+: a linked list per thread state (and one in the interpreter for tasks whose thread
+//   has exited), the running task in the thread state, as the _asyncio module's .AsyncioDebug
+//   section says.
+// Which task waits on which: 3.14+ keep it in each task (task_awaited_by); before, psrec derives
+// it as 3.14 records it: a task waits on the task it awaits, on the children of the gather it
+// awaits, and on the tasks of the TaskGroup whose block it is in.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "recorder/native/code_cache.hpp"
+#include "recorder/native/cpython/asyncio_layout.hpp"
+#include "recorder/native/py_objects.hpp"
+#include "recorder/native/python_process.hpp"
+
+namespace psrec::recorder {
+
+struct TaskFrame {
+  std::string filename;
+  std::string name;
+  int line = 0;
+};
+
+struct TaskRecord {
+  uint64_t id = 0;         // the task object's address (what asyncio's own tools call its id)
+  std::string name;
+  std::string state;       // "running", "suspended" or "pending" (created, not started yet)
+  uint64_t thread_id = 0;  // running: the Python thread id of the thread running it
+  // Suspended: its coroutines, innermost first, down to the await it is suspended at.
+  std::vector<TaskFrame> stack;
+  std::string waits_on;    // suspended: the type of what it waits on (Task, Future, ...)
+  std::vector<uint64_t> awaits;      // the tasks it waits on
+  std::vector<uint64_t> awaited_by;  // the tasks waiting on it
+};
+
+struct TaskList {
+  bool asyncio = false;  // asyncio is imported
+  std::vector<TaskRecord> tasks;
+  std::string error;     // why the tasks could not be read (tasks is then empty)
+};
+
+struct ThreadRef {
+  uint64_t tstate = 0;
+  uint64_t thread_id = 0;
+};
+
+class AsyncioTasks {
+ public:
+  AsyncioTasks(PythonProcess& proc, CodeCache& codes);
+
+  // Reads every live task of the interpreter interp, whose threads are given.
+  TaskList read(uint64_t interp, const std::vector<ThreadRef>& threads);
+
+ private:
+  struct TypeDesc {
+    std::string name;
+    bool c_task = false;     // _asyncio.Task or a subclass of it
+    bool py_task = false;    // asyncio.tasks.Task in pure Python, or a subclass
+    bool gathering = false;  // asyncio.tasks._GatheringFuture
+    bool coroutine = false;  // a coroutine or a generator (something with a frame)
+    bool future_iter = false;
+  };
+  const TypeDesc* type(uint64_t obj);
+  uint64_t word(uint64_t addr);
+  bool setItems(uint64_t set, std::vector<uint64_t>& out);
+  bool weakSetItems(uint64_t weakset, std::vector<uint64_t>& out);
+  bool listItems(uint64_t list, std::vector<uint64_t>& out);
+  std::optional<int64_t> intValue(uint64_t obj);
+  uint64_t module(std::string_view name);
+  bool findTasks(uint64_t interp, const std::vector<ThreadRef>& threads,
+                 std::vector<uint64_t>& out, std::string& why);
+  // The frames of a coroutine chain from coro inward; false when coro has finished.
+  bool coroutineChain(uint64_t coro, TaskRecord& rec);
+  bool readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter);
+  void deriveAwaits(std::unordered_map<uint64_t, TaskRecord*>& by_id,
+                    const std::unordered_map<uint64_t, uint64_t>& waiters);
+  void readAwaitedBy(std::unordered_map<uint64_t, TaskRecord*>& by_id);
+
+  PythonProcess& proc_;
+  CodeCache& codes_;
+  ObjectReader objs_;
+  cpython::AsyncioLayout a_;
+  bool have_debug_ = false;
+  std::string layout_error_;
+  uint64_t hdr_ = 16;  // where an object's first field lies (after PyObject_HEAD)
+  std::unordered_map<uint64_t, TypeDesc> types_;
+  uint64_t pass_ = 1000;
+};
+
+}  // namespace psrec::recorder

@@ -6,7 +6,7 @@ spec/psr-format.md is normative; tests/unit/test_spec_sync.py keeps the three in
 from __future__ import annotations
 
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 3
+FORMAT_MINOR = 4
 
 MAGIC = b"\x89PSR\r\n\x1a\n"
 TRAILER_MAGIC = b"PSR-END\n"
@@ -34,6 +34,7 @@ REC_FUNCTION = 0x02
 REC_FRAME = 0x03
 REC_THREAD = 0x04
 REC_PROCESS = 0x05
+REC_TASK = 0x06
 
 # Data records.
 REC_BEGIN = 0x10
@@ -45,6 +46,7 @@ REC_PROCESS_START = 0x23
 REC_PROCESS_EXIT = 0x24
 REC_PASS_ERRORS = 0x25
 REC_MARKER = 0x26
+REC_PASS_TASKS = 0x27
 
 ENTRY_STACK = 0x1
 ENTRY_STATUS = 0x2
@@ -98,6 +100,7 @@ RECORD_NAMES = {
     REC_FRAME: "FRAME",
     REC_THREAD: "THREAD",
     REC_PROCESS: "PROCESS",
+    REC_TASK: "TASK",
     REC_BEGIN: "BEGIN",
     REC_PASS: "PASS",
     REC_THREAD_START: "THREAD_START",
@@ -107,4 +110,5 @@ RECORD_NAMES = {
     REC_PROCESS_EXIT: "PROCESS_EXIT",
     REC_PASS_ERRORS: "PASS_ERRORS",
     REC_MARKER: "MARKER",
+    REC_PASS_TASKS: "PASS_TASKS",
 }

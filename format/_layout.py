@@ -49,6 +49,10 @@ RECORD_FIELDS: dict[int, tuple[Field, ...]] = {
                    Field("name", "string id", "u32"), Field("start_ts", _V, "u64", "start")),
     C.REC_PROCESS: (Field("pid", _V, "u64"), Field("parent_pid", _V, "u64"),
                     Field("command", "string id", "u32"), Field("start_ts", _V, "u64", "start")),
+    # format 1.4: asyncio tasks
+    C.REC_TASK: (Field("id", _V, "u32"), Field("pid", _V, "u64"),
+                 Field("address", _V, "u64", show="{:#x}"), Field("name", "string id", "u32"),
+                 Field("coroutine", "function id", "u32"), Field("start_ts", _V, "u64", "start")),
     C.REC_BEGIN: (Field("seq", _V, "u64"), Field("base_ts", _V, "i64"),
                   Field("prev_pass", _V, "i64")),
     C.REC_PASS: (Field("delta", _V, "i64"),),
@@ -64,6 +68,7 @@ RECORD_FIELDS: dict[int, tuple[Field, ...]] = {
     C.REC_PASS_ERRORS: (Field("ts", _V, "u64"), Field("errors", _V, "i64"),
                         Field("missed_deadlines", _V, "i64", "missed")),
     C.REC_MARKER: (Field("ts", _V, "u64"), Field("label", "string id", "i64")),
+    C.REC_PASS_TASKS: (),  # then (ref, task) pairs to its end (section 4)
 }
 
 
@@ -79,7 +84,7 @@ class Column(NamedTuple):
 # tests/unit/test_spec_sync.py checks the two against the spec's table.
 SAMPLE_COLUMNS: tuple[Column, ...] = (
     Column("ts", "q"), Column("thread", "I"), Column("node", "I"), Column("status", "B"),
-    Column("cpu", "I"), Column("weight", "I"),
+    Column("cpu", "I"), Column("weight", "I"), Column("task", "I"),
 )
 
 _HEADER = struct.Struct("<8sHHIqqII20s")  # without its trailing crc32

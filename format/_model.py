@@ -8,8 +8,8 @@ from typing import Any
 
 from . import _constants as C
 
-__all__ = ["ChunkInfo", "Function", "Frame", "ProcessInfo", "ThreadInfo", "Definitions",
-           "TRUNCATED"]
+__all__ = ["ChunkInfo", "Function", "Frame", "ProcessInfo", "TaskInfo", "ThreadInfo",
+           "Definitions", "TRUNCATED"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,24 @@ class ThreadInfo:
         return self.name or f"thread (tid {self.os_tid or self.python_tid})"
 
 
+@dataclass(frozen=True)
+class TaskInfo:
+    """An asyncio task a thread ran (format 1.4): its TASK id, process, address (asyncio's own
+    tools call it the task's id), name when first seen, the function of its coroutine (None
+    when not known) and when it was first seen."""
+
+    id: int
+    pid: int
+    address: int
+    name: str
+    coroutine: Function | None
+    start_ts: int
+
+    @property
+    def label(self) -> str:
+        return self.name or f"task {self.address:#x}"
+
+
 _UNKNOWN_FUNCTION = Function(0, "<unknown>", "<unknown>", 0)
 TRUNCATED = Frame(0, Function(0, "<psrec>", "[truncated stack]", 0), 0)
 
@@ -108,12 +126,13 @@ class Definitions:
     frames: dict[int, Frame] = field(default_factory=lambda: {0: TRUNCATED})
     threads: dict[int, ThreadInfo] = field(default_factory=dict)
     processes: list[ProcessInfo] = field(default_factory=list)  # in start order
+    tasks: dict[int, TaskInfo] = field(default_factory=dict)  # by TASK id
     unknown_records: int = 0
     _processes_seen: set[tuple[int, int, int, int]] = field(default_factory=set, repr=False)
 
-    def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]
-            ) -> None:
-        strings, functions, frames, threads, processes, unknown = decoded
+    def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int,
+                                 list[Any]]) -> None:
+        strings, functions, frames, threads, processes, unknown, tasks = decoded
         s = self.strings
         for sid, value in strings:
             s[sid] = value
@@ -136,6 +155,9 @@ class Definitions:
                 continue
             self._processes_seen.add(key)
             self.processes.append(ProcessInfo(pid, ppid, s.get(command, ""), start))
+        for tid, pid, address, name, coroutine, start in tasks:
+            self.tasks[tid] = TaskInfo(tid, pid, address, s.get(name, ""),
+                                       self.functions.get(coroutine), start)
         self.unknown_records += unknown
 
     def process_of(self, thread: ThreadInfo) -> ProcessInfo | None:

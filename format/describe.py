@@ -251,7 +251,7 @@ class _Checker:
         try:
             if ctype == C.CHUNK_DEFS:
                 decoded = _decode_defs(payload, self.records)
-                self.records -= sum(len(part) for part in decoded[:5])
+                self.records -= sum(len(part) for part in (*decoded[:5], decoded[6]))
             else:
                 self.batch.clear()
                 b = self.rec.budgets

@@ -228,7 +228,7 @@ class Recording:
                     self._warn(f"{where(info)} is malformed ({exc}); skipped")
                     continue
                 raw -= info.raw_length
-                records -= sum(len(part) for part in decoded[:5])
+                records -= sum(len(part) for part in (*decoded[:5], decoded[6]))
                 defs.add(decoded)
             self._defs = defs
         return self._defs

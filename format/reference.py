@@ -120,16 +120,17 @@ def unzigzag(v: int) -> int:
 
 def decode_defs(
     payload: bytes, max_records: int | None = None,
-) -> tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int]:
+) -> tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int, list[Any]]:
     strings: list[Any] = []
     functions: list[Any] = []
     frames: list[Any] = []
     threads: list[Any] = []
     processes: list[Any] = []
+    tasks: list[Any] = []
     unknown = 0
     records = 0
     for rtype, b in _Reader(payload).records():
-        if C.REC_STRING <= rtype <= C.REC_PROCESS:
+        if C.REC_STRING <= rtype <= C.REC_TASK:
             records += 1
             if max_records is not None and records > max_records:
                 raise RefDecodeError("more definitions than the file's size allows")
@@ -147,9 +148,11 @@ def decode_defs(
             threads.append(thread)
         elif rtype == C.REC_PROCESS:
             processes.append(b.fields(rtype, "bad process record"))
+        elif rtype == C.REC_TASK:
+            tasks.append(b.fields(rtype, "bad task record"))
         else:
             unknown += 1
-    return strings, functions, frames, threads, processes, unknown
+    return strings, functions, frames, threads, processes, unknown, tasks
 
 
 def thread_renames(payload: bytes, max_events: int | None = None) -> list[Any]:
@@ -183,9 +186,13 @@ class RefBatch:
 
 
 class _Thread:
-    __slots__ = ("node", "status", "live", "cpu", "pass_no", "error")
+    __slots__ = ("node", "status", "live", "cpu", "pass_no", "error", "task", "row",
+                 "row_pass")
 
     def __init__(self) -> None:
+        self.task = 0
+        self.row = 0
+        self.row_pass = 0
         self.node = 0
         self.status = 0
         self.live = False
@@ -321,6 +328,8 @@ class RefDecoder:
                     if len(out) - before >= C.MAX_CHUNK_SAMPLES:
                         raise RefDecodeError(f"more than MAX_CHUNK_SAMPLES ({C.MAX_CHUNK_SAMPLES}) "
                                              "thread-samples in one chunk")
+                    t.row, t.row_pass = len(out), pass_no
+                    out.task.append(t.task)
                     out.ts.append(ts)
                     out.thread.append(ref)
                     out.node.append(t.node)
@@ -332,6 +341,22 @@ class RefDecoder:
                 summary["last_ts"] = ts
                 last_pass = ts
                 summary["passes"] += 1
+            elif rtype == C.REC_PASS_TASKS:
+                # The running tasks of the pass just read: each thread's from now on, and the
+                # row that pass gave it.
+                if pass_no == 0:
+                    raise RefDecodeError("PASS_TASKS before any PASS")
+                while not b.at_end():
+                    ref = b.varint()
+                    task = b.u32("bad PASS_TASKS entry")
+                    if ref == 0 or ref > C.MAX_THREAD_REF:
+                        raise RefDecodeError("thread reference out of range")
+                    t = threads.get(ref)
+                    if t is None or not t.live:
+                        raise RefDecodeError("PASS_TASKS names a thread that is not live")
+                    t.task = task
+                    if t.row_pass == pass_no:
+                        out.task[t.row] = task
             elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
                 ref, ts = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
                 t = thread(ref)

@@ -44,6 +44,8 @@ NB_MODULE(_format, m) {
            },
            nb::arg("ref"), nb::arg("frames"), nb::arg("status"), nb::arg("cpu") = nb::none())
       .def("sample_error", &Encoder::sampleError)
+      .def("sample_task", &Encoder::sampleTask)
+      .def("define_task", &Encoder::defineTask)
       .def("end_pass", &Encoder::endPass)
       .def("pass_errors", &Encoder::passErrors)
       .def("marker", &Encoder::marker)
@@ -76,7 +78,7 @@ NB_MODULE(_format, m) {
       d = Decoder::decodeDefs(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size(),
                               max_records);
     }
-    nb::list strings, functions, frames, threads, processes;
+    nb::list strings, functions, frames, threads, processes, tasks;
     for (auto& s : d.strings)
       // Strings come from the target's memory and may not be valid UTF-8: replace bad bytes
       // (as the reference decoder does) rather than fail the whole chunk.
@@ -91,7 +93,11 @@ NB_MODULE(_format, m) {
       threads.append(nb::make_tuple(t.ref, t.pid, t.python_tid, t.os_tid, t.name, t.start_ts));
     for (auto& p : d.processes)
       processes.append(nb::make_tuple(p.pid, p.parent_pid, p.command, p.start_ts));
-    return nb::make_tuple(strings, functions, frames, threads, processes, d.unknown_records);
+    for (auto& t : d.tasks)
+      tasks.append(
+          nb::make_tuple(t.id, t.pid, t.address, t.name, t.coroutine, t.start_ts));
+    return nb::make_tuple(strings, functions, frames, threads, processes, d.unknown_records,
+                          tasks);
   }, nb::arg("payload"), nb::arg("max_records") = UINT64_MAX);
 
   m.def("thread_renames", [](const nb::bytes& payload, uint64_t max_events) {

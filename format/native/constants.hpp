@@ -7,7 +7,7 @@
 namespace psrec::format {
 
 constexpr uint16_t kFormatMajor = 1;
-constexpr uint16_t kFormatMinor = 3;
+constexpr uint16_t kFormatMinor = 4;
 
 constexpr uint32_t kHeaderSize = 64;
 constexpr uint32_t kChunkHeaderSize = 24;
@@ -30,6 +30,7 @@ constexpr uint8_t kRecFunction = 0x02;
 constexpr uint8_t kRecFrame = 0x03;
 constexpr uint8_t kRecThread = 0x04;
 constexpr uint8_t kRecProcess = 0x05;
+constexpr uint8_t kRecTask = 0x06;
 
 // Data records (in DATA chunks).
 constexpr uint8_t kRecBegin = 0x10;
@@ -41,6 +42,7 @@ constexpr uint8_t kRecProcessStart = 0x23;
 constexpr uint8_t kRecProcessExit = 0x24;
 constexpr uint8_t kRecPassErrors = 0x25;
 constexpr uint8_t kRecMarker = 0x26;
+constexpr uint8_t kRecPassTasks = 0x27;
 
 // Flags in the low bits of a PASS entry's head varint (head = thread_ref << 3 | flags).
 constexpr uint32_t kEntryStack = 0x1;

@@ -104,7 +104,7 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size, uint64_t max_r
   while (!r.atEnd()) {
     uint8_t type;
     ByteReader b = nextRecord(r, type);
-    if (type >= kRecString && type <= kRecProcess && ++records > max_records)
+    if (type >= kRecString && type <= kRecTask && ++records > max_records)
       fail("more definitions than the file's size allows");
     switch (type) {
       case kRecString: {
@@ -158,6 +158,17 @@ Definitions Decoder::decodeDefs(const uint8_t* data, size_t size, uint64_t max_r
         p.command = need32(b, "bad process record");
         p.start_ts = need(b, "bad process record");
         d.processes.push_back(p);
+        break;
+      }
+      case kRecTask: {
+        DefTask t;
+        t.id = need32(b, "bad task record");
+        t.pid = need(b, "bad task record");
+        t.address = need(b, "bad task record");
+        t.name = need32(b, "bad task record");
+        t.coroutine = need32(b, "bad task record");
+        t.start_ts = need(b, "bad task record");
+        d.tasks.push_back(t);
         break;
       }
       default:
@@ -320,11 +331,14 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
           }
         }
         for (uint32_t ref : live_) {
-          const Thread& t = threads_[ref];
+          Thread& t = threads_[ref];
           if (t.pass == pass_no && t.error) {
             ++sum.errors;
             continue;
           }
+          t.row = out.size();
+          t.row_pass = pass_no;
+          out.task.push_back(t.task);
           out.ts.push_back(ts);
           out.thread.push_back(ref);
           out.node.push_back(t.node);
@@ -336,6 +350,23 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         sum.last_ts = ts;
         last_pass = ts;
         ++sum.passes;
+        break;
+      }
+      case kRecPassTasks: {
+        // The running tasks of the pass just read: the threads' state from now on, and the
+        // rows that pass gave them.
+        if (pass_no == 0) fail("PASS_TASKS before any PASS");
+        while (!b.atEnd()) {
+          const uint64_t ref = need(b, "bad PASS_TASKS entry");
+          const uint32_t task = need32(b, "bad PASS_TASKS entry");
+          if (ref == 0 || ref > kMaxThreadRef) fail("thread reference out of range");
+          const Thread* known = threads_.find(static_cast<uint32_t>(ref));
+          if (!known || known->chunk != chunk_ || !known->live)
+            fail("PASS_TASKS names a thread that is not live");
+          Thread& t = threads_[static_cast<uint32_t>(ref)];
+          t.task = task;
+          if (t.row_pass == pass_no) out.task[t.row] = task;
+        }
         break;
       }
       case kRecThreadStart: {

@@ -41,12 +41,19 @@ struct DefProcess {
   uint64_t start_ts;
 };
 
+struct DefTask {
+  uint32_t id;
+  uint64_t pid, address;
+  uint32_t name, coroutine;
+  uint64_t start_ts;
+};
 struct Definitions {
   std::vector<DefString> strings;
   std::vector<DefFunction> functions;
   std::vector<DefFrame> frames;
   std::vector<DefThread> threads;
   std::vector<DefProcess> processes;
+  std::vector<DefTask> tasks;
   uint64_t unknown_records = 0;
 };
 
@@ -203,6 +210,9 @@ class Decoder {
     uint32_t node = 0;
     uint32_t cpu = 0;
     uint32_t live_at = 0;  // its place in live_ while live
+    uint32_t task = 0;     // the asyncio task it runs (PASS_TASKS; 0: none)
+    uint64_t row = 0;      // its row in the chunk's last pass (valid when row_pass == pass)
+    uint64_t row_pass = 0;
     uint64_t pass = 0;     // pass number of the last entry
     uint64_t chunk = 0;    // the chunk the state belongs to (older: reset on first use)
     uint8_t status = 0;

@@ -170,6 +170,7 @@ void Encoder::beginChunkIfNeeded(uint64_t ts) {
   for (ThreadState& t : threads_) {
     t.stack.clear();
     t.status_known = false;
+    t.task = 0;
   }
 }
 
@@ -183,6 +184,7 @@ void Encoder::beginPass(uint64_t ts) {
   pass_errors_ = 0;
   pass_explicit_ = 0;
   pass_body_.clear();
+  pass_tasks_.clear();
   putVarint(pass_body_, ts - (chunk_passes_ == 0 ? chunk_first_ts_ : last_pass_ts_));
 }
 
@@ -245,6 +247,30 @@ void Encoder::sampleError(uint32_t ref) {
   putVarint(pass_body_, static_cast<uint64_t>(ref) << kEntryFlagBits);
 }
 
+void Encoder::sampleTask(uint32_t ref, uint32_t task) {
+  if (!in_pass_ || ref == 0 || ref > threads_.size()) return;
+  ThreadState& t = threads_[ref - 1];
+  if (!t.live || t.pass_seen != pass_count_ || t.task == task) return;
+  t.task = task;
+  putVarint(pass_tasks_, ref);
+  putVarint(pass_tasks_, task);
+}
+
+uint32_t Encoder::defineTask(uint64_t pid, uint64_t address, std::string_view name,
+                             uint32_t coroutine, uint64_t start_ts) {
+  const uint32_t name_id = name.empty() ? 0 : internString(name);
+  const uint32_t id = next_task_++;
+  scratch_.clear();
+  putVarint(scratch_, id);
+  putVarint(scratch_, pid);
+  putVarint(scratch_, address);
+  putVarint(scratch_, name_id);
+  putVarint(scratch_, coroutine);
+  putVarint(scratch_, start_ts);
+  writeDef(kRecTask, scratch_);
+  return id;
+}
+
 void Encoder::endPass() {
   if (!in_pass_) return;
   in_pass_ = false;  // from here on, threadExit writes its record at once
@@ -259,6 +285,8 @@ void Encoder::endPass() {
     }
   }
   record(kRecPass, pass_body_);
+  if (!pass_tasks_.empty())
+    record(kRecPassTasks, pass_tasks_);
   const uint64_t samples = live_threads_ - pass_errors_;
   for (const auto& [ref, ts] : pending_exits_) threadExit(ref, ts);
   pending_exits_.clear();

@@ -81,7 +81,13 @@ class Encoder {
   void sample(uint32_t ref, const uint32_t* frames, size_t depth, uint8_t status,
               bool has_cpu, uint64_t cpu_ticks);
   void sampleError(uint32_t ref);
+  // The asyncio task (a defineTask id; 0: none) the thread runs in this pass, given after its
+  // sample(): written only when it changed since the thread's previous sample in the chunk.
+  void sampleTask(uint32_t ref, uint32_t task);
   void endPass();
+  // asyncio tasks (format 1.4): a TASK definition, one per task (the caller keeps the id).
+  uint32_t defineTask(uint64_t pid, uint64_t address, std::string_view name,
+                      uint32_t coroutine, uint64_t start_ts);
 
   // Events.
   void passErrors(uint64_t ts, uint64_t errors, uint64_t missed_deadlines);
@@ -106,6 +112,7 @@ class Encoder {
     bool status_known = false;
     uint8_t status = 0;
     std::vector<uint32_t> stack;  // as last written in this chunk
+    uint32_t task = 0;            // the running task, as last written in this chunk
     uint64_t pass_seen = 0;
   };
 
@@ -120,6 +127,8 @@ class Encoder {
   std::string data_;
   std::string scratch_;
   std::string pass_body_;
+  std::string pass_tasks_;  // PASS_TASKS entries of the pass being built
+  uint32_t next_task_ = 1;
   std::vector<std::pair<uint32_t, uint64_t>> pending_exits_;  // exits of threads in this pass
 
   std::unordered_map<std::string, uint32_t> strings_;

@@ -16,7 +16,8 @@ namespace psrec::format {
   X(node, uint32_t, "I")        \
   X(status, uint8_t, "B")       \
   X(cpu, uint32_t, "I")         \
-  X(weight, uint32_t, "I")
+  X(weight, uint32_t, "I")       \
+  X(task, uint32_t, "I")
 
 // Samples in time order, one row per thread-sample.
 struct SampleColumns {

@@ -76,11 +76,12 @@ def resolve(parents: list[int], frames: list[int], node: int) -> tuple[int, ...]
     return tuple(reversed(out))
 
 
-def read_samples(rec: Any, native: bool, **window: Any) -> tuple[list[tuple[Any, ...]], Any]:
+def read_samples(rec: Any, native: bool, tasks: bool = False,
+                 **window: Any) -> tuple[list[tuple[Any, ...]], Any]:
     """Every sample of an open recording as (ts, thread, stack root-first, status, cpu, weight),
-    and the stream (for its events and summaries)."""
+    with tasks (ts, ..., weight, task), and the stream (for its events and summaries)."""
     stream = rec.stream(native=native, **window)
-    rows: list[tuple[int, int, int, int, int, int]] = []
+    rows: list[tuple[int, ...]] = []
     for batch in stream:
         cols = [
             _column(batch.ts, "q"),
@@ -90,15 +91,17 @@ def read_samples(rec: Any, native: bool, **window: Any) -> tuple[list[tuple[Any,
             _column(batch.cpu, "I"),
             _column(batch.weight, "I"),
         ]
+        if tasks:
+            cols.append(_column(batch.task, "I"))
         rows.extend(zip(*cols))
     parents, frames = stacks_of(stream.decoder)
     cache: dict[int, tuple[int, ...]] = {}
     out = []
-    for ts, th, node, st, cpu, w in rows:
+    for ts, th, node, st, cpu, w, *task in rows:
         stack = cache.get(node)
         if stack is None:
             stack = cache[node] = resolve(parents, frames, node)
-        out.append((ts, th, stack, st, cpu, w))
+        out.append((ts, th, stack, st, cpu, w, *task))
     return out, stream
 
 

@@ -313,9 +313,10 @@ def test_mutated_payloads_reference_decoder(small: dict[str, Any]) -> None:
             parents, frames = stacks_of(dec[0])
             b = dec[1]
             cols = [_column(b.ts, "q"), _column(b.thread, "I"), _column(b.node, "I"),
-                    _column(b.status, "B"), _column(b.cpu, "I"), _column(b.weight, "I")]
-            rows = [(ts, th, resolve(parents, frames, nd), st, cpu, w)
-                    for ts, th, nd, st, cpu, w in zip(*cols)]
+                    _column(b.status, "B"), _column(b.cpu, "I"), _column(b.weight, "I"),
+                    _column(b.task, "I")]
+            rows = [(ts, th, resolve(parents, frames, nd), st, cpu, w, task)
+                    for ts, th, nd, st, cpu, w, task in zip(*cols)]
             results.append((rows, [tuple(e) for e in events], summary))
         assert results[0] == results[1], (
             f"case {i}: decoders disagree on a DATA payload: native {str(results[0])[:300]} "
@@ -351,6 +352,24 @@ EDGE_DATA = {
     "record length past the end": _begin() + bytes([C.REC_MARKER]) + varint(1000) + b"\x00",
     "unknown record skipped": _begin() + record(0x7E, body=b"\xff\xff\x80")
     + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x03"),
+    "PASS_TASKS sets its pass's task and the next": _begin()
+    + record(C.REC_PASS, body=varint(0) + varint(1 << 3 | C.ENTRY_STATUS) + b"\x01"
+             + varint(2 << 3 | C.ENTRY_STATUS) + b"\x01")
+    + record(C.REC_PASS_TASKS, 2, 7) + _pass(5) + record(C.REC_PASS_TASKS, 2, 0, 1, 3)
+    + _pass(5),
+    "PASS_TASKS before any PASS": _begin() + record(C.REC_PASS_TASKS, 1, 2),
+    "PASS_TASKS names a thread not live": _begin()
+    + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x01") + record(C.REC_PASS_TASKS, 2, 7),
+    "PASS_TASKS after its thread exited": _begin()
+    + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x01")
+    + record(C.REC_THREAD_EXIT, 1, 0) + record(C.REC_PASS_TASKS, 1, 7),
+    "PASS_TASKS task id beyond 32 bits": _begin()
+    + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x01") + record(C.REC_PASS_TASKS, 1, 1 << 33),
+    "PASS_TASKS thread ref beyond 2^24": _begin()
+    + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x01")
+    + record(C.REC_PASS_TASKS, (1 << 24) + 1, 1),
+    "PASS_TASKS cut inside an entry": _begin()
+    + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x01") + record(C.REC_PASS_TASKS, 1),
 }
 
 
@@ -368,8 +387,13 @@ def test_edge_data_payloads_decoders_agree(payload: bytes) -> None:
         from format_helpers import _column
 
         results.append((_column(batch.ts, "q"), _column(batch.cpu, "I"),
-                        [tuple(e) for e in events], summary))
+                        _column(batch.task, "I"), [tuple(e) for e in events], summary))
     assert results[0] == results[1]
+    name = next(k for k, v in EDGE_DATA.items() if v == payload)
+    if name == "PASS_TASKS sets its pass's task and the next":
+        assert results[0][2] == [0, 7, 3, 0, 3, 0]  # per pass: thread 1, thread 2
+    elif name.startswith("PASS_TASKS"):
+        assert results[0][0] == "error", name
 
 
 EDGE_DEFS = {
@@ -380,6 +404,9 @@ EDGE_DEFS = {
     "string past its record": record(C.REC_STRING, body=varint(1) + varint(9) + b"ab"),
     "frame line far negative": record(C.REC_FRAME, 1, 1, zigzag(-(1 << 62))),
     "unknown record skipped": record(0x3F, 1, 2, 3) + string_record(1, "x"),
+    "a task": record(C.REC_TASK, 1, 42, 0x7F00_0000_1000, 0, 0, 5),
+    "task id beyond 32 bits": record(C.REC_TASK, 1 << 33, 42, 1, 0, 0, 5),
+    "task cut short": record(C.REC_TASK, 1, 42, 1),
 }
 
 
@@ -389,7 +416,7 @@ def test_edge_defs_payloads_decoders_agree(payload: bytes) -> None:
     for decode in (_format.decode_defs, ref_decode_defs):
         try:
             d = decode(payload)
-            results.append(([[tuple(x) for x in part] for part in d[:4]], d[4]))
+            results.append(([[tuple(x) for x in part] for part in (*d[:5], d[6])], d[5]))
         except (RefDecodeError, _format.DecodeError) as exc:
             results.append(("error", type(exc).__name__.endswith("DecodeError")))
     assert results[0] == results[1]

@@ -46,6 +46,7 @@ class ThreadModel:
     written_in_chunk: bool = False  # has had a sample() since the last seal
     stack: tuple[int, ...] = ()
     status: int = 0
+    task: int = 0  # the running task as the chunk has it (0 at its start: spec 4)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Model:
     functions: dict[int, tuple[str, str, int]] = field(default_factory=dict)
     frames: dict[int, tuple[int, int]] = field(default_factory=dict)
     threads: list[ThreadModel] = field(default_factory=list)
+    tasks: dict[int, tuple[int, int, str, int, int]] = field(default_factory=dict)
     samples: list[tuple[Any, ...]] = field(default_factory=list)
     events: list[tuple[Any, ...]] = field(default_factory=list)
     now: int = 0
@@ -141,13 +143,16 @@ def run_stream(data: st.DataObject, path: str) -> tuple[Model, bool]:
                 cpu = draw(st.one_of(st.none(), st.just(0), st.integers(1, 2**32 - 1)))
                 enc.sample(t.ref, stack, status, cpu)
                 t.stack, t.status, t.written_in_chunk = recorded_stack(stack), status, True
-                m.samples.append((ts, t.ref, t.stack, status, cpu or 0, weight))
+                if m.tasks and draw(st.booleans()):
+                    t.task = draw(st.sampled_from([0, *m.tasks]))
+                    enc.sample_task(t.ref, t.task)
+                m.samples.append((ts, t.ref, t.stack, status, cpu or 0, weight, t.task))
             elif action == "error":
                 enc.sample_error(t.ref)
                 m.errors += 1
             elif t.written_in_chunk:
                 # Not given in the pass: sampled with nothing changed (spec 4.1).
-                m.samples.append((ts, t.ref, t.stack, t.status, 0, weight))
+                m.samples.append((ts, t.ref, t.stack, t.status, 0, weight, t.task))
             else:
                 # Not yet written whole in this chunk: the encoder must mark it as an error.
                 m.errors += 1
@@ -158,7 +163,7 @@ def run_stream(data: st.DataObject, path: str) -> tuple[Model, bool]:
     for _ in range(draw(st.integers(1, 60))):
         op = draw(st.sampled_from(
             ["pass"] * 8 + ["thread", "thread", "exit", "rename", "defs", "seal", "seal",
-                            "marker", "pstart", "pexit", "perrors"]))
+                            "marker", "pstart", "pexit", "perrors", "task"]))
         if op == "pass":
             do_pass()
         elif op == "thread":
@@ -191,10 +196,22 @@ def run_stream(data: st.DataObject, path: str) -> tuple[Model, bool]:
             m.events.append((C.REC_THREAD_RENAME, ts, t.ref, name, 0))
         elif op == "defs":
             new_defs(draw(st.integers(1, 40)))
+        elif op == "task":
+            pid = draw(st.integers(0, 2**32))
+            address = draw(st.integers(0, 2**64 - 1))
+            name = draw(names)
+            if name:
+                intern_string(name)
+            coroutine = draw(st.sampled_from([0, *m.functions]))
+            start = event_ts()
+            tid = enc.define_task(pid, address, name, coroutine, start)
+            assert tid == len(m.tasks) + 1
+            m.tasks[tid] = (pid, address, name, coroutine, start)
         elif op == "seal":
             writer.write_sealed(*enc.seal())
             for t in m.threads:
                 t.written_in_chunk = False
+                t.task = 0
         elif op == "marker":
             ts = event_ts()
             label = draw(names)
@@ -265,13 +282,15 @@ def check_recording(path: str, m: Model, clean: bool) -> None:
             frid: Frame(frid, defs.functions[fid], line) for frid, (fid, line) in m.frames.items()
         }
         assert sorted(defs.threads) == [t.ref for t in m.threads]
+        assert {i: (t.pid, t.address, t.name, t.coroutine.id if t.coroutine else 0, t.start_ts)
+                for i, t in defs.tasks.items()} == m.tasks
         for t in m.threads:
             d = defs.threads[t.ref]
             assert (d.pid, d.python_tid, d.os_tid, d.name, d.start_ts) == (
                 t.pid, t.python_tid, t.os_tid, t.name, t.start_ts)
 
         for native in (True, False):
-            samples, stream = read_samples(rec, native)
+            samples, stream = read_samples(rec, native, tasks=True)
             which = "native" if native else "reference"
             ts = [s[0] for s in samples]
             assert ts == sorted(ts), f"{which} decoder: samples out of time order"

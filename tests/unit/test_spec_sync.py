@@ -183,7 +183,8 @@ def same_field(cpp: str, spec: str) -> bool:
 
 def encoder_orders() -> dict[str, list[str]]:
     """The fields format/native/encoder.cpp puts into each record's body, in order, by the
-    kRec constant it writes the record with (a PASS: its delta only, its entries follow)."""
+    kRec constant it writes the record with (a PASS: its delta only, its entries follow; a
+    PASS_TASKS: nothing, its entries are all it holds)."""
     orders: dict[str, list[str]] = {}
     puts: dict[str, list[str]] = {}
     for line in ENCODER.splitlines():
@@ -193,7 +194,9 @@ def encoder_orders() -> dict[str, list[str]]:
             puts.setdefault(m.group(1), []).append(cpp_field(m.group(2)))
         elif m := re.match(r"\s*(?:writeDef|record)\((kRec\w+), (\w+)\);", line):
             fields = puts.get(m.group(2), [])
-            orders[m.group(1)] = fields[:1] if m.group(1) == "kRecPass" else list(fields)
+            # A PASS's and a PASS_TASKS's entries follow their named fields (sections 4, 4.1).
+            orders[m.group(1)] = (fields[:1] if m.group(1) == "kRecPass" else []
+                                  if m.group(1) == "kRecPassTasks" else list(fields))
     return orders
 
 
@@ -210,7 +213,9 @@ def decoder_orders() -> dict[str, list[str]]:
     for const, block in decoder_blocks().items():
         names = [cpp_field(m) for m in re.findall(
             r"^\s*(?:const )?(?:[\w:]+ )?([\w.]+) = (?:\w+\()*need\w*\(b,", block, re.M)]
-        orders[const] = names[:1] if const == "kRecPass" else names
+        # A PASS's and a PASS_TASKS's entries follow their named fields (sections 4, 4.1).
+        orders[const] = (names[:1] if const == "kRecPass" else [] if const == "kRecPassTasks"
+                         else names)
     return orders
 
 

@@ -351,12 +351,12 @@ class RefDecoder:
                     task = b.u32("bad PASS_TASKS entry")
                     if ref == 0 or ref > C.MAX_THREAD_REF:
                         raise RefDecodeError("thread reference out of range")
-                    t = threads.get(ref)
-                    if t is None or not t.live:
+                    named = threads.get(ref)
+                    if named is None or not named.live:
                         raise RefDecodeError("PASS_TASKS names a thread that is not live")
-                    t.task = task
-                    if t.row_pass == pass_no:
-                        out.task[t.row] = task
+                    named.task = task
+                    if named.row_pass == pass_no:
+                        out.task[named.row] = task
             elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
                 ref, ts = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
                 t = thread(ref)

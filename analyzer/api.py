@@ -4,6 +4,7 @@
 
     run = psrec.load("run.psr", mode="cpu", start="2s", end="5s")
     run.threads                    # the recording's threads by ref (names, ids, process)
+    run.tasks                      # its asyncio tasks by id (name, coroutine), if any
     run.totals()                   # own and total per function, as `psrec report` shows them
     s = run.samples                # one row per thread-sample in the window and threads
     run.stack(s.stack[0])          # that sample's frames, root first
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from psrec.format import Frame, PsrecError, ThreadInfo, open_recording
+from psrec.format import Frame, PsrecError, TaskInfo, ThreadInfo, open_recording
 from psrec.format import constants as C
 
 from .model import NO_STACK, FrameKey
@@ -45,7 +46,8 @@ class Samples:
     CPU, 0 not, -1 not known; gil_wait: 1 waiting to take the GIL, 0 not, -1 not known (every
     sample of a recording that cannot know it: ``Run.gil_wait_unknown`` says why); cpu_ns:
     CPU time the thread used since its previous sample (where recorded); weight_ns: the wall
-    time the sample stands for.
+    time the sample stands for; task: the asyncio task the thread was running (``Run.tasks``;
+    0: none).
     """
 
     time: array[float]
@@ -57,6 +59,7 @@ class Samples:
     weight_ns: array[int]
     gil_wait: array[int] = field(default_factory=lambda: array("b"))
     leaf: list[str] = field(default_factory=list)
+    task: array[int] = field(default_factory=lambda: array("I"))
 
     def __len__(self) -> int:
         return len(self.time)
@@ -121,6 +124,14 @@ class Run:
     def threads(self) -> dict[int, ThreadInfo]:
         """Every thread of the recording, by ref (the samples' ``thread`` column)."""
         return self.profile.threads
+
+    @property
+    def tasks(self) -> dict[int, TaskInfo]:
+        """The asyncio tasks threads ran, by id (the samples' ``task`` column): name, address
+        (asyncio's own task id), coroutine, process. Empty for a recording of a program that
+        ran none (or made with --no-tasks)."""
+        tasks: dict[int, TaskInfo] = self.profile.defs.tasks
+        return tasks
 
     def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
         """Own and total samples and time (in ticks: ``seconds()``) per function or line, of
@@ -202,11 +213,13 @@ class Run:
             return pd.DataFrame([asdict(r) for r in self.functions(thread)], columns=columns)
         s = self.samples
         names = {ref: t.label for ref, t in self.threads.items()}
+        task_names = {tid: t.label for tid, t in self.tasks.items()}
         frame = pd.DataFrame({
             "time": s.time, "thread": s.thread,
             "thread_name": [names.get(r, f"thread ref {r}") for r in s.thread],
             "stack": s.stack, "leaf": s.leaf, "gil": s.gil, "on_cpu": s.on_cpu,
-            "cpu_ns": s.cpu_ns, "weight_ns": s.weight_ns,
+            "cpu_ns": s.cpu_ns, "weight_ns": s.weight_ns, "task": s.task,
+            "task_name": [task_names.get(t, "") for t in s.task],
         })
         why = self.gil_wait_unknown
         if why is None:
@@ -231,16 +244,18 @@ class Run:
             for batch in stream:
                 cols = []
                 for name, code in (("ts", "q"), ("thread", "I"), ("node", "I"),
-                                   ("status", "B"), ("cpu", "I"), ("weight", "I")):
+                                   ("status", "B"), ("cpu", "I"), ("weight", "I"),
+                                   ("task", "I")):
                     col = getattr(batch, name)
                     if isinstance(col, (bytes, bytearray)):
                         a = array(code)
                         a.frombytes(col)
                         col = a
                     cols.append(col)
-                for ts, ref, node, status, cpu, weight in zip(*cols):
+                for ts, ref, node, status, cpu, weight, task in zip(*cols):
                     if not selects(ts, ref):
                         continue
+                    out.task.append(task)
                     out.time.append(ts * tick_ns / 1e9)
                     out.thread.append(ref)
                     out.stack.append(node)

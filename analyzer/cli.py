@@ -140,6 +140,8 @@ def info(recording: str, as_json: bool) -> None:
                         f"{', '.join(d['thread_names'][:12])}"
                         + (" ..." if len(d["thread_names"]) > 12 else "")),
             ("code", f"{d['functions']:,} functions, {d['frames']:,} frames"),
+            *([("tasks", f"{d['tasks']:,} asyncio tasks ran (psrec report --tasks)")]
+              if d.get("tasks") else []),
             ("size", f"{d['bytes_per_sample']:.3f} bytes per thread-sample"
                      if d["bytes_per_sample"] is not None else "n/a"),
             ("chunks", f"{d['chunks']} in the file, {d['data_chunks']} of samples "

@@ -83,6 +83,8 @@ def info(rec: Recording) -> dict[str, Any]:
         "thread_names": sorted({t.label for t in defs.threads.values()}),
         "functions": len(defs.functions),
         "frames": len(defs.frames) - 1,
+        # asyncio tasks threads ran (format 1.4; 0 in older files and without asyncio)
+        "tasks": len(defs.tasks),
         "bytes_per_sample": data_bytes / samples if samples else None,
         # every chunk in the file; the recorder's stats count its data chunks alone
         "chunks": len(rec.chunks),
@@ -120,6 +122,12 @@ def _fields(rtype: int, b: _Reader) -> str:
                 p += f" cpu={b.varint()}"
             parts.append(p)
         return " ".join(parts)
+    if rtype == C.REC_PASS_TASKS:  # ref:task pairs (0: no task)
+        pairs = []
+        while not b.at_end():
+            ref = b.varint()
+            pairs.append(f"t{ref}:task={b.varint()}")
+        return " ".join(pairs)
     fields = RECORD_FIELDS.get(rtype)
     if fields is None:
         return f"({b.end - b.pos} bytes, unknown record type: skipped)"

@@ -30,7 +30,16 @@ from ._codec import (
 )
 from ._layout import Header, unpack_header
 from ._model import TRUNCATED as TRUNCATED  # the frame that ends a truncated stack
-from ._model import ChunkInfo, Definitions, Frame, Function, ProcessInfo, ThreadInfo, where
+from ._model import (
+    ChunkInfo,
+    Definitions,
+    Frame,
+    Function,
+    ProcessInfo,
+    TaskInfo,
+    ThreadInfo,
+    where,
+)
 from ._scan import ChunkFile
 from ._stream import SampleStream
 from .errors import CorruptRecordingError, FormatError, NotARecordingError, UnsupportedVersionError
@@ -45,6 +54,7 @@ __all__ = [
     "Function",
     "Frame",
     "ProcessInfo",
+    "TaskInfo",
     "ThreadInfo",
     "Definitions",
     "Recording",

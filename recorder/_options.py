@@ -55,6 +55,7 @@ class RecordOptions:
     attach_timeout: float = 10.0
     native: bool = False  # native frames interleaved with the Python ones (spec section 10)
     frame_cache: bool = True  # 3.15+: CPython's frame cache for profilers (one pointer written)
+    tasks: bool = True  # the asyncio task each thread runs, once asyncio is imported
 
 
 @dataclass(frozen=True)

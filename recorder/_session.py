@@ -100,7 +100,7 @@ class Session:
                 self.pid, self.interval_ns, self.created_mono_ns, opts.blocking,
                 opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
                 launched=self.child is not None, native=opts.native,
-                frame_cache=opts.frame_cache, **_test_limits())
+                frame_cache=opts.frame_cache, tasks=opts.tasks, **_test_limits())
         except BaseException:
             if self.child is not None:
                 stop_child(self.child)
@@ -367,6 +367,9 @@ def _metadata(info: dict[str, Any], opts: RecordOptions, pid: int, command: list
             # GIL_REQUESTED is known where the target's layout has a thread's own field for it
             # (3.15+ with a GIL)
             "gil_requested": info["gil_requested_known"],
+            # the asyncio task each thread ran (TASK, PASS_TASKS: spec 3.1 and 4), recorded
+            # once the target imports asyncio
+            "tasks": opts.tasks,
         },
     }
 

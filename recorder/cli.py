@@ -87,6 +87,10 @@ def _seconds(text: str) -> float:
                    "frame cache CPython keeps for profilers, for which psrec writes one "
                    "pointer into each thread's state (last_profiled_frame), as CPython's own "
                    "sampler does. --no-frame-cache reads every frame and writes nothing.")
+@click.option("--tasks/--no-tasks", default=True, show_default=True,
+              help="Once the target imports asyncio, record which task each thread runs at "
+                   "each sample (its name, its coroutine), for the reports' task views. "
+                   "--no-tasks reads nothing of asyncio.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
@@ -94,7 +98,7 @@ def _seconds(text: str) -> float:
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: str | None,
            subprocesses: bool, blocking: bool, native: bool, realtime: bool, cpu_source: str,
-           frame_cache: bool, force: bool, quiet: bool, verbose: bool,
+           frame_cache: bool, tasks: bool, force: bool, quiet: bool, verbose: bool,
            target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
@@ -106,7 +110,8 @@ def record(ctx: click.Context, output: str, rate: str, duration: str | None,
     seconds = None if duration is None else _seconds(duration)
     sys.exit(_record(output, rate, seconds, subprocesses, blocking, force, quiet, target,
                      realtime=realtime, cpu_source=cpu_source, native=native,
-                     frame_cache=frame_cache, after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
+                     frame_cache=frame_cache, tasks=tasks,
+                     after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
 
 
 def _no_such_option(word: str) -> click.NoSuchOption:
@@ -150,7 +155,7 @@ def _target(output: str, words: tuple[str, ...],
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
             force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
             cpu_source: str = "auto", after_dashdash: int | None = None,
-            native: bool = False, frame_cache: bool = True) -> int:
+            native: bool = False, frame_cache: bool = True, tasks: bool = True) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
 
@@ -169,6 +174,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         cpu_source=cpu_source,
         native=native,
         frame_cache=frame_cache,
+        tasks=tasks,
     )
     result = run(opts)
     st = result.stats

@@ -160,7 +160,8 @@ NB_MODULE(_recorder, m) {
       .def("__init__",
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
               bool blocking, bool subprocesses, bool realtime, bool cpu_switches,
-              bool launched, uint32_t max_threads, bool native, bool frame_cache) {
+              bool launched, uint32_t max_threads, bool native, bool frame_cache,
+              bool tasks) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -173,6 +174,7 @@ NB_MODULE(_recorder, m) {
              c.max_threads = max_threads;
              c.native = native;
              c.frame_cache = frame_cache;
+             c.tasks = tasks;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
@@ -180,7 +182,8 @@ NB_MODULE(_recorder, m) {
            nb::arg("blocking") = false, nb::arg("subprocesses") = false,
            nb::arg("realtime") = false, nb::arg("cpu_switches") = true,
            nb::arg("launched") = false, nb::arg("max_threads") = psrec::format::kMaxThreadRef,
-           nb::arg("native") = false, nb::arg("frame_cache") = true)
+           nb::arg("native") = false, nb::arg("frame_cache") = true,
+           nb::arg("tasks") = true)
       .def("target_info",
            [](Sampler& s) -> nb::object {
              auto info = s.targetInfo();

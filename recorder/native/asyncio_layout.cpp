@@ -35,8 +35,10 @@ AsyncioLayout asyncioLayout(const Layout& l) {
   a.task_coro = t.coro;
   a.task_name = t.name;
   if (minor <= 10) {
-    // PyGenObject: PyObject_HEAD, then gi_frame (Include/genobject.h).
+    // PyGenObject: PyObject_HEAD, then gi_frame, (3.8-3.9: char gi_running,) gi_code
+    // (Include/genobject.h).
     a.gen_frame = 16;
+    a.gen_code = minor <= 9 ? 32 : 24;
     if (minor <= 9) {
       a.frame_stacktop = 72;  // PyFrameObject.f_stacktop (Include/frameobject.h)
     } else {

@@ -62,8 +62,6 @@ AsyncioTasks::AsyncioTasks(PythonProcess& proc, CodeCache& codes)
   if (l.version_hex >= 0x030E0000) {
     if (!has(a_.gen_iframe) || !has(a_.iframe_stackpointer))
       layout_error_ = "the interpreter's debug offsets do not describe coroutines";
-    else
-      have_debug_ = findAsyncioDebug(proc.pid(), a_);
   } else if (!has(a_.task_coro)) {
     layout_error_ = "psrec does not know this version's asyncio";
   }
@@ -340,12 +338,113 @@ bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter
     rec.stack.clear();
     fut_waiter = 0;
   }
+  nameOf(name, rec.name);
+  return true;
+}
+
+bool AsyncioTasks::nameOf(uint64_t name, std::string& out) {
+  out.clear();
   const TypeDesc* n = name ? type(name) : nullptr;
-  if (n && n->name == "str") {
-    readUnicode(proc_.mem(), proc_.layout(), name, rec.name, 1024);
-  } else if (n && n->name == "int") {
+  if (n && n->name == "str") return readUnicode(proc_.mem(), proc_.layout(), name, out, 1024);
+  if (n && n->name == "int") {
     // 3.13+ name a task lazily: the counter, until its name is asked for.
-    if (auto v = intValue(name)) rec.name = "Task-" + std::to_string(*v);
+    auto v = intValue(name);
+    if (v) out = "Task-" + std::to_string(*v);
+    return v.has_value();
+  }
+  return false;
+}
+
+bool AsyncioTasks::identity(uint64_t task, uint64_t& coro, uint64_t& name) {
+  const TypeDesc* t = type(task);
+  if (!t || !(t->c_task || t->py_task)) return false;
+  if (t->py_task) {
+    coro = objs_.attribute(task, "_coro");
+    name = objs_.attribute(task, "_name");
+    return coro != 0;
+  }
+  if (a_.task_name == a_.task_coro + 8) {
+    uint64_t both[2];
+    if (proc_.mem().read(task + static_cast<uint64_t>(a_.task_coro), both, sizeof both) !=
+        ReadStatus::kOk)
+      return false;
+    coro = both[0];
+    name = both[1];
+  } else {
+    coro = word(task + static_cast<uint64_t>(a_.task_coro));
+    name = word(task + static_cast<uint64_t>(a_.task_name));
+  }
+  return coro != 0;
+}
+
+bool AsyncioTasks::taskName(uint64_t task, std::string& out) {
+  uint64_t coro = 0, name = 0;
+  out.clear();
+  return identity(task, coro, name) && nameOf(name, out);
+}
+
+uint64_t AsyncioTasks::coroutineFrame(uint64_t coro) {
+  if (has(a_.gen_frame)) return word(coro + static_cast<uint64_t>(a_.gen_frame));
+  return has(a_.gen_iframe) ? coro + static_cast<uint64_t>(a_.gen_iframe) : 0;
+}
+
+uint64_t AsyncioTasks::coroutineCode(uint64_t coro) {
+  const auto& l = proc_.layout();
+  if (has(a_.gen_code)) return word(coro + static_cast<uint64_t>(a_.gen_code));
+  if (!has(a_.gen_iframe)) return 0;
+  return word(coro + static_cast<uint64_t>(a_.gen_iframe) + static_cast<uint64_t>(l.iframe_code)) &
+         ~l.code_tag_bits;
+}
+
+bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<uint64_t>& out) {
+  out.assign(threads.size(), 0);
+  if (has(a_.tstate_running_task)) {  // 3.14+: one word of each thread state, in one call
+    reqs_.clear();
+    for (size_t i = 0; i < threads.size(); ++i)
+      reqs_.push_back({threads[i].tstate + static_cast<uint64_t>(a_.tstate_running_task),
+                       &out[i], 8});
+    for (size_t i = 0; i < reqs_.size(); i += 1024) {
+      const size_t n = std::min<size_t>(1024, reqs_.size() - i);
+      if (proc_.mem().readMany(reqs_.data() + i, n) != ReadStatus::kOk) {
+        out.assign(threads.size(), 0);
+        return false;
+      }
+    }
+    return true;
+  }
+  // 3.8-3.13: {loop: task} in asyncio.tasks._current_tasks; a loop's thread in _thread_id.
+  // The module binds the name twice as it runs (its own dict, then _asyncio's), so the name is
+  // looked up again now and then.
+  constexpr uint32_t kLookAgain = 256;
+  if (!current_tasks_ || ++current_reads_ % kLookAgain == 0) {
+    if (!tasks_module_) tasks_module_ = module("asyncio.tasks");
+    current_tasks_ = tasks_module_ ? objs_.dictGet(tasks_module_, "_current_tasks") : 0;
+    if (!current_tasks_) {
+      // asyncio.tasks is not imported yet (asyncio is importing it) or is gone (the
+      // interpreter is finalizing): no task can run.
+      tasks_module_ = 0;
+      return true;
+    }
+  }
+  if (!objs_.dictEntries(current_tasks_, entries_, 1 << 16)) return false;
+  constexpr uint32_t kRecheck = 1000;  // passes between reads of a loop's thread
+  for (const DictEntry& e : entries_) {
+    LoopThread& lt = loops_[e.key];
+    if (lt.reads++ % kRecheck == 0) {
+      lt.thread_id = 0;
+      if (uint64_t ident = objs_.attribute(e.key, "_thread_id"))
+        if (auto v = intValue(ident)) lt.thread_id = static_cast<uint64_t>(*v);
+    }
+    if (!lt.thread_id) continue;
+    for (size_t i = 0; i < threads.size(); ++i)
+      if (threads[i].thread_id == lt.thread_id) out[i] = e.value;
+  }
+  if (loops_.size() > 4 * entries_.size() + 64) {  // loops gone: forget them
+    for (auto it = loops_.begin(); it != loops_.end();) {
+      bool live = false;
+      for (const DictEntry& e : entries_) live |= e.key == it->first;
+      it = live ? std::next(it) : loops_.erase(it);
+    }
   }
   return true;
 }
@@ -431,9 +530,39 @@ void AsyncioTasks::readAwaitedBy(std::unordered_map<uint64_t, TaskRecord*>& by_i
   }
 }
 
+bool AsyncioTasks::debugOffsets() {
+  // 3.14+: the _asyncio module is mapped once asyncio is imported.
+  if (proc_.layout().version_hex >= 0x030E0000 && !have_debug_ && layout_error_.empty())
+    have_debug_ = findAsyncioDebug(proc_.pid(), a_);
+  return proc_.layout().version_hex < 0x030E0000 || have_debug_;
+}
+
+bool AsyncioTasks::imported() {
+  if (!layout_error_.empty()) return false;
+  // sys.modules is looked into only when its size (ma_used, the first field after the
+  // header) changed: one word read while nothing is imported.
+  const auto& l = proc_.layout();
+  if (!sys_modules_) {
+    const uint64_t interp = proc_.mainInterpreter();
+    if (!interp || !has(l.interp_modules)) return false;
+    sys_modules_ = word(interp + static_cast<uint64_t>(l.interp_modules));
+    if (!sys_modules_) return false;
+  }
+  int64_t used = 0;
+  if (!proc_.mem().readValue(sys_modules_ + hdr_, used)) {
+    sys_modules_ = 0;
+    return false;
+  }
+  if (used == modules_used_ && !asyncio_found_) return false;
+  modules_used_ = used;
+  asyncio_found_ = module("asyncio") != 0;
+  return asyncio_found_ && debugOffsets();
+}
+
 TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threads) {
   TaskList out;
   if (!module("asyncio")) return out;
+  debugOffsets();
   out.asyncio = true;
   if (!layout_error_.empty()) {
     out.error = layout_error_;

@@ -65,6 +65,27 @@ class AsyncioTasks {
   // Reads every live task of the interpreter interp, whose threads are given.
   TaskList read(uint64_t interp, const std::vector<ThreadRef>& threads);
 
+  // For recording, at every pass. Whether asyncio is imported (one lookup in sys.modules).
+  bool imported();
+  // The task each thread runs now (0: none), in the order of threads; false when that could
+  // not be read.
+  bool running(const std::vector<ThreadRef>& threads, std::vector<uint64_t>& out);
+  // What tells a task from one created later at its address: its coroutine and name objects
+  // (both are read in one system call for a C task). False if it is no task.
+  bool identity(uint64_t task, uint64_t& coro, uint64_t& name);
+  // A task's name (false if it cannot be read), and the code object of its coroutine (0).
+  bool taskName(uint64_t task, std::string& out);
+  // The text of a task's name object (identity's name): a str, or 3.13+'s counter.
+  bool nameOf(uint64_t name_obj, std::string& out);
+  uint64_t coroutineCode(uint64_t coro);
+  // The frame a running coroutine's code runs in (what a stack read finds): inside the object
+  // from 3.11, its frame object before (0 if it has none).
+  uint64_t coroutineFrame(uint64_t coro);
+  // Whether the frame of a coroutine has its own memory (3.11+): then a coroutine found at its
+  // frame's place is the one running there; before, a frame object may have been freed with
+  // an old coroutine and reused for a new one's (so the codes must agree too).
+  bool framesInside() const { return a_.gen_iframe != cpython::kAbsent; }
+
  private:
   struct TypeDesc {
     std::string name;
@@ -86,6 +107,7 @@ class AsyncioTasks {
   // The frames of a coroutine chain from coro inward; false when coro has finished.
   bool coroutineChain(uint64_t coro, TaskRecord& rec);
   bool readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter);
+  bool debugOffsets();
   void deriveAwaits(std::unordered_map<uint64_t, TaskRecord*>& by_id,
                     const std::unordered_map<uint64_t, uint64_t>& waiters);
   void readAwaitedBy(std::unordered_map<uint64_t, TaskRecord*>& by_id);
@@ -99,6 +121,22 @@ class AsyncioTasks {
   uint64_t hdr_ = 16;  // where an object's first field lies (after PyObject_HEAD)
   std::unordered_map<uint64_t, TypeDesc> types_;
   uint64_t pass_ = 1000;
+  // 3.8-3.13, recording: asyncio.tasks._current_tasks, and each loop's thread, read again now
+  // and then (a loop may be closed and another made at its address).
+  uint64_t current_tasks_ = 0;
+  uint64_t tasks_module_ = 0;  // asyncio.tasks's dict
+  uint32_t current_reads_ = 0;
+  // imported(): sys.modules, and its size when last looked into.
+  uint64_t sys_modules_ = 0;
+  int64_t modules_used_ = -1;
+  bool asyncio_found_ = false;
+  struct LoopThread {
+    uint64_t thread_id = 0;
+    uint32_t reads = 0;
+  };
+  std::unordered_map<uint64_t, LoopThread> loops_;
+  std::vector<DictEntry> entries_;
+  std::vector<ReadRequest> reqs_;
 };
 
 }  // namespace psrec::recorder

@@ -48,6 +48,7 @@ struct SamplerConfig {
   // 3.15+: read deep stacks through the frame cache CPython keeps for profilers, which the
   // sampler writes one pointer of per thread (StackReader::setFrameCache).
   bool frame_cache = true;
+  bool tasks = true;  // record the asyncio task each thread runs (once asyncio is imported)
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
   // The most threads one recording names (a file's limit; fewer only in tests): a thread
@@ -87,6 +88,9 @@ struct SamplerConfig {
   X(native_unread, uint64_t, "thread-samples whose native stack could not be read")          \
   X(native_from_proc, uint64_t, "native stacks read from /proc (blocked, unseen by events)") \
   X(native_interrupted, uint64_t, "threads blocked since before the recording, stopped once")  \
+  X(tasks_defined, uint64_t, "asyncio tasks seen running (TASK definitions)")              \
+  X(task_errors, uint64_t, "passes or samples whose running asyncio task could not be read") \
+  X(task_off_stack, uint64_t, "samples whose running task began or ended as they were read") \
   X(target_exited, bool, "the target exited while recorded")                                 \
   X(realtime, bool, "the sampling thread ran (or runs) with SCHED_FIFO")
 
@@ -174,6 +178,8 @@ class Sampler {
   // Whether a thread the walk did not meet still has its state in the list, under its ids.
   bool stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp);
   void readNames(Target& t, uint64_t ts);
+  void recordTasks(Target& t, uint64_t ts);
+  uint32_t taskId(Target& t, size_t i, uint64_t ts);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);
   // Every 100 ms: exec, liveness and attach attempts of every target; children with

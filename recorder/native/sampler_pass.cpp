@@ -197,6 +197,116 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   t.sampled = true;
   settleUnmet(t, list_ok, interp, ts, errors);
   if (t.native) settleNative(t);
+  recordTasks(t, ts);
+}
+
+// asyncio: the task each thread sampled in this pass runs. Until asyncio is imported, nothing
+// is read but the size of sys.modules, every 10 ms (looked into when it changed).
+void Sampler::recordTasks(Target& t, uint64_t ts) {
+  constexpr uint64_t kCheckTicks = 10000, kPruneTicks = 1000000;  // 10 ms, 1 s in 1 us ticks
+  if (!config_.tasks || !t.tasks) return;
+  if (!t.asyncio) {
+    if (t.asyncio_check_ts && ts - t.asyncio_check_ts < kCheckTicks) return;
+    t.asyncio_check_ts = ts ? ts : 1;
+    t.asyncio = t.tasks->imported();
+    if (!t.asyncio) return;
+  }
+  t.task_threads.clear();
+  t.task_owners.clear();
+  for (auto& [addr, th] : t.threads) {
+    if (th.seen_pass != pass_) continue;
+    t.task_threads.push_back({th.tstate, th.thread_id});
+    t.task_owners.push_back(&th);
+  }
+  if (t.task_threads.empty()) return;
+  // 3.8-3.13 read a dict the loops change at every task step (and resize every few): a read
+  // caught in the middle of that is read again. One that fails throughout gives its threads no
+  // task for this pass (rather than the last one they had).
+  bool read = false;
+  for (int attempt = 0; attempt < 4 && !read; ++attempt)
+    read = t.tasks->running(t.task_threads, t.running);
+  if (!read) bump(st_.task_errors, 1);
+  for (size_t i = 0; i < t.running.size(); ++i) {
+    SampledThread& th = *t.task_owners[i];
+    const uint64_t task = t.running[i];
+    th.task = task;
+    encoder_.sampleTask(th.ref, task ? taskId(t, i, ts) : 0);
+  }
+  // Tasks not seen running for a minute are forgotten (a server makes thousands a second);
+  // one that runs again after that is named again, under a new id.
+  constexpr uint64_t kForgetTicks = 60000000;
+  if (ts - t.tasks_pruned_ts >= kPruneTicks) {
+    t.tasks_pruned_ts = ts;
+    for (auto it = t.known_tasks.begin(); it != t.known_tasks.end();)
+      it = ts - it->second.seen_ts > kForgetTicks ? t.known_tasks.erase(it) : std::next(it);
+  }
+}
+
+// The TASK id of the task t.running[i], which thread t.task_owners[i] runs, defined when first
+// seen; 0 when what was read does not hold together (the sample then has no task):
+// - the task (its coroutine, its name) cannot be read whole: it is being made or freed as it
+//   is read (counted in task_errors);
+// - its coroutine's frame is not on the stack read for th (the task is read after the stack:
+//   one that began or ended in between is not the stack's; counted in task_off_stack). Before
+//   3.11 the frame's code must be the coroutine's too: a frame object freed with one
+//   coroutine is reused for the next.
+// Its identity is checked at every sample: its coroutine object and its name's text (a task
+// that finished and was replaced by one made at the same address, its coroutine at the old
+// one's, differs by its name). 3.13+ turn a default name's counter into its text when the
+// name is first asked for: another name object, the same text, the same task. A task not
+// known yet must still be its thread's running task after it was read: the task read may have
+// finished meanwhile, and a new one be in the making at its address (its name set, its
+// coroutine field still the old one's).
+uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
+  const SampledThread& th = *t.task_owners[i];
+  const uint64_t task = t.running[i];
+  uint64_t coro = 0, name_obj = 0;
+  if (!t.tasks->identity(task, coro, name_obj) || !t.tasks->nameOf(name_obj, t.task_name)) {
+    bump(st_.task_errors, 1);
+    return 0;
+  }
+  const uint64_t frame = t.tasks->coroutineFrame(coro);
+  const auto& raw = th.stack.raw;
+  auto on = std::find_if(raw.begin(), raw.end(), [&](const RawFrame& f) { return f.addr == frame; });
+  if (!frame || on == raw.end() ||
+      (!t.tasks->framesInside() && on->code != t.tasks->coroutineCode(coro))) {
+    bump(st_.task_off_stack, 1);
+    return 0;
+  }
+  auto it = t.known_tasks.find(task);
+  if (it != t.known_tasks.end() && it->second.coro == coro && it->second.name == t.task_name) {
+    it->second.name_obj = name_obj;
+    it->second.seen_ts = ts;
+    return it->second.id;
+  }
+  uint64_t coro_again = 0, name_again = 0;
+  if (!t.tasks->running(t.task_threads, t.running_again) || t.running_again[i] != task ||
+      !t.tasks->identity(task, coro_again, name_again) || coro_again != coro ||
+      name_again != name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
+      t.name_again != t.task_name) {
+    bump(st_.task_off_stack, 1);
+    return 0;
+  }
+  KnownTask k;
+  k.coro = coro;
+  k.name_obj = name_obj;
+  k.name = t.task_name;
+  k.seen_ts = ts;
+  uint32_t function = 0;
+  if (on->code) {  // the coroutine's code, as the stack has it
+    if (CodeInfo* info = t.codes->lookup(on->code, pass_)) {
+      if (!info->function_id)
+        info->function_id = encoder_.internFunction(encoder_.internString(info->filename),
+                                                    encoder_.internString(info->name),
+                                                    static_cast<uint32_t>(info->firstlineno));
+      function = info->function_id;
+    }
+  }
+  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, k.name, function, ts);
+  bump(st_.tasks_defined, 1);
+  const uint32_t id = k.id;
+  t.known_tasks[task] = std::move(k);
+  return id;
 }
 
 // What the pass's native stacks came to, counted once per pass: the counters, and what the

@@ -71,6 +71,7 @@ void Target::openReaders() {
   reader->setMaxDepth(format::kMaxDepth + 1);
   unwinder->pass.setCodeCache(codes.get());
   names = std::make_unique<ThreadNames>(*proc);
+  tasks = std::make_unique<AsyncioTasks>(*proc, *codes);
 }
 
 bool Target::tryAttach(uint64_t now) {

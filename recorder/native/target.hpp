@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "recorder/native/asyncio_tasks.hpp"
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
 #include "recorder/native/native_sampling.hpp"
@@ -49,6 +50,17 @@ struct SampledThread {
   // record --native: its capture, and its stack with its native frames, root first.
   std::unique_ptr<NativeThread> native;
   std::vector<uint32_t> mixed;
+  uint64_t task = 0;  // the asyncio task it ran at its last sample (0: none)
+};
+
+// An asyncio task seen running, under its TASK id: a task created later at its address has
+// another coroutine or name object (or, all three reused, another name).
+struct KnownTask {
+  uint32_t id = 0;
+  uint64_t coro = 0;
+  uint64_t name_obj = 0;
+  std::string name;
+  uint64_t seen_ts = 0;
 };
 
 // With `proc` it runs Python and is sampled (a segment of the recording, opened by
@@ -80,6 +92,16 @@ struct Target {
   bool sampled = false;        // a pass has read its thread list
   std::unordered_map<uint64_t, SampledThread> threads;  // by tstate address
   std::vector<PrefetchThread> order;                     // the threads of the last pass, in order
+  // asyncio: the task each thread runs, once asyncio is imported (looked for every second).
+  std::unique_ptr<AsyncioTasks> tasks;
+  bool asyncio = false;
+  uint64_t asyncio_check_ts = 0;
+  std::unordered_map<uint64_t, KnownTask> known_tasks;  // by task address
+  uint64_t tasks_pruned_ts = 0;
+  std::vector<ThreadRef> task_threads;
+  std::vector<SampledThread*> task_owners;
+  std::vector<uint64_t> running, running_again;
+  std::string task_name, name_again;  // scratch: the name of the task being identified
 
   // The process psrec was given, attached now. A launched program that does not run Python
   // yet (or whose runtime is not initialised) is watched instead; anything else that stops

@@ -82,7 +82,8 @@ def test_to_pandas(tmp_path: Path) -> None:
     df = psrec.load(s.path).to_pandas()
     # Python 3.11 cannot say who waits for the GIL: no gil_wait column, and the frame says why.
     assert list(df.columns) == ["time", "thread", "thread_name", "stack", "leaf", "gil",
-                                "on_cpu", "cpu_ns", "weight_ns"]
+                                "on_cpu", "cpu_ns", "weight_ns", "task", "task_name"]
+    assert df.task.sum() == 0 and set(df.task_name) == {""}  # no asyncio task ran
     assert "Python 3.11.7 does not say" in df.attrs["gil_wait_unknown"]
     assert df.leaf[0] == "compute (app.py:10)" and df.leaf[100] == "wait (threading.py:320)"
     assert len(df) == 101 and set(df.thread_name) == {"MainThread"}

@@ -17,6 +17,7 @@ namespace psrec::cpython {
 struct AsyncioLayout {
   // PyGenObject / PyCoroObject
   int32_t gen_frame = kAbsent;        // 3.8-3.10: PyFrameObject *gi_frame (NULL once finished)
+  int32_t gen_code = kAbsent;         // 3.8-3.10: PyObject *gi_code
   int32_t gen_iframe = kAbsent;       // 3.11+: the _PyInterpreterFrame inside the object
   int32_t gen_frame_state = kAbsent;  // 3.11+: int8_t gi_frame_state
   // 3.11+: the gi_frame_state values of a suspended frame, and of one suspended in an await

@@ -74,8 +74,11 @@ uint64_t AsyncioTasks::word(uint64_t addr) {
 }
 
 const AsyncioTasks::TypeDesc* AsyncioTasks::type(uint64_t obj) {
+  return typeAt(word(obj + static_cast<uint64_t>(proc_.layout().object_type)));
+}
+
+const AsyncioTasks::TypeDesc* AsyncioTasks::typeAt(uint64_t t) {
   const auto& l = proc_.layout();
-  const uint64_t t = word(obj + static_cast<uint64_t>(l.object_type));
   if (!t) return nullptr;
   auto it = types_.find(t);
   if (it != types_.end()) return &it->second;
@@ -344,8 +347,18 @@ bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter
 
 bool AsyncioTasks::nameOf(uint64_t name, std::string& out) {
   out.clear();
-  const TypeDesc* n = name ? type(name) : nullptr;
-  if (n && n->name == "str") return readUnicode(proc_.mem(), proc_.layout(), name, out, 1024);
+  if (!name) return false;
+  // Its type and, for a short str, its text, in one system call.
+  uint8_t head[kUnicodeHead];
+  ReadStatus rs;
+  const size_t got = proc_.mem().readSome(name, head, sizeof head, &rs);
+  const size_t type_at = static_cast<size_t>(proc_.layout().object_type);
+  if (got < type_at + 8) return false;
+  uint64_t type_addr;
+  std::memcpy(&type_addr, head + type_at, 8);
+  const TypeDesc* n = typeAt(type_addr);
+  if (n && n->name == "str")
+    return readUnicodeFrom(proc_.mem(), proc_.layout(), name, head, got, out, 1024);
   if (n && n->name == "int") {
     // 3.13+ name a task lazily: the counter, until its name is asked for.
     auto v = intValue(name);
@@ -356,6 +369,23 @@ bool AsyncioTasks::nameOf(uint64_t name, std::string& out) {
 }
 
 bool AsyncioTasks::identity(uint64_t task, uint64_t& coro, uint64_t& name) {
+  // A C task's type, coroutine and name in one system call.
+  const auto& l = proc_.layout();
+  const size_t from = static_cast<size_t>(l.object_type);
+  const size_t to = static_cast<size_t>(std::max(a_.task_coro, a_.task_name)) + 8;
+  uint8_t buf[512];
+  if (has(a_.task_coro) && to <= sizeof buf + from &&
+      proc_.mem().read(task + from, buf, to - from) == ReadStatus::kOk) {
+    uint64_t type_addr;
+    std::memcpy(&type_addr, buf, 8);
+    const TypeDesc* t = typeAt(type_addr);
+    if (!t || !(t->c_task || t->py_task)) return false;
+    if (t->c_task) {
+      std::memcpy(&coro, buf + (a_.task_coro - static_cast<int32_t>(from)), 8);
+      std::memcpy(&name, buf + (a_.task_name - static_cast<int32_t>(from)), 8);
+      return coro != 0;
+    }
+  }
   const TypeDesc* t = type(task);
   if (!t || !(t->c_task || t->py_task)) return false;
   if (t->py_task) {
@@ -363,17 +393,8 @@ bool AsyncioTasks::identity(uint64_t task, uint64_t& coro, uint64_t& name) {
     name = objs_.attribute(task, "_name");
     return coro != 0;
   }
-  if (a_.task_name == a_.task_coro + 8) {
-    uint64_t both[2];
-    if (proc_.mem().read(task + static_cast<uint64_t>(a_.task_coro), both, sizeof both) !=
-        ReadStatus::kOk)
-      return false;
-    coro = both[0];
-    name = both[1];
-  } else {
-    coro = word(task + static_cast<uint64_t>(a_.task_coro));
-    name = word(task + static_cast<uint64_t>(a_.task_name));
-  }
+  coro = word(task + static_cast<uint64_t>(a_.task_coro));
+  name = word(task + static_cast<uint64_t>(a_.task_name));
   return coro != 0;
 }
 

@@ -96,6 +96,7 @@ class AsyncioTasks {
     bool future_iter = false;
   };
   const TypeDesc* type(uint64_t obj);
+  const TypeDesc* typeAt(uint64_t type_addr);
   uint64_t word(uint64_t addr);
   bool setItems(uint64_t set, std::vector<uint64_t>& out);
   bool weakSetItems(uint64_t weakset, std::vector<uint64_t>& out);

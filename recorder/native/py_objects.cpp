@@ -58,19 +58,30 @@ uint64_t word(const uint8_t* p) {
 
 bool readUnicode(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std::string& out,
                  size_t max_len) {
-  uint8_t head[128];
+  // The header and, in the same system call, the text of a short string.
+  uint8_t head[kUnicodeHead];
+  ReadStatus rs;
+  const size_t got = mem.readSome(addr, head, sizeof head, &rs);
+  return readUnicodeFrom(mem, l, addr, head, got, out, max_len);
+}
+
+bool readUnicodeFrom(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr,
+                     const uint8_t* head, size_t got, std::string& out, size_t max_len) {
   size_t hsize = static_cast<size_t>(l.unicode_compact_size);
-  if (hsize > sizeof head || mem.read(addr, head, hsize) != ReadStatus::kOk) return false;
+  if (got < hsize) return false;
   StructView<cpython::st::Unicode> v(head, hsize);
   StrState st(v.get<uint32_t>(l.unicode_state), l);
   int64_t length = v.get<int64_t>(l.unicode_length);
   if (!st.compact || length < 0 || static_cast<uint64_t>(length) > max_len ||
       (st.kind != 1 && st.kind != 2 && st.kind != 4))
     return false;
-  uint64_t data =
-      addr + static_cast<uint64_t>(st.ascii ? l.unicode_ascii_size : l.unicode_compact_size);
+  const size_t data_at =
+      static_cast<size_t>(st.ascii ? l.unicode_ascii_size : l.unicode_compact_size);
   std::string raw(static_cast<size_t>(length) * st.kind, '\0');
-  if (!raw.empty() && mem.read(data, raw.data(), raw.size()) != ReadStatus::kOk) return false;
+  if (data_at + raw.size() <= got)
+    std::memcpy(raw.data(), head + data_at, raw.size());
+  else if (!raw.empty() && mem.read(addr + data_at, raw.data(), raw.size()) != ReadStatus::kOk)
+    return false;
   out.clear();
   if (st.ascii) {
     out = std::move(raw);
@@ -128,10 +139,12 @@ bool ObjectReader::keysEntries(uint64_t keys, uint64_t values, std::vector<DictE
                                size_t max, bool inline_values) {
   out.clear();
   if (!keys || l_.dictkeys_nentries == kAbsent || l_.dictkeys_indices == kAbsent) return false;
-  uint8_t head[64];
-  if (static_cast<size_t>(l_.dictkeys_indices) > sizeof head ||
-      mem_.read(keys, head, static_cast<size_t>(l_.dictkeys_indices)) != ReadStatus::kOk)
-    return false;
+  // The header and, in the same system call, the index and entries of a small table.
+  uint8_t head[512];
+  ReadStatus rs;
+  const size_t got = static_cast<size_t>(l_.dictkeys_indices) > sizeof head
+                         ? 0 : mem_.readSome(keys, head, sizeof head, &rs);
+  if (got < static_cast<size_t>(l_.dictkeys_indices)) return false;
   StructView<cpython::st::DictKeys> v(head, static_cast<size_t>(l_.dictkeys_indices));
   int64_t nentries = v.get<int64_t>(l_.dictkeys_nentries);
   uint64_t index_bytes = 0;
@@ -155,11 +168,14 @@ bool ObjectReader::keysEntries(uint64_t keys, uint64_t values, std::vector<DictE
   if (nentries < 0 || static_cast<uint64_t>(nentries) > max) return false;
   const size_t n = static_cast<size_t>(nentries);
   if (n == 0) return true;
-  uint64_t at = keys + static_cast<uint64_t>(l_.dictkeys_indices) + index_bytes;
+  const uint64_t ent_off = static_cast<uint64_t>(l_.dictkeys_indices) + index_bytes;
   buf_.resize(n * entry_size + n * 8);
   uint8_t* ent = buf_.data();
   uint8_t* vals = ent + n * entry_size;
-  if (mem_.read(at, ent, n * entry_size) != ReadStatus::kOk) return false;
+  if (ent_off + n * entry_size <= got)
+    std::memcpy(ent, head + ent_off, n * entry_size);
+  else if (mem_.read(keys + ent_off, ent, n * entry_size) != ReadStatus::kOk)
+    return false;
   size_t nvals = n;
   if (values) {
     uint64_t array = values + static_cast<uint64_t>(l_.dictvalues_values);
@@ -189,9 +205,17 @@ bool ObjectReader::dictEntries(uint64_t dict, std::vector<DictEntry>& out, size_
   out.clear();
   if (!dict || l_.dict_keys == kAbsent || l_.dict_values == kAbsent) return false;
   uint64_t keys = 0, values = 0;
-  if (!mem_.readValue(dict + static_cast<uint64_t>(l_.dict_keys), keys) ||
-      !mem_.readValue(dict + static_cast<uint64_t>(l_.dict_values), values))
+  if (l_.dict_values == l_.dict_keys + 8) {  // every version so far: one read
+    uint64_t both[2];
+    if (mem_.read(dict + static_cast<uint64_t>(l_.dict_keys), both, sizeof both) !=
+        ReadStatus::kOk)
+      return false;
+    keys = both[0];
+    values = both[1];
+  } else if (!mem_.readValue(dict + static_cast<uint64_t>(l_.dict_keys), keys) ||
+             !mem_.readValue(dict + static_cast<uint64_t>(l_.dict_values), values)) {
     return false;
+  }
   return keysEntries(keys, values, out, max_entries);
 }
 

@@ -17,6 +17,11 @@ namespace psrec::recorder {
 // A compact str as UTF-8; false unless addr holds one of at most max_len code points.
 bool readUnicode(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std::string& out,
                  size_t max_len = 4096);
+// The same from the first `got` bytes of the object already read into head (the rest of a
+// long text is read); readUnicode reads kUnicodeHead bytes at once.
+constexpr size_t kUnicodeHead = 192;
+bool readUnicodeFrom(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr,
+                     const uint8_t* head, size_t got, std::string& out, size_t max_len);
 // A bytes object's contents; false unless it holds at most max_len bytes.
 bool readBytes(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std::string& out,
                size_t max_len);

@@ -22,6 +22,7 @@ class Accumulator:
         slice_ticks: int = 0,
         cpu_view: bool = False,
         by_node: bool = True,
+        tasks: Sequence[int] | None = None,
     ) -> None: ...
     def add(self, arg: SampleBatch, /) -> None: ...
     @property
@@ -49,6 +50,7 @@ class Timeline:
         cpu_view: bool = False,
         split_at_gaps: bool = False,
         split_mask: int = 0,
+        tasks: Sequence[int] | None = None,
     ) -> None: ...
     def add(self, arg: SampleBatch, /) -> None: ...
     @property

@@ -253,7 +253,7 @@ class Run:
                         col = a
                     cols.append(col)
                 for ts, ref, node, status, cpu, weight, task in zip(*cols):
-                    if not selects(ts, ref):
+                    if not selects(ts, ref, task):
                         continue
                     out.task.append(task)
                     out.time.append(ts * tick_ns / 1e9)
@@ -283,6 +283,7 @@ class Run:
 
 
 def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | int] = (),
+         tasks: str | int | Iterable[str | int] = (),
          pids: int | Iterable[int] = (), processes: str | Iterable[str] = (),
          start: str | float | None = None, end: str | float | None = None,
          weights: str = "time", by: str = "function", native: bool | None = None,
@@ -295,6 +296,9 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
         "gil-wait" (waiting to take the GIL; CPython 3.15 and later).
     threads: one thread or several, each by OS or Python thread id or by any name it had
         ("web_0", 19004, or ("web_0", "web_1")); default: every thread.
+    tasks: one asyncio task or several, each by name, by its coroutine's function (every
+        task made from it: "handle_request") or by id or address (``Run.tasks``): only
+        samples of threads running them; default: every sample.
     pids: one process id or several (the recording's processes); default: all.
     processes: text their command line holds, one or several; default: all.
     start, end: the window, as seconds from the start of the recording (2.5, "500ms") or a
@@ -310,6 +314,7 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
     Raises PsrecError (with a message that says what to do) for a file or a view it cannot
     read."""
     view = View(mode=mode, threads=tuple(str(t) for t in _several(threads)),
+                tasks=tuple(str(t) for t in _several(tasks)),
                 pids=tuple(int(p) for p in _several(pids)),
                 processes=tuple(str(p) for p in _several(processes)),
                 start=None if start is None else str(start),

@@ -178,8 +178,9 @@ def _view(reporter: type[Reporter], view_args: dict[str, Any]) -> Any:
 
     weights = view_args["weights"] or reporter.default_weights
     rest = {k: v for k, v in view_args.items()
-            if k not in ("weights", "threads", "pids", "processes")}
+            if k not in ("weights", "threads", "task_specs", "pids", "processes")}
     return View(weights=weights, threads=tuple(view_args["threads"]),
+                tasks=tuple(view_args.get("task_specs", ())),
                 pids=tuple(view_args["pids"]), processes=tuple(view_args["processes"]), **rest)
 
 

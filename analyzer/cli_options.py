@@ -64,6 +64,10 @@ def _view_options() -> list[click.Option]:
                           "the GIL (recorded on CPython 3.15 and later)."),
         click.Option(["--thread", "threads"], multiple=True, metavar="ID|NAME",
                      help="Only this thread (OS or Python thread id, or name); repeatable."),
+        click.Option(["--task", "task_specs"], multiple=True, metavar="NAME|COROUTINE|ID",
+                     help="Only samples of threads running this asyncio task (by name, by its "
+                          "coroutine's function: every task made from it, or by id or "
+                          "address; psrec report --tasks lists them); repeatable."),
         click.Option(["--pid", "pids"], multiple=True, type=int, metavar="PID",
                      help="Only this process (psrec info lists them); repeatable."),
         click.Option(["--process", "processes"], multiple=True, metavar="TEXT",

@@ -29,6 +29,7 @@ from .view import (
     ViewUsageError,
     gil_wait_unknown,
     match_processes,
+    match_tasks,
     match_threads,
     to_ticks,
 )
@@ -61,8 +62,9 @@ def resolve(view: View, rec: Recording, defs: Definitions, engine: Engine) -> Se
         in_process = match_processes(view, rec, defs)
         refs = in_process if refs is None else [r for r in refs if r in set(in_process)]
     mask, value = MODES[view.mode]
+    tasks = tuple(match_tasks(view.tasks, rec, defs)) if view.tasks else None
     return Selection(from_ts, to_ts, None if refs is None else tuple(refs), mask, value,
-                     view.mode == "cpu")
+                     view.mode == "cpu", tasks)
 
 
 @dataclass

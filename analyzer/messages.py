@@ -44,6 +44,8 @@ def nothing_selected(path: str, view: View, selection: Selection, extent: tuple[
     parts = [f"mode {view.mode}"]
     if view.threads:
         parts.append("thread " + ", ".join(view.threads))
+    if view.tasks:
+        parts.append("task " + ", ".join(view.tasks))
     if view.pids:
         parts.append("pid " + ", ".join(map(str, view.pids)))
     if view.processes:

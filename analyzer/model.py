@@ -130,10 +130,13 @@ class Selection:
     status_mask: int = 0
     status_value: int = 0
     cpu_view: bool = False
+    # asyncio tasks (TASK ids): only samples of threads running one of them (None: any)
+    tasks: tuple[int, ...] | None = None
     # the window with its open ends closed, and the threads as a set: what selects() reads
     _lo: int = field(default=FIRST_TS, init=False, repr=False, compare=False)
     _hi: int = field(default=END_TS, init=False, repr=False, compare=False)
     _refs: frozenset[int] | None = field(default=None, init=False, repr=False, compare=False)
+    _tasks: frozenset[int] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.from_ts is not None:
@@ -143,12 +146,17 @@ class Selection:
         if self.threads is not None:
             object.__setattr__(self, "threads", tuple(self.threads))
             object.__setattr__(self, "_refs", frozenset(self.threads))
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", tuple(self.tasks))
+            object.__setattr__(self, "_tasks", frozenset(self.tasks))
 
-    def selects(self, ts: int, thread: int) -> bool:
-        """The window and thread rule (native: AccumulatorQuery::fate's first test): a sample
-        is in the selection, whatever its status, where its time is in the window and its
-        thread is one of the selection's."""
-        return self._lo <= ts < self._hi and (self._refs is None or thread in self._refs)
+    def selects(self, ts: int, thread: int, task: int = 0) -> bool:
+        """The window, thread and task rule (native: AccumulatorQuery::fate's first tests): a
+        sample is in the selection, whatever its status, where its time is in the window, its
+        thread is one of the selection's and, where the selection names tasks, the thread was
+        running one of them."""
+        return (self._lo <= ts < self._hi and (self._refs is None or thread in self._refs)
+                and (self._tasks is None or task in self._tasks))
 
     def counts(self, status: int) -> bool:
         """The status filter: a selected sample with this status is counted."""
@@ -165,6 +173,7 @@ class Selection:
         """The native Accumulator's and Timeline's query fields (window, threads, filter)."""
         q: dict[str, Any] = {
             "threads": None if self.threads is None else list(self.threads),
+            "tasks": None if self.tasks is None else list(self.tasks),
             "status_mask": self.status_mask, "status_value": self.status_value,
             "cpu_view": self.cpu_view}
         if self.from_ts is not None:

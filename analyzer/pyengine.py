@@ -21,13 +21,13 @@ def known_on_cpu(status: int) -> bool:
 
 
 def fate(sel: Selection, ts: int, th: int, status: int, cpu: int,
-         previous_on_cpu: bool) -> tuple[bool, bool, int]:
+         previous_on_cpu: bool, task: int = 0) -> tuple[bool, bool, int]:
     """(selected, counted, where its CPU time goes) of a sample under a selection: the native
     AccumulatorQuery::fate's rule (spec section 5). CPU time used between two samples goes to
     the earlier when this one is off a CPU and that one was on a CPU, else to this one; a view
     keeps it where it keeps that sample, and the CPU view also keeps that of a sample it does
     not count on its stack."""
-    if not sel.selects(ts, th):
+    if not sel.selects(ts, th, task):
         return False, False, NONE
     counted = sel.counts(status)
     off_cpu = not status & (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN)
@@ -66,7 +66,7 @@ class PyAccumulator:
             st = b.status[i]
             cpu = b.cpu[i]
             on_cpu, previous = self._last.pop(th, (False, None))
-            selected, counted, goes = fate(sel, ts, th, st, cpu, on_cpu)
+            selected, counted, goes = fate(sel, ts, th, st, cpu, on_cpu, b.task[i])
             if not selected:
                 continue
             if goes == PREVIOUS and previous is not None:
@@ -129,7 +129,8 @@ class PyTimeline:
             previous_kept = ref in self.kept
             self.on_cpu.discard(ref)
             self.kept.discard(ref)
-            selected, counted, goes = fate(sel, t, ref, st, cpus[i], previous_on_cpu)
+            selected, counted, goes = fate(sel, t, ref, st, cpus[i], previous_on_cpu,
+                                           b.task[i])
             if selected and known_on_cpu(st):
                 self.on_cpu.add(ref)
             if goes == PREVIOUS and previous_kept:

@@ -59,7 +59,7 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
                     (("ts", "q"), ("thread", "I"), ("status", "B"), ("cpu", "I"),
                      ("weight", "I"), ("task", "I"))]
             for ts, ref, status, cpu, weight, task in zip(*cols):
-                if status & mask != want or not sel.selects(ts, ref):
+                if status & mask != want or not sel.selects(ts, ref, task):
                     continue
                 s = out.get(task) if task else loops.get(ref)
                 if s is None:

@@ -106,6 +106,7 @@ class View:
 
     mode: str = "wall"
     threads: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()  # --task: only samples running these asyncio tasks
     pids: tuple[int, ...] = ()  # --pid: only these processes
     processes: tuple[str, ...] = ()  # --process: processes whose command line holds this
     start: str | None = None  # --from: seconds from the start, or a wall-clock time
@@ -246,6 +247,35 @@ def match_threads(
             )
         refs.extend(r for r in found if r not in refs)
     return refs
+
+
+def match_tasks(specs: tuple[str, ...], rec: Recording, defs: Definitions) -> list[int]:
+    """asyncio tasks (TASK ids) by name, by the name of their coroutine's function (qualified
+    or not: every task made from it), by id, or by address (asyncio's own task id, 0x...)."""
+    ids: list[int] = []
+    for spec in specs:
+        s = spec.strip()
+        number: int | None = None
+        try:
+            number = int(s, 0)
+        except ValueError:
+            pass
+        found = []
+        for t in defs.tasks.values():
+            coro = t.coroutine.name if t.coroutine else None
+            if (s == t.name or (coro is not None and s in (coro, coro.rpartition(".")[2]))
+                    or number in (t.id, t.address)):
+                found.append(t.id)
+        if not found:
+            names = sorted({t.label for t in defs.tasks.values()})
+            shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
+            raise SelectionError(
+                f"no asyncio task named, made from a coroutine named, or numbered {spec!r} in "
+                f"{rec.path}",
+                help=(f"tasks in this recording: {shown} (psrec report --tasks lists them)"
+                      if names else "this recording has no asyncio tasks"))
+        ids.extend(i for i in found if i not in ids)
+    return ids
 
 
 def processes(defs: Definitions, metadata: dict[str, Any]) -> list[ProcessInfo]:

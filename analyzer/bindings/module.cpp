@@ -30,12 +30,14 @@ namespace {
 
 AccumulatorQuery makeQuery(int64_t from_ts, int64_t to_ts,
                            const std::optional<std::vector<uint32_t>>& threads,
-                           uint8_t status_mask, uint8_t status_value, bool cpu_view) {
+                           uint8_t status_mask, uint8_t status_value, bool cpu_view,
+                           const std::optional<std::vector<uint32_t>>& tasks) {
   AccumulatorQuery q;
   q.cpu_view = cpu_view;
   q.from_ts = from_ts;
   q.to_ts = to_ts;
   if (threads) q.selectThreads(*threads);
+  if (tasks) q.selectTasks(*tasks);
   q.status_mask = status_mask;
   q.status_value = status_value;
   return q;
@@ -65,9 +67,9 @@ NB_MODULE(_engine, m) {
           [](Accumulator* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
              uint8_t status_value, int64_t slice_origin, int64_t slice_ticks, bool cpu_view,
-             bool by_node) {
+             bool by_node, std::optional<std::vector<uint32_t>> tasks) {
             AccumulatorQuery q =
-                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view, tasks);
             q.slice_origin = slice_origin;
             q.slice_ticks = slice_ticks;
             q.by_node = by_node;
@@ -76,7 +78,7 @@ NB_MODULE(_engine, m) {
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
           nb::arg("status_value") = 0, nb::arg("slice_origin") = 0, nb::arg("slice_ticks") = 0,
-          nb::arg("cpu_view") = false, nb::arg("by_node") = true)
+          nb::arg("cpu_view") = false, nb::arg("by_node") = true, nb::arg("tasks") = nb::none())
       .def("add",
            [](Accumulator& a, const SampleColumns& b) {
              nb::gil_scoped_release release;
@@ -108,9 +110,10 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](Timeline* self, int64_t from_ts, int64_t to_ts,
              std::optional<std::vector<uint32_t>> threads, uint8_t status_mask,
-             uint8_t status_value, bool cpu_view, bool split_at_gaps, uint8_t split_mask) {
+             uint8_t status_value, bool cpu_view, bool split_at_gaps, uint8_t split_mask,
+             std::optional<std::vector<uint32_t>> tasks) {
             AccumulatorQuery q =
-                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view);
+                makeQuery(from_ts, to_ts, threads, status_mask, status_value, cpu_view, tasks);
             q.split_at_gaps = split_at_gaps;
             q.split_mask = split_mask;
             new (self) Timeline(std::move(q));
@@ -118,7 +121,8 @@ NB_MODULE(_engine, m) {
           nb::arg("from_ts") = INT64_MIN, nb::arg("to_ts") = INT64_MAX,
           nb::arg("threads") = nb::none(), nb::arg("status_mask") = 0,
           nb::arg("status_value") = 0, nb::arg("cpu_view") = false,
-          nb::arg("split_at_gaps") = false, nb::arg("split_mask") = 0)
+          nb::arg("split_at_gaps") = false, nb::arg("split_mask") = 0,
+          nb::arg("tasks") = nb::none())
       .def("add",
            [](Timeline& t, const SampleColumns& b) {
              nb::gil_scoped_release release;

@@ -142,7 +142,7 @@ void Accumulator::add(const SampleColumns& c) {
     const uint32_t th = c.thread[i];
     const uint8_t st = c.status[i];
     LastCell& lc = last_[th];
-    const auto f = q_.fate(ts, th, st, c.cpu[i], lc.on_cpu);
+    const auto f = q_.fate(ts, th, c.task[i], st, c.cpu[i], lc.on_cpu);
     if (!f.selected) {
       lc.on_cpu = lc.kept = false;
       continue;

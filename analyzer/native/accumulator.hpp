@@ -45,6 +45,20 @@ struct AccumulatorQuery {
   // per-thread states over time at a cost that does not grow with stacks.
   bool by_node = true;
 
+  // asyncio tasks (the sample's TASK id): with select_tasks, only samples running one of
+  // `tasks` (sorted), a sample of a thread running none of them being outside the view as a
+  // sample of another thread is.
+  bool select_tasks = false;
+  std::vector<uint32_t> tasks;
+  void selectTasks(std::vector<uint32_t> ids) {
+    select_tasks = true;
+    std::sort(ids.begin(), ids.end());
+    tasks = std::move(ids);
+  }
+  bool taskSelected(uint32_t task) const {
+    return !select_tasks || std::binary_search(tasks.begin(), tasks.end(), task);
+  }
+
   // Keeps only these thread refs (an empty list keeps none). Refs beyond kMaxThreadRef have
   // no samples, and are left out rather than allocated for.
   void selectThreads(const std::vector<uint32_t>& refs) {
@@ -75,11 +89,12 @@ struct AccumulatorQuery {
   // after a sample off a CPU: the time ran in code no sample caught; or its CPU state unknown)
   // on that sample's stack, so that every CPU tick of a selected thread lands on a sample.
   // previous_on_cpu: the thread's previous selected sample was known to be on a CPU.
-  Fate fate(int64_t ts, uint32_t thread, uint8_t status, uint32_t cpu,
+  Fate fate(int64_t ts, uint32_t thread, uint32_t task, uint8_t status, uint32_t cpu,
             bool previous_on_cpu) const {
     if (ts < from_ts || ts >= to_ts) return {false, false, Cpu::kNone};
     if (!threads.empty() && (thread >= threads.size() || !threads[thread]))
       return {false, false, Cpu::kNone};
+    if (!taskSelected(task)) return {false, false, Cpu::kNone};
     const bool counted = (status & status_mask) == status_value;
     const bool off_cpu = (status & (kStatusOnCpu | kStatusCpuUnknown)) == 0;
     if (cpu != 0 && off_cpu && previous_on_cpu) return {true, counted, Cpu::kPrevious};

@@ -13,7 +13,7 @@ void Timeline::add(const SampleColumns& c) {
     const uint32_t th = c.thread[i];
     ThreadRuns& tr = threads_[th];
     TimelineRuns& r = tr.runs;
-    const auto f = q_.fate(ts, th, c.status[i], c.cpu[i], tr.on_cpu);
+    const auto f = q_.fate(ts, th, c.task[i], c.status[i], c.cpu[i], tr.on_cpu);
     const bool previous_kept = tr.kept && r.size() != 0;
     tr.on_cpu = f.selected && AccumulatorQuery::onCpu(c.status[i]);
     tr.kept = false;

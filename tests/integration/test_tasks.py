@@ -190,6 +190,14 @@ def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> No
     # The samples carry their task.
     s = run.samples
     assert set(s.task) >= {tid for tid, t in tasks.items() if t.name.startswith("heavy")}
+    # A view of one task (--task): its samples, each with the task's coroutine on its stack.
+    one = api.load(str(out), tasks="heavy-0")
+    picked = one.samples
+    assert len(picked) == by_name["heavy-0"].samples > 0
+    assert all(any(f.function.name.rpartition(".")[2] == "worker" for f in one.stack(node))
+               for node in set(picked.stack))
+    table = psrec("report", str(out), "--task", "heavy-0", "-l", "3")
+    assert table.returncode == 0 and "spin" in table.stdout, table.stderr
 
 
 @pytest.mark.parametrize("python", PYTHONS)

@@ -31,6 +31,7 @@ class Sample:
     status: int
     cpu: int
     weight: int = 0  # filled in on close: ticks since the previous pass, capped
+    task: str = ""  # the asyncio task the thread ran (Synth.task), if any
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Synth:
         self._funcs: dict[tuple[str, str], int] = {}
         self._frames: dict[Loc, int] = {}
         self.refs: dict[str, int] = {}
+        self.task_ids: dict[str, int] = {}
         self.tids: dict[str, int] = {}
         self._passes = 0
         self._last_ts: int | None = None
@@ -81,14 +83,21 @@ class Synth:
         self.refs[name] = self.e.add_thread(4242, 0x7F0000 + tid, tid, name, ts)
         self.tids[name] = tid
 
-    def sample_pass(self, ts: int, entries: dict[str, tuple[tuple[Loc, ...], int, int]]) -> None:
-        """entries: thread name -> (stack root first, status, cpu ticks)."""
+    def task(self, name: str, address: int, ts: int = 0) -> None:
+        """An asyncio task (a TASK definition) that samples may run (sample_pass's 4th field)."""
+        self.task_ids[name] = self.e.define_task(4242, address, name, 0, ts)
+
+    def sample_pass(self, ts: int, entries: dict[str, tuple[Any, ...]]) -> None:
+        """entries: thread name -> (stack root first, status, cpu ticks[, task name])."""
         self.e.begin_pass(ts)
-        for name, (stack, status, cpu) in entries.items():
+        for name, (stack, status, cpu, *task) in entries.items():
             self.e.sample(self.refs[name], [self.frame(x) for x in stack], status, cpu or None)
+            if self.task_ids:
+                self.e.sample_task(self.refs[name], self.task_ids[task[0]] if task else 0)
             w = self.interval_ticks if self._last_ts is None else min(
                 ts - self._last_ts, 4 * self.interval_ticks)
-            self.samples.append(Sample(ts, name, tuple(stack), status, cpu, w))
+            self.samples.append(Sample(ts, name, tuple(stack), status, cpu, w,
+                                       task[0] if task else ""))
         self.e.end_pass()
         self._last_ts = ts
         self._passes += 1

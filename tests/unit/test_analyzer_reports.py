@@ -656,8 +656,8 @@ def test_a_task_view_selects_the_samples_of_its_tasks(tmp_path: Path) -> None:
     sums = task_sums(Profile.load(s.path))
     names = {Profile.load(s.path).defs.tasks[t].name: v.samples for t, v in sums.items() if t}
     assert names == want
-    assert sums[0].samples == sum(1 for x in s.samples if not x.task and x.thread == "MainThread"
-                                  ) + sum(1 for x in s.samples if not x.task and x.thread == "loop2")
+    # Both threads ran a task at some time: their samples outside tasks are the loops' time.
+    assert sums[0].samples == sum(1 for x in s.samples if not x.task)
     code, out, err = run("report", s.path, "--tasks")
     assert code == 0 and "req-1" in out and "<no task>" in out, err
     code, out, err = run("report", s.path, "--task", "nope")

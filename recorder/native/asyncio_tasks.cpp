@@ -447,7 +447,10 @@ bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<ui
       return true;
     }
   }
-  if (!objs_.dictEntries(current_tasks_, entries_, 1 << 16)) return false;
+  if (!objs_.dictEntries(current_tasks_, entries_, 1 << 16)) {
+    current_tasks_ = 0;  // looked up again at the next read: the name may have been rebound
+    return false;
+  }
   constexpr uint32_t kRecheck = 1000;  // passes between reads of a loop's thread
   for (const DictEntry& e : entries_) {
     LoopThread& lt = loops_[e.key];

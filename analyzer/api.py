@@ -28,7 +28,7 @@ from typing import Any
 from psrec.format import Frame, PsrecError, TaskInfo, ThreadInfo, open_recording
 from psrec.format import constants as C
 
-from .model import NO_STACK, FrameKey
+from .model import NO_STACK, FrameKey, batch_columns
 from .profile import Profile
 from .view import MODES, View, gil_wait_unknown
 from .walks import Totals
@@ -242,16 +242,8 @@ class Run:
         with open_recording(p.path) as rec:
             stream = p.engine.stream(rec, p.selection.from_ts, p.selection.to_ts)
             for batch in stream:
-                cols = []
-                for name, code in (("ts", "q"), ("thread", "I"), ("node", "I"),
-                                   ("status", "B"), ("cpu", "I"), ("weight", "I"),
-                                   ("task", "I")):
-                    col = getattr(batch, name)
-                    if isinstance(col, (bytes, bytearray)):
-                        a = array(code)
-                        a.frombytes(col)
-                        col = a
-                    cols.append(col)
+                cols = batch_columns(batch, "ts", "thread", "node", "status", "cpu", "weight",
+                                     "task")
                 for ts, ref, node, status, cpu, weight, task in zip(*cols):
                     if not selects(ts, ref, task):
                         continue

@@ -183,6 +183,23 @@ class Selection:
         return q
 
 
+def batch_columns(batch: Any, *names: str) -> list[Any]:
+    """Sample columns of a decoded batch by name (spec section 8.1), each as an array: the
+    native batch gives their bytes, the reference one arrays."""
+    from psrec.format._layout import SAMPLE_COLUMNS
+
+    codes = {c.name: c.typecode for c in SAMPLE_COLUMNS}
+    out = []
+    for name in names:
+        col = getattr(batch, name)
+        if isinstance(col, (bytes, bytearray)):
+            a = array(codes[name])
+            a.frombytes(col)
+            col = a
+        out.append(col)
+    return out
+
+
 class Stacks(Protocol):
     """What the walks over stacks by report key read of a profile (Profile has it all): its
     stack trie, its cells and their values under the view, and its stacks as report keys."""

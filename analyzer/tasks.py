@@ -9,13 +9,13 @@ mode and weights, as the function table's times are.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from psrec.format import TaskInfo, open_recording
 from psrec.format.text import printable
 
+from .model import batch_columns
 from .profile import Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
@@ -35,14 +35,6 @@ class TaskSums:
     last_ts: int = -1
 
 
-def _column(col: Any, code: str) -> Any:
-    if isinstance(col, (bytes, bytearray)):
-        a = array(code)
-        a.frombytes(col)
-        return a
-    return col
-
-
 def task_sums(profile: Profile) -> dict[int, TaskSums]:
     """Per TASK id, the samples the view selects of threads running that task; under 0, the
     samples of threads that ran some task in the recording but none at that moment (their
@@ -55,9 +47,7 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
     with open_recording(profile.path) as rec:
         stream = profile.engine.stream(rec, sel.from_ts, sel.to_ts)
         for batch in stream:
-            cols = [_column(getattr(batch, name), code) for name, code in
-                    (("ts", "q"), ("thread", "I"), ("status", "B"), ("cpu", "I"),
-                     ("weight", "I"), ("task", "I"))]
+            cols = batch_columns(batch, "ts", "thread", "status", "cpu", "weight", "task")
             for ts, ref, status, cpu, weight, task in zip(*cols):
                 if status & mask != want or not sel.selects(ts, ref, task):
                     continue

@@ -226,12 +226,7 @@ def match_threads(
     refs: list[int] = []
     renamed = False
     for spec in specs:
-        s = spec.strip()
-        number: int | None = None
-        try:
-            number = int(s, 0)
-        except ValueError:
-            pass
+        s, number = _spec(spec)
         found = [t.ref for t in defs.threads.values() if _thread_matches(t, s, number)]
         if not found and not renamed:
             defs.apply_renames(engine.thread_renames(rec))
@@ -249,17 +244,22 @@ def match_threads(
     return refs
 
 
+def _spec(spec: str) -> tuple[str, int | None]:
+    """A word that names a thread or a task, stripped, and the number it also is (decimal or
+    0x...), if it is one."""
+    s = spec.strip()
+    try:
+        return s, int(s, 0)
+    except ValueError:
+        return s, None
+
+
 def match_tasks(specs: tuple[str, ...], rec: Recording, defs: Definitions) -> list[int]:
     """asyncio tasks (TASK ids) by name, by the name of their coroutine's function (qualified
     or not: every task made from it), by id, or by address (asyncio's own task id, 0x...)."""
     ids: list[int] = []
     for spec in specs:
-        s = spec.strip()
-        number: int | None = None
-        try:
-            number = int(s, 0)
-        except ValueError:
-            pass
+        s, number = _spec(spec)
         found = []
         for t in defs.tasks.values():
             coro = t.coroutine.name if t.coroutine else None

@@ -213,6 +213,7 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     at 10 kHz: no more than 0.5 % of samples in error, every task psrec names is one of the
     program's, none twice, and each task's samples lie within that task's life (a task merged
     with another, or named wrongly, would have samples outside it)."""
+    from psrec.analyzer.model import batch_columns
     from psrec.format import open_recording
 
     out, truth_file = tmp_path / "echo.psr", tmp_path / "echo.json"
@@ -229,7 +230,7 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
         defs = rec.definitions()
         mono0, tick = rec.header.created_mono_ns, rec.header.tick_ns
         rows = [row for batch in rec.stream()
-                for row in zip(_ints(batch.ts, "q"), _ints(batch.task, "I"))]
+                for row in zip(*batch_columns(batch, "ts", "task"))]
     # A sample is stamped with its pass's start; its thread is read before the next pass
     # starts: that is when the sample was, at the latest.
     passes = sorted({ts for ts, _ in rows})
@@ -259,13 +260,3 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     assert not strangers, strangers[:10]
     assert sum(1 for n in names if n in lives) > 100  # short tasks were caught running
     assert not outside, f"{len(outside)} samples outside their task's life: {outside[:5]}"
-
-
-def _ints(col: Any, code: str) -> Any:
-    from array import array
-
-    if isinstance(col, (bytes, bytearray)):
-        a = array(code)
-        a.frombytes(col)
-        return a
-    return col

@@ -33,14 +33,15 @@ from ._figures import (
 from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
+from ._tasks import fig_tasks
 from ._tools import _version, ensure_tools, tachyon_version, target_pythons
 from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native", "depth")
+           "dump", "native", "depth", "tasks")
 LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
-        "depth"}
+        "depth", "tasks"}
 
 
 def _log(msg: str) -> None:
@@ -163,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_native(ctx)
                 elif fig == "depth":
                     fig_depth(ctx)
+                elif fig == "tasks":
+                    fig_tasks(ctx)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

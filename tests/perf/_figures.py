@@ -119,13 +119,15 @@ def record_attach(
     attribution: bool = False,
     native: bool = False,
     blocking: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> Recorded:
-    """Records pid for window_s seconds (ended with SIGINT) and reads what the tool wrote."""
+    """Records pid for window_s seconds (ended with SIGINT) and reads what the tool wrote;
+    extra: more of the tool's own options."""
     fmt = fmt or DEFAULT_FMT[tool]
     out = ctx.path(f"{tool}-{rate_hz}", EXT[fmt])
     errpath = out + ".stderr"
     argv = record_argv(ctx.tc, tool, out=out, fmt=fmt, rate_hz=rate_hz, pid=pid, native=native,
-                       blocking=blocking)
+                       blocking=blocking, extra=extra)
     with open(errpath, "wb") as errf:
         # (Tachyon prints its counts on its standard output.)
         p = _proc.start(argv, f"{tool} -> {pid}", stderr=errf,

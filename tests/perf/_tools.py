@@ -266,8 +266,10 @@ def record_argv(
     command: list[str] | None = None,
     blocking: bool = False,
     native: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> list[str]:
     """The command that records pid (attach) or runs command (launch) until stopped/exited.
+    extra: more of the tool's own options (psrec --no-tasks, Tachyon --async-aware).
 
     No tool is given a duration: py-spy's --duration counts samples (rate x seconds), not time,
     so every recording is ended by the benchmark with SIGINT at the end of its window.
@@ -284,6 +286,7 @@ def record_argv(
             argv.append("--blocking")
         if native:
             argv.append("--native")
+        argv += extra
         return argv + ([str(pid)] if pid is not None else ["--", *command])  # type: ignore[misc]
     if tool == "py-spy":
         assert tc.py_spy
@@ -304,10 +307,13 @@ def record_argv(
         return argv + (["-p", str(pid)] if pid is not None else list(command))  # type: ignore[arg-type]
     if tool == "tachyon":
         assert tc.tachyon_version and not native
-        opts = ["-r", str(rate_hz), "-a", "--binary" if fmt == "binary" else "--collapsed",
-                "-o", out]
+        # -a (every thread) and --async-aware (task stacks) exclude each other.
+        every_thread = [] if "--async-aware" in extra else ["-a"]
+        opts = ["-r", str(rate_hz), *every_thread,
+                "--binary" if fmt == "binary" else "--collapsed", "-o", out]
         if blocking:
             opts.append("--blocking")
+        opts += extra
         if pid is not None:
             # Inside the target's mount namespace and root: it reads the target's binaries by
             # the paths the target sees.

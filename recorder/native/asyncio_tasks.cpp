@@ -89,7 +89,6 @@ const AsyncioTasks::TypeDesc* AsyncioTasks::typeAt(uint64_t t) {
   d.name = cString(proc_.mem(), word(t + name_at));
   if (d.name.empty()) return nullptr;
   d.coroutine = d.name == "coroutine" || d.name == "generator";
-  d.future_iter = d.name == "_asyncio.FutureIter";
   uint64_t b = t;
   for (int i = 0; i < kMaxBases && b; ++i) {
     const std::string n = i == 0 ? d.name : cString(proc_.mem(), word(b + name_at));
@@ -313,19 +312,12 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
 }
 
 bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter) {
-  const TypeDesc* t = type(task);
-  if (!t || !(t->c_task || t->py_task)) return false;
   uint64_t coro = 0, name = 0;
-  if (t->c_task) {
-    coro = word(task + static_cast<uint64_t>(a_.task_coro));
-    name = word(task + static_cast<uint64_t>(a_.task_name));
-    fut_waiter = word(task + static_cast<uint64_t>(a_.task_fut_waiter));
-  } else {
-    coro = objs_.attribute(task, "_coro");
-    name = objs_.attribute(task, "_name");
-    fut_waiter = objs_.attribute(task, "_fut_waiter");
-  }
-  if (!coro) return false;  // finished: 3.12+ let go of the coroutine
+  // No coroutine: finished (3.12+ let go of it).
+  if (!identity(task, coro, name)) return false;
+  const TypeDesc* t = type(task);
+  fut_waiter = t && t->c_task ? word(task + static_cast<uint64_t>(a_.task_fut_waiter))
+                              : objs_.attribute(task, "_fut_waiter");
   rec.id = task;
   rec.state = "suspended";
   if (!coroutineChain(coro, rec)) return false;  // its coroutine has finished
@@ -396,12 +388,6 @@ bool AsyncioTasks::identity(uint64_t task, uint64_t& coro, uint64_t& name) {
   coro = word(task + static_cast<uint64_t>(a_.task_coro));
   name = word(task + static_cast<uint64_t>(a_.task_name));
   return coro != 0;
-}
-
-bool AsyncioTasks::taskName(uint64_t task, std::string& out) {
-  uint64_t coro = 0, name = 0;
-  out.clear();
-  return identity(task, coro, name) && nameOf(name, out);
 }
 
 uint64_t AsyncioTasks::coroutineFrame(uint64_t coro) {
@@ -596,24 +582,13 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
   if (!findTasks(interp, threads, found, out.error)) return out;
   std::sort(found.begin(), found.end());
   found.erase(std::unique(found.begin(), found.end()), found.end());
-  // The task each thread runs now.
+  // The task each thread runs now (a task running on a loop whose thread is not known still
+  // shows as running: its coroutine is executing).
   std::unordered_map<uint64_t, uint64_t> running;  // task -> thread id
-  if (has(a_.tstate_running_task)) {
-    for (const ThreadRef& t : threads)
-      if (uint64_t task = word(t.tstate + static_cast<uint64_t>(a_.tstate_running_task)))
-        running[task] = t.thread_id;
-  } else if (uint64_t tasks = module("asyncio.tasks")) {
-    std::vector<DictEntry> current;
-    const uint64_t cur = objs_.dictGet(tasks, "_current_tasks");
-    if (cur && objs_.dictEntries(cur, current, 1 << 16)) {
-      for (const DictEntry& e : current) {
-        uint64_t tid = 0;
-        if (uint64_t ident = objs_.attribute(e.key, "_thread_id"))
-          if (auto v = intValue(ident)) tid = static_cast<uint64_t>(*v);
-        running[e.value] = tid;
-      }
-    }
-  }
+  std::vector<uint64_t> now;
+  if (this->running(threads, now))
+    for (size_t i = 0; i < threads.size(); ++i)
+      if (now[i]) running[now[i]] = threads[i].thread_id;
   std::unordered_map<uint64_t, uint64_t> waiters;
   out.tasks.reserve(found.size());
   for (uint64_t task : found) {

@@ -73,11 +73,10 @@ class AsyncioTasks {
   // What tells a task from one created later at its address: its coroutine and name objects
   // (both are read in one system call for a C task). False if it is no task.
   bool identity(uint64_t task, uint64_t& coro, uint64_t& name);
-  // A task's name (false if it cannot be read), and the code object of its coroutine (0).
-  bool taskName(uint64_t task, std::string& out);
+  // The code object of a coroutine (0).
+  uint64_t coroutineCode(uint64_t coro);
   // The text of a task's name object (identity's name): a str, or 3.13+'s counter.
   bool nameOf(uint64_t name_obj, std::string& out);
-  uint64_t coroutineCode(uint64_t coro);
   // The frame a running coroutine's code runs in (what a stack read finds): inside the object
   // from 3.11, its frame object before (0 if it has none).
   uint64_t coroutineFrame(uint64_t coro);
@@ -93,7 +92,6 @@ class AsyncioTasks {
     bool py_task = false;    // asyncio.tasks.Task in pure Python, or a subclass
     bool gathering = false;  // asyncio.tasks._GatheringFuture
     bool coroutine = false;  // a coroutine or a generator (something with a frame)
-    bool future_iter = false;
   };
   const TypeDesc* type(uint64_t obj);
   const TypeDesc* typeAt(uint64_t type_addr);

@@ -180,6 +180,7 @@ class Sampler {
   void readNames(Target& t, uint64_t ts);
   void recordTasks(Target& t, uint64_t ts);
   uint32_t taskId(Target& t, size_t i, uint64_t ts);
+  uint32_t functionId(CodeInfo& info);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);
   // Every 100 ms: exec, liveness and attach attempts of every target; children with

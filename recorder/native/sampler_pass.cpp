@@ -200,6 +200,15 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   recordTasks(t, ts);
 }
 
+// The recording's FUNCTION id of a code object, defined when first needed.
+uint32_t Sampler::functionId(CodeInfo& info) {
+  if (!info.function_id)
+    info.function_id = encoder_.internFunction(encoder_.internString(info.filename),
+                                               encoder_.internString(info.name),
+                                               static_cast<uint32_t>(info.firstlineno));
+  return info.function_id;
+}
+
 // asyncio: the task each thread sampled in this pass runs. Until asyncio is imported, nothing
 // is read but the size of sys.modules, every 10 ms (looked into when it changed).
 void Sampler::recordTasks(Target& t, uint64_t ts) {
@@ -227,10 +236,7 @@ void Sampler::recordTasks(Target& t, uint64_t ts) {
     read = t.tasks->running(t.task_threads, t.running);
   if (!read) bump(st_.task_errors, 1);
   for (size_t i = 0; i < t.running.size(); ++i) {
-    SampledThread& th = *t.task_owners[i];
-    const uint64_t task = t.running[i];
-    th.task = task;
-    encoder_.sampleTask(th.ref, task ? taskId(t, i, ts) : 0);
+    encoder_.sampleTask(t.task_owners[i]->ref, t.running[i] ? taskId(t, i, ts) : 0);
   }
   // Tasks not seen running for a minute are forgotten (a server makes thousands a second);
   // one that runs again after that is named again, under a new id.
@@ -275,7 +281,6 @@ uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
   }
   auto it = t.known_tasks.find(task);
   if (it != t.known_tasks.end() && it->second.coro == coro && it->second.name == t.task_name) {
-    it->second.name_obj = name_obj;
     it->second.seen_ts = ts;
     return it->second.id;
   }
@@ -289,19 +294,11 @@ uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
   }
   KnownTask k;
   k.coro = coro;
-  k.name_obj = name_obj;
   k.name = t.task_name;
   k.seen_ts = ts;
   uint32_t function = 0;
-  if (on->code) {  // the coroutine's code, as the stack has it
-    if (CodeInfo* info = t.codes->lookup(on->code, pass_)) {
-      if (!info->function_id)
-        info->function_id = encoder_.internFunction(encoder_.internString(info->filename),
-                                                    encoder_.internString(info->name),
-                                                    static_cast<uint32_t>(info->firstlineno));
-      function = info->function_id;
-    }
-  }
+  if (on->code)  // the coroutine's code, as the stack has it
+    if (CodeInfo* info = t.codes->lookup(on->code, pass_)) function = functionId(*info);
   k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, k.name, function, ts);
   bump(st_.tasks_defined, 1);
   const uint32_t id = k.id;
@@ -412,12 +409,7 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
     if (it != info->frame_ids.end()) {
       id = it->second;
     } else {
-      if (!info->function_id) {
-        info->function_id = encoder_.internFunction(encoder_.internString(info->filename),
-                                                    encoder_.internString(info->name),
-                                                    static_cast<uint32_t>(info->firstlineno));
-      }
-      id = encoder_.internFrame(info->function_id, info->lineAt(kind, off));
+      id = encoder_.internFrame(functionId(*info), info->lineAt(kind, off));
       info->frame_ids.emplace(off, id);
     }
     th.ids.push_back(id);

@@ -50,15 +50,13 @@ struct SampledThread {
   // record --native: its capture, and its stack with its native frames, root first.
   std::unique_ptr<NativeThread> native;
   std::vector<uint32_t> mixed;
-  uint64_t task = 0;  // the asyncio task it ran at its last sample (0: none)
 };
 
 // An asyncio task seen running, under its TASK id: a task created later at its address has
-// another coroutine or name object (or, all three reused, another name).
+// another coroutine or another name (Sampler::taskId).
 struct KnownTask {
   uint32_t id = 0;
   uint64_t coro = 0;
-  uint64_t name_obj = 0;
   std::string name;
   uint64_t seen_ts = 0;
 };

@@ -276,36 +276,84 @@ bool NativeWalker::returnAddress(uint64_t pc) const {
   return false;
 }
 
-bool NativeWalker::scan(const NativeRegisters& regs, WordReader& words, NativeRegisters& next) {
-  const uint64_t sp = regs.r[kDwarfRsp];
-  for (uint64_t k = 0; k < kScanWords; ++k) {
-    uint64_t w;
-    if (!words.word(sp + 8 * k, &w)) return false;
-    if (!returnAddress(w)) continue;
-    // Accepted if the caller's own call-frame information takes the walk one step further.
-    NativeRegisters trial = regs;
-    trial.known = 0;
+bool NativeWalker::tryReturnAddress(const NativeRegisters& regs, WordReader& words,
+                                    uint64_t at, uint64_t w, bool deep,
+                                    NativeRegisters& next) {
+  // Accepted if the caller's own call-frame information takes the walk one step further (and,
+  // deep, to code). A frame that reaches so far has used the callee-saved registers for its
+  // own ends: they are not its caller's.
+  NativeRegisters trial = regs;
+  trial.known = 0;
+  if (!deep)
     for (int r : {3, static_cast<int>(kDwarfRbp), 12, 13, 14, 15})  // callee-saved
       if (regs.has(r)) trial.set(r, regs.r[r]);
-    trial.set(kDwarfRsp, sp + 8 * k + 8);
-    trial.set(kDwarfReturn, w);
-    const int32_t i = modules_.find(w);
-    const NativeModule& m = modules_.modules()[static_cast<size_t>(i)];
-    NativeRegisters probe = trial;
-    bool signal = false;
-    const UnwindStep s = m.cfi->step(w - 1 - m.bias, probe, words, &signal);
-    if (s == UnwindStep::kOk || s == UnwindStep::kOutermost) {
-      next = trial;
-      return true;
-    }
+  trial.set(kDwarfRsp, at + 8);
+  trial.set(kDwarfReturn, w);
+  const int32_t i = modules_.find(w);
+  const NativeModule& m = modules_.modules()[static_cast<size_t>(i)];
+  NativeRegisters probe = trial;
+  bool signal = false;
+  const UnwindStep s = m.cfi->step(w - 1 - m.bias, probe, words, &signal);
+  if (s == UnwindStep::kOutermost && !deep) {
+    next = trial;
+    return true;
+  }
+  if (s != UnwindStep::kOk) return false;
+  if (deep && (!probe.has(kDwarfReturn) || modules_.find(probe.r[kDwarfReturn]) < 0 ||
+               probe.r[kDwarfRsp] <= at))
+    return false;
+  next = trial;
+  return true;
+}
+
+bool NativeWalker::scan(const NativeRegisters& regs, WordReader& words, NativeRegisters& next,
+                        uint64_t first, uint64_t count, bool deep) {
+  const uint64_t sp = regs.r[kDwarfRsp];
+  for (uint64_t k = first; k < first + count; ++k) {
+    uint64_t w;
+    if (!words.word(sp + 8 * k, &w)) return false;
+    if (returnAddress(w) && tryReturnAddress(regs, words, sp + 8 * k, w, deep, next)) return true;
   }
   return false;
 }
 
-NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
+bool NativeWalker::anchored(const NativeRegisters& regs, WordReader& words,
+                            NativeRegisters& next) {
+  const uint64_t sp = regs.r[kDwarfRsp];
+  for (int r : {3, 12, 13, 14, 15, static_cast<int>(kDwarfRbp)}) {
+    const uint64_t v = regs.r[r];
+    if (!regs.has(r) || v <= sp + 8 * kScanWords || v - sp > kAnchorReach || (v & 7)) continue;
+    if (scan(regs, words, next, (v - sp) / 8, kAnchorWords, true)) return true;
+  }
+  return false;
+}
+
+size_t NativeWalker::frameBases(const NativeRegisters& regs, bool exact, int32_t module,
+                                WordReader& words, NativeRegisters* out) {
+  const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
+  const uint64_t sp = regs.r[kDwarfRsp];
+  const uint64_t lookup = regs.r[kDwarfReturn] - (exact ? 0 : 1) - m.bias;
+  size_t n = 0;
+  // A frame pointer points at the caller's saved frame pointer, the return address above it.
+  for (uint64_t k = 0; k < kScanWords && n < kCandidates; ++k) {
+    const uint64_t at = sp + 8 * k;
+    uint64_t ret;
+    if (!words.word(at + 8, &ret)) break;
+    if (!returnAddress(ret)) continue;
+    NativeRegisters trial = regs;
+    trial.set(kDwarfRbp, at);
+    bool signal = false;
+    if (m.cfi->step(lookup, trial, words, &signal) != UnwindStep::kOk || signal ||
+        trial.r[kDwarfReturn] != ret || trial.r[kDwarfRsp] != at + 16)
+      continue;
+    out[n++] = trial;
+  }
+  return n;
+}
+
+NativeEnd NativeWalker::walk(const NativeRegisters& regs, size_t max_frames,
                              std::vector<NativeFrame>& out, const std::vector<uint8_t>* copy) {
   out.clear();
-  NativeRegisters regs = start;
   if (!regs.has(kDwarfReturn) || !regs.has(kDwarfRsp)) return NativeEnd::kFailed;
   const uint64_t base = regs.r[kDwarfRsp];
   size_t got = 0;
@@ -317,7 +365,12 @@ NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
     got = mem_.readSome(base, window_.data(), window_.size(), &status);
   }
   StackWords words(mem_, base, copy ? *copy : window_, got);
-  bool exact = true;
+  return walkFrom(regs, true, words, max_frames, out, true);
+}
+
+NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& words,
+                                 size_t max_frames, std::vector<NativeFrame>& out,
+                                 bool may_branch) {
   for (;;) {
     if (out.size() >= max_frames) return NativeEnd::kTruncated;
     const uint64_t pc = regs.r[kDwarfReturn];
@@ -331,16 +384,45 @@ NativeEnd NativeWalker::walk(const NativeRegisters& start, size_t max_frames,
       if (m.cfi) step = m.cfi->step(pc - (exact ? 0 : 1) - m.bias, regs, words, &signal);
     }
     if (step == UnwindStep::kOutermost) return NativeEnd::kRoot;
-    if (step == UnwindStep::kFailed) return NativeEnd::kFailed;
-    if (step == UnwindStep::kNoInfo) {
+    // Where there is a choice of callers (at the walk's first frame that has one), the first
+    // candidate whose walk reaches the outermost frame wins; the first otherwise.
+    NativeRegisters candidates[kCandidates];
+    size_t n = 0;
+    if (step == UnwindStep::kFailed && module >= 0 && !regs.has(kDwarfRbp)) {
+      // A rule of the frame's needs the frame pointer, which a thread read where it waits (in
+      // /proc: its pc and sp only) does not give, when no callee saved it: an interpreter
+      // built with frame pointers (3.15's) calling a system call's wrapper.
+      n = frameBases(regs, exact, module, words, candidates);
+      if (n == 0) return NativeEnd::kFailed;
+    } else if (step == UnwindStep::kFailed) {
+      return NativeEnd::kFailed;
+    } else if (step == UnwindStep::kNoInfo) {
       // Code with no call-frame information: generated at run time (outside every file: its
       // frame-pointer chain first), or hand-written assembly in a library (BLAS kernels: the
-      // return address its caller pushed, found on the stack, first).
-      NativeRegisters next;
-      const bool found = module < 0 ? (framePointer(regs, words, next) || scan(regs, words, next))
-                                    : (scan(regs, words, next) || framePointer(regs, words, next));
-      if (!found) return NativeEnd::kNoInfo;
-      regs = next;
+      // return address its caller pushed, found on the stack, first; then a frame too large
+      // for the scan). A return address found may be stale, left by an earlier call in a part
+      // of the frame not yet written.
+      if (module < 0) {
+        if (framePointer(regs, words, candidates[n])) ++n;
+        if (scan(regs, words, candidates[n], 0, kScanWords, false)) ++n;
+      } else {
+        if (scan(regs, words, candidates[n], 0, kScanWords, false)) ++n;
+        if (framePointer(regs, words, candidates[n])) ++n;
+        if (anchored(regs, words, candidates[n])) ++n;
+      }
+      if (n == 0) return NativeEnd::kNoInfo;
+    }
+    if (n > 0) {
+      if (may_branch && n > 1) {
+        const size_t mark = out.size();
+        for (size_t c = 0; c < n; ++c) {
+          if (candidates[c].r[kDwarfRsp] <= sp) continue;
+          const NativeEnd end = walkFrom(candidates[c], false, words, max_frames, out, false);
+          if (end == NativeEnd::kRoot || end == NativeEnd::kTruncated) return end;
+          out.resize(mark);
+        }
+      }
+      regs = candidates[0];
     }
     // A caller's frame lies above its callee's, except across a signal (an alternate stack).
     if (!signal && regs.r[kDwarfRsp] <= sp) return NativeEnd::kFailed;

@@ -92,13 +92,35 @@ class NativeWalker {
                  const std::vector<uint8_t>* copy = nullptr);
 
  private:
+  // The walk from regs (exact: the innermost frame, or above a signal frame); a walk that may
+  // branch tries each candidate caller of its first frame with no call-frame information.
+  NativeEnd walkFrom(NativeRegisters regs, bool exact, WordReader& words, size_t max_frames,
+                     std::vector<NativeFrame>& out, bool may_branch);
   // A frame whose code has no call-frame information: its caller from its frame pointer, or
   // from the first word above its stack pointer that is a return address (after a call
   // instruction, in a binary whose call-frame information takes the walk on from there).
   bool framePointer(const NativeRegisters& regs, WordReader& words, NativeRegisters& next);
-  bool scan(const NativeRegisters& regs, WordReader& words, NativeRegisters& next);
+  // The words [first, first + count) above the stack pointer; in a scan deep in the stack,
+  // the caller's caller must be code too.
+  bool scan(const NativeRegisters& regs, WordReader& words, NativeRegisters& next,
+            uint64_t first, uint64_t count, bool deep);
+  // A frame too large for the scan (a kernel that realigns its stack and keeps a buffer on
+  // it: OpenBLAS's Haswell dgemm, 29 KiB) keeps its caller's stack pointer in a register, to
+  // restore it: the words just above each callee-saved register that points up the stack.
+  bool anchored(const NativeRegisters& regs, WordReader& words, NativeRegisters& next);
+  // Whether w, the word at `at`, a return address, takes the walk to its caller.
+  bool tryReturnAddress(const NativeRegisters& regs, WordReader& words, uint64_t at,
+                        uint64_t w, bool deep, NativeRegisters& next);
+  // A frame whose rule needs the frame pointer, not known: its caller's registers for each
+  // word above sp that could be where it points (the caller's frame pointer, then a return
+  // address), at most kCandidates.
+  size_t frameBases(const NativeRegisters& regs, bool exact, int32_t module, WordReader& words,
+                    NativeRegisters* out);
   bool returnAddress(uint64_t pc) const;
+  static constexpr size_t kCandidates = 3;
   static constexpr uint64_t kScanWords = 256;
+  static constexpr uint64_t kAnchorWords = 32;
+  static constexpr uint64_t kAnchorReach = 1u << 20;  // how far above sp a register may point
 
   NativeModules& modules_;
   RemoteMemory& mem_;

@@ -85,11 +85,17 @@ def test_native_frames_interleave_in_every_sample(python: str, tmp_path: Path) -
     assert chain >= 0.95 * len(spinner), Counter(tuple(n for n, _ in s[:6]) for s in spinner)
 
     # Python -> C -> Python: in every sample taken in the callback, the callback's frame
-    # under the C frames under the Python caller, no other Python frame between them.
+    # under the C frames under the Python caller, no other Python frame between them. The
+    # thread crosses between Python and C every few microseconds: a native stack taken by
+    # the kernel just before a crossing and Python frames read just after it do not pair off,
+    # and the sample keeps its Python frames alone (1.2-1.5 % of them on 3.14t, whose
+    # threads never wait for a GIL; under 1 % elsewhere).
     called = [s for s in stacks(path, "c-callback") if ("py_callback", False) in s]
     exact = sum(1 for s in called
                 if [n for n, nat in s if not nat or n in CALLBACK][:5] == CALLBACK)
-    assert called and exact >= 0.99 * len(called), Counter(tuple(n for n, _ in s) for s in called)
+    alone = sum(1 for s in called if not any(nat for _, nat in s))
+    assert called and exact + alone == len(called), Counter(tuple(n for n, _ in s) for s in called)
+    assert exact >= 0.97 * len(called), Counter(tuple(n for n, _ in s) for s in called)
 
     waits_shown(path)
 

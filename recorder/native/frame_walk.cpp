@@ -16,6 +16,8 @@ namespace {
 // 3.8-3.10: frames a walk of the guessed copy may read on its own (calls made since the guess)
 // before it leaves the stack to a walk one by one.
 constexpr size_t kGuessMisses = 64;
+// How many stacks a frame stays in the guess after the last that held it (see guessFrames).
+constexpr uint32_t kGuessAge = 32;
 
 // The largest older chunk read ahead of a walk (larger ones are read when the walk gets there).
 constexpr uint64_t kMaxOlderAhead = 4 * kChunkProbe;
@@ -147,20 +149,23 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
     // starts from there (the thread state read at the pass's start is older).
     uint64_t start = t.frame;
     walk_bottom_ = 0;
+    bool torn = false;
     if (guess && bottom && guess_tstate_ == t.tstate &&
-        walkGuessed(t, out, max_depth, bottom, &start))
+        walkGuessed(t, out, max_depth, bottom, &start, &torn))
       return WalkResult::kOk;
+    // A copy whose chain ends elsewhere, runs in a cycle or meets a frame with no code is most
+    // often torn (a frame freed while it was copied leads into the free list): the reader
+    // reads again, a copy at a time, far faster than a walk one by one and more likely to
+    // hold; its last try walks one by one.
+    if (torn && !last_try) return WalkResult::kError;
     // One by one, each frame's link read before the next: slow enough for a thread that calls
     // and returns fast to change under the walk, so every frame is checked afterwards. The
-    // frames read are the guess for a walk again.
+    // frames read join the guess for a walk again.
     uint8_t buf[256];
     size_t len = static_cast<size_t>(l_.frame_size);
     uint64_t addr = start;
     checks_.clear();
     out.clear();
-    guess_tstate_ = t.tstate;
-    guess_.clear();
-    guess_from_.clear();
     WalkResult result = WalkResult::kOk;
     while (addr) {
       if (out.size() >= max_depth) {
@@ -168,7 +173,6 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
         break;
       }
       ++stats_.frame_reads;
-      guess_.push_back(addr);
       if (proc_.mem().read(addr, buf, len) != ReadStatus::kOk) {
         result = WalkResult::kError;
         break;
@@ -200,7 +204,7 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
         walk_bottom_ = f.addr;
       }
     }
-    std::sort(guess_.begin(), guess_.end());
+    guessFrames(t.tstate, out);
     checks_.resetVerifiedLeaf();
     if (result == WalkResult::kOk &&
         !checks_.verify(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
@@ -355,19 +359,44 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
 }
 
 void FrameWalker::guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames) {
-  // The same frames as the guess already holds (a stack that did not move): kept as sorted.
-  bool same = guess_tstate_ == tstate && guess_from_.size() == frames.size();
-  for (size_t i = 0; same && i < frames.size(); ++i) same = guess_from_[i] == frames[i].addr;
-  if (same) return;
-  guess_tstate_ = tstate;
-  guess_from_.clear();
-  for (const RawFrame& f : frames) guess_from_.push_back(f.addr);
-  guess_ = guess_from_;
-  std::sort(guess_.begin(), guess_.end());
+  // The frames of the thread's recent stacks, not only its last: a loop that calls
+  // recursions to depths that change at every call takes its frame objects from the same few
+  // (each code object's spare frame, the free list), so that the frames of one stack are
+  // nearly all among those of the stacks just before it, at whatever depth it is. A frame no
+  // stack has held for kGuessAge stacks leaves the guess.
+  if (guess_tstate_ != tstate) {
+    guess_tstate_ = tstate;
+    guess_.clear();
+    guess_seen_.clear();
+  }
+  ++guess_age_;
+  guess_new_.clear();
+  for (const RawFrame& f : frames) {
+    const auto it = std::lower_bound(guess_.begin(), guess_.end(), f.addr);
+    if (it != guess_.end() && *it == f.addr)
+      guess_seen_[static_cast<size_t>(it - guess_.begin())] = guess_age_;
+    else
+      guess_new_.push_back(f.addr);
+  }
+  bool old = false;
+  for (uint32_t seen : guess_seen_) old |= guess_age_ - seen > kGuessAge;
+  if (guess_new_.empty() && !old) return;
+  guess_merge_.clear();
+  for (size_t i = 0; i < guess_.size(); ++i)
+    if (guess_age_ - guess_seen_[i] <= kGuessAge) guess_merge_.emplace_back(guess_[i], guess_seen_[i]);
+  for (uint64_t a : guess_new_) guess_merge_.emplace_back(a, guess_age_);
+  std::sort(guess_merge_.begin(), guess_merge_.end());
+  guess_.clear();
+  guess_seen_.clear();
+  for (const auto& [a, seen] : guess_merge_) {
+    if (!guess_.empty() && guess_.back() == a) continue;
+    guess_.push_back(a);
+    guess_seen_.push_back(seen);
+  }
 }
 
 bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                              uint64_t bottom, uint64_t* current_frame) {
+                              uint64_t bottom, uint64_t* current_frame, bool* torn) {
   // The thread's current frame and every guessed frame in one plan (frames close together
   // read as one span: a deep recursion's frames lie in a few runs): when the chain from the
   // current frame runs through guessed frames to its end, the stack is that copy (as
@@ -391,7 +420,10 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
   bool root_running = false;
   uint64_t addr = current;
   while (addr) {
-    if (out.size() >= max_depth) return false;
+    if (out.size() >= max_depth) {
+      *torn = true;  // (a cycle)
+      return false;
+    }
     if (at + 1 < n && guess_[at + 1] == addr)
       ++at;
     else if (at > 0 && guess_[at - 1] == addr)
@@ -420,7 +452,10 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
     f.code = v.ptr(l_.frame_code);
     f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
     f.prev = v.ptr(l_.frame_back);
-    if (!f.code) return false;
+    if (!f.code) {
+      *torn = true;
+      return false;
+    }
     addr = f.prev;
     if (!addr) root_running = running(v);
   }
@@ -430,7 +465,10 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
   // back. Either way the walk one by one decides. A stack's first frame runs for as long as
   // the stack lives: one that does not (it yielded or returned while the copy was made) ends
   // no stack, whichever walk read it.
-  if (out.empty() || out.back().addr != bottom || !root_running) return false;
+  if (out.empty() || out.back().addr != bottom || !root_running) {
+    *torn = true;
+    return false;
+  }
   walk_bottom_ = bottom;
   // One copy is not one instant (the kernel copies the frames one after the other, in
   // address order): the frames that changed since the thread's last good stack are read

@@ -37,8 +37,8 @@ class FrameWalker {
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
-  // 3.8-3.10: where the next walk of the thread at `tstate` may find its frames (its last
-  // sample's). A walk that fails leaves its own frames as the guess for a walk again.
+  // 3.8-3.10: where the next walk of the thread at `tstate` may find its frames (those of its
+  // recent samples). A walk that fails adds its own frames to the guess for a walk again.
   void guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames);
   // Whether the callers frames[which[..]] of frames walked from one copy still read the same.
   bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count) {
@@ -68,8 +68,10 @@ class FrameWalker {
   // copy does not hold the whole stack (kGuessMisses frames it lacks are read on their own)
   // or the stack it holds does not end at `bottom`, where the last whole walk ended.
   // current_frame: the thread's current frame as read.
+  // torn: set when the copy's chain ends, but not at `bottom` (or at a frame not running),
+  // runs past max_depth or meets a frame with no code.
   bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
-                   uint64_t bottom, uint64_t* current_frame);
+                   uint64_t bottom, uint64_t* current_frame, bool* torn);
   // A frame's bytes (3.11+): in the chunk the previous frame was in, as most are, or else
   // (frameBytesElsewhere) in another chunk, loaded if need be, or read alone.
   const uint8_t* frameBytes(uint64_t addr) {
@@ -125,10 +127,13 @@ class FrameWalker {
   uint64_t walk_bottom_ = 0;  // where this walk ended (see walk())
   bool cut_ = false;          // this walk ended past its stop frame (see walk())
 
-  // 3.8-3.10: the frames of the thread's last stack (guessFrames), sorted, and the plan that
-  // copies them (its views).
+  // 3.8-3.10: the frames of the thread's recent stacks (guessFrames), sorted, and the plan
+  // that copies them (its views).
   std::vector<uint64_t> guess_;
-  std::vector<uint64_t> guess_from_;  // the same in the order guessFrames was given them
+  std::vector<uint32_t> guess_seen_;  // by guess_: the last stack that held the frame
+  uint32_t guess_age_ = 0;            // stacks given to guessFrames
+  std::vector<uint64_t> guess_new_;
+  std::vector<std::pair<uint64_t, uint32_t>> guess_merge_;
   uint64_t guess_tstate_ = 0;
   uint64_t verify_tstate_ = 0;  // the thread of a guessed walk not yet checked (verifyNewer)
   uint64_t verify_leaf_ = 0;    // and the current frame its copy read

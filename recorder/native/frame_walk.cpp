@@ -154,10 +154,11 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
         walkGuessed(t, out, max_depth, bottom, &start, &torn))
       return WalkResult::kOk;
     // A copy whose chain ends elsewhere, runs in a cycle or meets a frame with no code is most
-    // often torn (a frame freed while it was copied leads into the free list): the reader
-    // reads again, a copy at a time, far faster than a walk one by one and more likely to
-    // hold; its last try walks one by one.
-    if (torn && !last_try) return WalkResult::kError;
+    // often torn (a frame freed while it was copied leads into the free list). A deep stack
+    // is copied again (the reader's next try), far faster than a walk one by one and more
+    // likely to hold; its last try walks one by one. A shallow one is walked one by one now:
+    // a thread that resumes generators from C tears copies again and again.
+    if (torn && !last_try && guess_depth_ > kWalkAloneDepth) return WalkResult::kError;
     // One by one, each frame's link read before the next: slow enough for a thread that calls
     // and returns fast to change under the walk, so every frame is checked afterwards. The
     // frames read join the guess for a walk again.
@@ -364,6 +365,7 @@ void FrameWalker::guessFrames(uint64_t tstate, const std::vector<RawFrame>& fram
   // (each code object's spare frame, the free list), so that the frames of one stack are
   // nearly all among those of the stacks just before it, at whatever depth it is. A frame no
   // stack has held for kGuessAge stacks leaves the guess.
+  guess_depth_ = frames.size();
   if (guess_tstate_ != tstate) {
     guess_tstate_ = tstate;
     guess_.clear();

@@ -34,6 +34,9 @@ class FrameWalker {
                   uint64_t bottom = 0, bool guess = true, bool last_try = true,
                   uint64_t stop = 0);
   bool cut() const { return cut_; }
+  // 3.8-3.10: a torn copy of a stack at most this deep (its last good one) is walked again
+  // one frame at a time at once (a few system calls); a deeper one is copied again first.
+  static constexpr size_t kWalkAloneDepth = 32;
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
@@ -130,6 +133,7 @@ class FrameWalker {
   // 3.8-3.10: the frames of the thread's recent stacks (guessFrames), sorted, and the plan
   // that copies them (its views).
   std::vector<uint64_t> guess_;
+  size_t guess_depth_ = 0;            // frames in the stack last given to guessFrames
   std::vector<uint32_t> guess_seen_;  // by guess_: the last stack that held the frame
   uint32_t guess_age_ = 0;            // stacks given to guessFrames
   std::vector<uint64_t> guess_new_;

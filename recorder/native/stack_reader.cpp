@@ -200,14 +200,15 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
   if (!unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size())) return false;
   if (!unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) {
-    // 3.8-3.10: a copy of the guessed frames found torn is copied again (the reader's next
-    // try), and at the last try walked one frame at a time. A thread that resumes a
-    // generator from C many times a millisecond tears the one copy again and again (the
-    // generator drops its link back at each yield, while the thread state may still name
-    // it), where reads spread out in time catch it whole; a thread whose deep stack changes
-    // at every call is read whole by a copy far more often than by a walk one by one, which
-    // takes a system call a frame.
-    return guess && last_try && readOnce(head, last, pass, false, last_try);
+    // 3.8-3.10: a copy of the guessed frames found torn is walked again one frame at a time.
+    // A thread that resumes a generator from C many times a millisecond tears the one copy
+    // again and again (the generator drops its link back at each yield, while the thread
+    // state may still name it), where reads spread out in time catch it whole. But a thread
+    // whose deep stack changes at every call is read whole by a copy far more often than by
+    // a walk one by one, which takes a system call a frame: a deep stack is copied again (the
+    // reader's next try), and walked one by one at the last.
+    const bool alone = last_try || last.raw.size() <= FrameWalker::kWalkAloneDepth;
+    return guess && alone && readOnce(head, last, pass, false, last_try);
   }
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {

@@ -405,6 +405,7 @@ uint64_t AsyncioTasks::coroutineCode(uint64_t coro) {
 
 bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<uint64_t>& out) {
   out.assign(threads.size(), 0);
+  unplaced_.clear();
   if (has(a_.tstate_running_task)) {  // 3.14+: one word of each thread state, in one call
     reqs_.clear();
     for (size_t i = 0; i < threads.size(); ++i)
@@ -445,7 +446,10 @@ bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<ui
       if (uint64_t ident = objs_.attribute(e.key, "_thread_id"))
         if (auto v = intValue(ident)) lt.thread_id = static_cast<uint64_t>(*v);
     }
-    if (!lt.thread_id) continue;
+    if (!lt.thread_id) {
+      unplaced_.push_back(e.value);
+      continue;
+    }
     for (size_t i = 0; i < threads.size(); ++i)
       if (threads[i].thread_id == lt.thread_id) out[i] = e.value;
   }

@@ -68,8 +68,10 @@ class AsyncioTasks {
   // For recording, at every pass. Whether asyncio is imported (one lookup in sys.modules).
   bool imported();
   // The task each thread runs now (0: none), in the order of threads; false when that could
-  // not be read.
+  // not be read. A task running on a loop that does not say its thread (3.8-3.13: uvloop's
+  // keeps it in a C field) is in unplaced() instead.
   bool running(const std::vector<ThreadRef>& threads, std::vector<uint64_t>& out);
+  const std::vector<uint64_t>& unplaced() const { return unplaced_; }
   // What tells a task from one created later at its address: its coroutine and name objects
   // (both are read in one system call for a C task). False if it is no task.
   bool identity(uint64_t task, uint64_t& coro, uint64_t& name);
@@ -135,6 +137,7 @@ class AsyncioTasks {
   };
   std::unordered_map<uint64_t, LoopThread> loops_;
   std::vector<DictEntry> entries_;
+  std::vector<uint64_t> unplaced_;  // see unplaced()
   std::vector<ReadRequest> reqs_;
 };
 

@@ -179,6 +179,9 @@ class Sampler {
   bool stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp);
   void readNames(Target& t, uint64_t ts);
   void recordTasks(Target& t, uint64_t ts);
+  // The task each sampled thread runs (AsyncioTasks::running), a task of a loop that does
+  // not say its thread given to the thread whose stack holds its coroutine's frame.
+  bool runningTasks(Target& t, std::vector<uint64_t>& out);
   uint32_t taskId(Target& t, size_t i, uint64_t ts);
   uint32_t functionId(CodeInfo& info);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);

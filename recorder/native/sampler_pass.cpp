@@ -232,8 +232,7 @@ void Sampler::recordTasks(Target& t, uint64_t ts) {
   // caught in the middle of that is read again. One that fails throughout gives its threads no
   // task for this pass (rather than the last one they had).
   bool read = false;
-  for (int attempt = 0; attempt < 4 && !read; ++attempt)
-    read = t.tasks->running(t.task_threads, t.running);
+  for (int attempt = 0; attempt < 4 && !read; ++attempt) read = runningTasks(t, t.running);
   if (!read) bump(st_.task_errors, 1);
   for (size_t i = 0; i < t.running.size(); ++i) {
     encoder_.sampleTask(t.task_owners[i]->ref, t.running[i] ? taskId(t, i, ts) : 0);
@@ -246,6 +245,25 @@ void Sampler::recordTasks(Target& t, uint64_t ts) {
     for (auto it = t.known_tasks.begin(); it != t.known_tasks.end();)
       it = ts - it->second.seen_ts > kForgetTicks ? t.known_tasks.erase(it) : std::next(it);
   }
+}
+
+bool Sampler::runningTasks(Target& t, std::vector<uint64_t>& out) {
+  if (!t.tasks->running(t.task_threads, out)) return false;
+  for (uint64_t task : t.tasks->unplaced()) {
+    uint64_t coro = 0, name_obj = 0;
+    if (!t.tasks->identity(task, coro, name_obj)) continue;
+    const uint64_t frame = t.tasks->coroutineFrame(coro);
+    if (!frame) continue;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const auto& raw = t.task_owners[i]->stack.raw;
+      if (!out[i] && std::any_of(raw.begin(), raw.end(),
+                                 [&](const RawFrame& f) { return f.addr == frame; })) {
+        out[i] = task;
+        break;
+      }
+    }
+  }
+  return true;
 }
 
 // The TASK id of the task t.running[i], which thread t.task_owners[i] runs, defined when first
@@ -285,7 +303,7 @@ uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
     return it->second.id;
   }
   uint64_t coro_again = 0, name_again = 0;
-  if (!t.tasks->running(t.task_threads, t.running_again) || t.running_again[i] != task ||
+  if (!runningTasks(t, t.running_again) || t.running_again[i] != task ||
       !t.tasks->identity(task, coro_again, name_again) || coro_again != coro ||
       name_again != name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
       t.name_again != t.task_name) {

@@ -98,41 +98,48 @@ def forget(python: str) -> None:
     _BUILT.pop(python, None)
 
 
-# numpy's wheels from PyPI, one folder per interpreter ABI, installed by this environment's pip
-# for the target interpreter (the provisioned ones have no pip of their own); kept between
-# sessions under the user's cache, which the provisioned roots share with the host.
-NUMPY_CACHE = Path(os.environ.get("PSREC_TEST_WHEELS",
+# Wheels from PyPI (numpy, uvloop), one folder per package and interpreter ABI, installed by
+# this environment's pip for the target interpreter (the provisioned ones have no pip of their
+# own); kept between sessions under the user's cache, which the provisioned roots share with
+# the host.
+WHEEL_CACHE = Path(os.environ.get("PSREC_TEST_WHEELS",
                                   os.path.expanduser("~/.cache/psrec-tests/wheels")))
-_NUMPY: dict[str, Path | str] = {}
+_WHEELS: dict[tuple[str, str], Path | str] = {}
 
 
-def numpy_for(python: str) -> Path | str:
-    """A folder holding numpy's PyPI wheel for python's version and ABI (to put first on its
+def wheel_for(python: str, package: str) -> Path | str:
+    """A folder holding package's PyPI wheel for python's version and ABI (to put first on its
     sys.path), or why none could be installed (a skip reason)."""
-    if python in _NUMPY:
-        return _NUMPY[python]
+    if (python, package) in _WHEELS:
+        return _WHEELS[(python, package)]
     major, minor = minor_of(python)
     abi = f"cp{major}{minor}{'t' if is_free_threaded(python) else ''}"
-    folder = NUMPY_CACHE / f"numpy-{abi}"
-    if not (folder / "numpy" / "__init__.py").exists():
-        NUMPY_CACHE.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".numpy-{abi}-", dir=NUMPY_CACHE))
+    folder = WHEEL_CACHE / f"{package}-{abi}"
+    if not (folder / package / "__init__.py").exists():
+        WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{package}-{abi}-", dir=WHEEL_CACHE))
         r = subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
              "--no-deps", "--only-binary=:all:", "--target", str(staging),
              "--python-version", f"{major}.{minor}", "--implementation", "cp", "--abi", abi,
              *(a for tag in ("manylinux_2_28_x86_64", "manylinux2014_x86_64")
                for a in ("--platform", tag)),
-             "numpy"], capture_output=True, text=True, timeout=600)
+             package], capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             shutil.rmtree(staging, True)
             last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-            _NUMPY[python] = f"numpy's wheel for {abi} could not be installed from PyPI: {last}"
-            return _NUMPY[python]
+            _WHEELS[(python, package)] = (f"{package}'s wheel for {abi} could not be installed "
+                                          f"from PyPI: {last}")
+            return _WHEELS[(python, package)]
         staging.chmod(0o755)
         try:
             staging.rename(folder)
         except OSError:  # another session installed it meanwhile
             shutil.rmtree(staging, True)
-    _NUMPY[python] = folder
+    _WHEELS[(python, package)] = folder
     return folder
+
+
+def numpy_for(python: str) -> Path | str:
+    """wheel_for(python, "numpy")."""
+    return wheel_for(python, "numpy")

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import native_ext
 import pytest
 from rec_live import TARGETS, _wait_line, minor_of, psrec, python_params, stop
 
@@ -172,6 +173,29 @@ def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> No
     r = psrec("record", "-q", "-o", str(out), "--", python, str(TARGETS / "async_work.py"), "3")
     assert r.returncode == 0, r.stderr
     truth = json.loads(r.stdout.strip().splitlines()[-1])
+    assert truth["loop"] == "asyncio.unix_events", truth
+    _running_times_match(out, truth)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
+    """The same program on uvloop's event loop (its wheel from PyPI for the target's version):
+    on 3.8-3.13 its loop keeps its thread in a C field, not in an attribute psrec reads, and
+    its running task is given to the thread whose stack holds the task's coroutine; 3.14+
+    keep the running task in the thread's state, whichever loop runs it."""
+    site = native_ext.wheel_for(python, "uvloop")
+    if isinstance(site, str):
+        pytest.skip(site)
+    out = tmp_path / "work.psr"
+    r = psrec("record", "-q", "-o", str(out), "--", python, str(TARGETS / "async_work.py"), "3",
+              str(site))
+    assert r.returncode == 0, r.stderr
+    truth = json.loads(r.stdout.strip().splitlines()[-1])
+    assert truth["loop"].startswith("uvloop"), truth
+    _running_times_match(out, truth)
+
+
+def _running_times_match(out: Path, truth: dict[str, Any]) -> None:
     import psrec as api
     from psrec.analyzer.tasks import task_sums
 

@@ -3,8 +3,10 @@
 Tasks on one event loop, for argv[1] seconds (default 3): "heavy-N" (N = 0, 1) run 3 ms of
 CPU, then sleep 2 ms; "light" runs 1 ms, then sleeps 6 ms; "sleeper" only sleeps; the loop's
 own time is what is left. Each task measures the time it ran (perf_counter around its work).
-At the end the program prints one line of JSON: the seconds it ran in all ("elapsed") and
-each task's running seconds ("running"). It prints "ready" once the tasks have started.
+At the end the program prints one line of JSON: the seconds it ran in all ("elapsed"), each
+task's running seconds ("running") and the module of its event loop's class ("loop"). It
+prints "ready" once the tasks have started. argv[2], if given: a folder holding uvloop, whose
+event loop then runs the tasks.
 """
 
 import asyncio
@@ -15,6 +17,7 @@ import time
 from rec_common import ready
 
 DURATION = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+UVLOOP = sys.argv[2] if len(sys.argv) > 2 else None
 
 
 def spin(seconds):
@@ -47,7 +50,14 @@ async def main():
     await asyncio.sleep(0)
     ready()
     await asyncio.gather(*tasks)
-    print(json.dumps({"elapsed": time.perf_counter() - start, "running": ran}), flush=True)
+    print(json.dumps({"elapsed": time.perf_counter() - start, "running": ran,
+                      "loop": type(loop).__module__}), flush=True)
 
 
-asyncio.run(main())
+if UVLOOP:
+    sys.path.insert(0, UVLOOP)
+    import uvloop
+
+    uvloop.run(main())
+else:
+    asyncio.run(main())

@@ -1,7 +1,8 @@
 """`psrec report --html`: one self-contained page (no network at view time) with each thread's
 states over the recording (holding the GIL, on a CPU without it, waiting for it, idle), a
 brush to pick a time window, and a flame graph and function table of the window and threads
-picked, in any of the four modes.
+picked, in any of the four modes; for an asyncio program, its tasks by the time they ran in
+the window and threads picked.
 
 The page carries aggregates, not samples: the samples summed by (time slice, thread, stack)
 under each mode, and by (time slice, thread) under each state, so its size grows with
@@ -26,6 +27,7 @@ from .engine import Engine
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
+from .tasks import page_tasks
 from .view import MODE_HELP, MODES, gil_wait_unknown
 from .walks import TrieOrder
 
@@ -199,6 +201,9 @@ def page_data(p: Profile) -> dict[str, Any]:
         for per in out_states.values():
             per[4] = [0] * len(per[4])
     slice_ticks = merge * ticks
+    # asyncio tasks, in the flame graph's cells (a cell slice is `factor` profile slices).
+    tasks = page_tasks(p, lambda ts: max(0, ts) // ticks // factor - base,
+                       lambda ref: shared.get(ref, ref))
     return {
         "psrec": psrec_version(),
         "file": p.path,
@@ -234,6 +239,8 @@ def page_data(p: Profile) -> dict[str, Any]:
         "mode_help": {m: MODE_HELP[m] for m in modes},
         # What the bounds on the page's size merged, one phrase each (none: nothing).
         "bounds": bounds,
+        # None for a recording of no asyncio task (see tasks.page_tasks).
+        "tasks": tasks,
     }
 
 

@@ -9,6 +9,7 @@ mode and weights, as the function table's times are.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -20,7 +21,7 @@ from .profile import Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
 
-__all__ = ["TaskSums", "task_sums", "TasksReporter"]
+__all__ = ["TaskSums", "task_sums", "page_tasks", "TasksReporter"]
 
 
 @dataclass
@@ -35,32 +36,37 @@ class TaskSums:
     last_ts: int = -1
 
 
+def _selected(profile: Profile) -> Iterator[tuple[int, int, int, int, int]]:
+    """(ts, thread ref, task, weight, cpu) of each sample the view selects: one more read of
+    the recording."""
+    sel = profile.selection
+    mask, want = sel.status_mask, sel.status_value
+    with open_recording(profile.path) as rec:
+        for batch in profile.engine.stream(rec, sel.from_ts, sel.to_ts):
+            cols = batch_columns(batch, "ts", "thread", "status", "cpu", "weight", "task")
+            for ts, ref, status, cpu, weight, task in zip(*cols):
+                if status & mask == want and sel.selects(ts, ref, task):
+                    yield ts, ref, task, weight, cpu
+
+
 def task_sums(profile: Profile) -> dict[int, TaskSums]:
     """Per TASK id, the samples the view selects of threads running that task; under 0, the
     samples of threads that ran some task in the recording but none at that moment (their
     event loops' own time). Threads that never ran a task are left out. One more read of the
     recording."""
-    sel = profile.selection
-    mask, want = sel.status_mask, sel.status_value
     out: dict[int, TaskSums] = {}
     loops: dict[int, TaskSums] = {}  # per thread: its samples outside tasks
-    with open_recording(profile.path) as rec:
-        stream = profile.engine.stream(rec, sel.from_ts, sel.to_ts)
-        for batch in stream:
-            cols = batch_columns(batch, "ts", "thread", "status", "cpu", "weight", "task")
-            for ts, ref, status, cpu, weight, task in zip(*cols):
-                if status & mask != want or not sel.selects(ts, ref, task):
-                    continue
-                s = out.get(task) if task else loops.get(ref)
-                if s is None:
-                    s = out[task] = TaskSums() if task else loops.setdefault(ref, TaskSums())
-                s.samples += 1
-                s.weight += weight
-                s.cpu += cpu
-                s.threads.add(ref)
-                if s.first_ts < 0:
-                    s.first_ts = ts
-                s.last_ts = ts
+    for ts, ref, task, weight, cpu in _selected(profile):
+        s = out.get(task) if task else loops.get(ref)
+        if s is None:
+            s = out[task] = TaskSums() if task else loops.setdefault(ref, TaskSums())
+        s.samples += 1
+        s.weight += weight
+        s.cpu += cpu
+        s.threads.add(ref)
+        if s.first_ts < 0:
+            s.first_ts = ts
+        s.last_ts = ts
     ran = {ref for tid, s in out.items() if tid for ref in s.threads}
     idle = TaskSums()
     for ref, s in loops.items():
@@ -74,6 +80,65 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
     if idle.samples:
         out[0] = idle
     return out
+
+
+# The most tasks the HTML page lists one by one: beyond it, the tasks that ran least share
+# one row.
+MAX_TASK_ROWS = 10_000
+
+
+def page_tasks(profile: Profile, cell_of: Callable[[int], int],
+               row_of: Callable[[int], int]) -> dict[str, Any] | None:
+    """The HTML page's tasks (None for a recording without any): each task's label and
+    coroutine, and per (cell slice, thread row, task) of the view's samples of threads that
+    ran a task, their count, wall time (ticks, as the page's cells) and CPU ticks; task 0 is
+    the loops' own time. cell_of gives a timestamp's cell slice, row_of a thread's row."""
+    tasks = profile.defs.tasks
+    if not tasks:
+        return None
+    by_count = profile.view.weights == "count"
+    cells: dict[tuple[int, int, int], list[int]] = {}
+    ran: set[int] = set()
+    per_task: dict[int, int] = {}
+    for ts, ref, task, weight, cpu in _selected(profile):
+        if task:
+            ran.add(ref)
+            per_task[task] = per_task.get(task, 0) + 1
+        c = cells.setdefault((cell_of(ts), ref, task), [0, 0, 0])
+        c[0] += 1
+        c[1] += profile.interval_ticks if by_count else weight
+        c[2] += cpu
+    listed = sorted(per_task, key=lambda t: -per_task[t])[:MAX_TASK_ROWS]
+    index = {tid: i + 1 for i, tid in enumerate(listed)}  # 0: no task
+    coroutines: dict[str, int] = {"": 0}
+    rows: list[list[Any]] = [["<no task>", 0, 0]]
+    for tid in listed:
+        t = tasks.get(tid)
+        f = t.coroutine if t else None
+        where = f"{f.name} ({f.filename}:{f.first_line})" if f else ""
+        rows.append([t.label if t else f"<task {tid}, not defined>",
+                     coroutines.setdefault(where, len(coroutines)), tid])
+    others = len(per_task) - len(listed)
+    if others:
+        rows.append([f"{others:,} other tasks", 0, -1])
+    merged: dict[tuple[int, int, int], list[int]] = {}
+    for (sl, ref, task), c in cells.items():
+        if ref not in ran:
+            continue  # a thread that never ran a task: no event loop's
+        k = index.get(task, len(rows) - 1) if task else 0
+        m = merged.setdefault((sl, row_of(ref), k), [0, 0, 0])
+        for i in range(3):
+            m[i] += c[i]
+    keys = sorted(merged)
+    return {
+        # [label, coroutine (an index in coroutines), TASK id (0: none, -1: the others)]
+        "rows": rows,
+        # Coroutines as "function (file:first line)"; "" where not known.
+        "coroutines": list(coroutines),
+        "cells": {"s": [k[0] for k in keys], "t": [k[1] for k in keys],
+                  "k": [k[2] for k in keys], "n": [merged[k][0] for k in keys],
+                  "wall": [merged[k][1] for k in keys], "cpu": [merged[k][2] for k in keys]},
+    }
 
 
 def _coroutine(t: TaskInfo) -> str:

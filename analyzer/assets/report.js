@@ -449,6 +449,77 @@
       (rows.length > 300 ? `; the first 300 shown` : "");
   }
 
+  // -- asyncio tasks ---------------------------------------------------------------------------
+  // Each task's time in the window and threads picked (the task cells carry wall and CPU
+  // ticks whatever the mode), then the tasks grouped by their coroutine.
+  function drawTasks() {
+    const TK = D.tasks;
+    if (!TK) return;
+    $("#tasks").hidden = false;
+    const c0 = Math.floor((state.a0 + D.cell_offset) / D.cell_factor);
+    const c1 = Math.floor((state.a1 - 1 + D.cell_offset) / D.cell_factor);
+    const th = state.threads, X = TK.cells;
+    const wall = new Float64Array(TK.rows.length), cpu = new Float64Array(TK.rows.length);
+    const n = new Float64Array(TK.rows.length);
+    for (let i = 0; i < X.s.length; i++) {
+      if (X.s[i] < c0 || X.s[i] > c1 || (th && !th.has(X.t[i]))) continue;
+      wall[X.k[i]] += X.wall[i];
+      cpu[X.k[i]] += X.cpu[i];
+      n[X.k[i]] += X.n[i];
+    }
+    const all = wall.reduce((a, b) => a + b, 0) || 1;
+    // CPU time in seconds even where the page counts samples.
+    const cpuText = (t) => D.weights === "count" ? (seconds(t) * 1e3).toFixed(2) + " ms" : fmt(t);
+    // (The row of the tasks that ran least, past the page's bound, comes last.)
+    const last = (k) => TK.rows[k][2] < 0 ? 1 : 0;
+    const shown = [...TK.rows.keys()].filter((k) => n[k] > 0)
+      .sort((a, b) => last(a) - last(b) || wall[b] - wall[a]);
+    const body = $("#task-table tbody");
+    body.innerHTML = "";
+    for (const k of shown.slice(0, 300)) {
+      const [label, c] = TK.rows[k], coroutine = TK.coroutines[c];
+      const tr = document.createElement("tr");
+      for (const text of [fmt(wall[k]), (100 * wall[k] / all).toFixed(1) + "%", cpuText(cpu[k]),
+                          n[k].toLocaleString()]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      const td = document.createElement("td");
+      td.appendChild(document.createTextNode(label + " "));
+      const small = document.createElement("small");
+      small.textContent = coroutine;
+      td.appendChild(small);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    }
+    const tasks = shown.filter((k) => TK.rows[k][2] > 0).length;
+    $("#tasks-caption").textContent = `${tasks.toLocaleString()} task${tasks === 1 ? "" : "s"} ` +
+      `ran in the selection; running time is the event loops' threads' time, ${threadSeconds(all)} ` +
+      "in all; <no task> is the loops' own (polling, callbacks)" +
+      (shown.length > 300 ? "; the first 300 tasks shown" : "");
+    const groups = new Map();
+    for (const k of shown) {
+      const [, c, id] = TK.rows[k], coroutine = TK.coroutines[c];
+      if (id <= 0) continue;
+      const g = groups.get(coroutine) || { wall: 0, cpu: 0, tasks: 0 };
+      g.wall += wall[k]; g.cpu += cpu[k]; g.tasks += 1;
+      groups.set(coroutine, g);
+    }
+    const gbody = $("#coroutine-table tbody");
+    gbody.innerHTML = "";
+    for (const [coroutine, g] of [...groups].sort((a, b) => b[1].wall - a[1].wall).slice(0, 300)) {
+      const tr = document.createElement("tr");
+      for (const text of [fmt(g.wall), (100 * g.wall / all).toFixed(1) + "%", cpuText(g.cpu),
+                          g.tasks.toLocaleString(), coroutine || "<coroutine not known>"]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      gbody.appendChild(tr);
+    }
+  }
+
   // The search box's pattern: a regular expression, or, where it is not one, its plain text
   // (and the page says so).
   function pattern(text) {
@@ -478,6 +549,7 @@
     const T = buildTree(aggregate());
     const { root, matched } = drawFlame(T, re);
     drawTable(T, re, root);
+    drawTasks();
     // A row can stand for many threads (those the page merged into its last row).
     const nThreads = state.threads
       ? D.threads.reduce((n, t) => n + (state.threads.has(t.ref) ? t.threads || 1 : 0), 0)

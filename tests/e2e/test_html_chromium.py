@@ -133,6 +133,87 @@ def test_page_shows_threads_states_flame_and_table(tmp_path: Path) -> None:
         screenshot(url + frag, name)
 
 
+HANDLE = ("server.py", "handle", 52)
+TICK = ("server.py", "tick", 62)
+POLL = ("asyncio/base_events.py", "_run_once", 1922)
+
+
+def _task_page(tmp_path: Path) -> Path:
+    """3 s at 1 kHz of an event loop's thread and a worker: the loop runs request-1 for its
+    first 1.5 s, request-2 for 0.9 s (both made from handle()), ticker (from tick()) for
+    0.4 s, and polls for the last 0.2 s; the worker, no event loop, crunches all along."""
+    s = Synth(str(tmp_path / "tasks.psr"))
+    s.thread("MainThread", 7)
+    s.thread("worker", 8)
+    s.task("request-1", 0x1000, coroutine=HANDLE)
+    s.task("request-2", 0x2000, coroutine=HANDLE)
+    s.task("ticker", 0x3000, coroutine=TICK)
+    for i in range(3000):
+        task = ("request-1" if i < 1500 else "request-2" if i < 2400 else
+                "ticker" if i < 2800 else None)
+        loop = ((MAIN, HANDLE if task != "ticker" else TICK), BUSY, 1000, task) if task else \
+            ((MAIN, POLL), 0, 0)
+        s.sample_pass(i * 1000, {"MainThread": loop, "worker": ((MAIN, CRUNCH), BUSY, 1000)})
+    s.close()
+    out = tmp_path / "tasks.html"
+    r = CliRunner().invoke(main, ["report", "--html", s.path, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def _table(dom: str, table_id: str) -> list[tuple[str, ...]]:
+    body = re.search(rf'<table id="{table_id}"[^>]*>.*?<tbody>(.*?)</tbody>', dom, re.DOTALL)
+    assert body, dom[-3000:]
+    return [tuple(" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+                  for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.DOTALL))
+            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.DOTALL)]
+
+
+def test_page_shows_asyncio_tasks_of_the_window_and_threads_picked(tmp_path: Path) -> None:
+    """The tasks tables: the tasks by their coroutine, then each task's running time in the
+    selection, as `report --tasks` gives it for the same window; absent from a page of a
+    recording without tasks."""
+    page = _task_page(tmp_path)
+    url = page.resolve().as_uri()
+    dom = render(url)
+    assert _ready(dom) == "wall"
+    rows = _table(dom, "task-table")
+    assert [(r[4].split()[0], r[0], r[1], r[3]) for r in rows] == [
+        ("request-1", "1.500 s", "50.0%", "1,500"), ("request-2", "900.00 ms", "30.0%", "900"),
+        ("ticker", "400.00 ms", "13.3%", "400"), ("<no", "200.00 ms", "6.7%", "200")], rows
+    assert rows[0][4] == "request-1 handle (server.py:50)", rows
+    assert rows[0][2] == "1.500 s" and rows[3][2] == "0 µs", rows  # CPU: 1 ms a running sample
+    assert _table(dom, "coroutine-table") == [
+        ("2.400 s", "80.0%", "2.400 s", "2", "handle (server.py:50)"),
+        ("400.00 ms", "13.3%", "400.00 ms", "1", "tick (server.py:60)")]
+    assert "3 tasks ran in the selection" in _text(dom, "tasks-caption")
+
+    # The same numbers as the report's, in a window: from 2 s on, request-2's last 0.4 s.
+    report = CliRunner().invoke(main, ["report", "--tasks", str(tmp_path / "tasks.psr"),
+                                       "--from", "2", "-o", "-"])
+    assert report.exit_code == 0, report.output
+    from_report = {line.split()[-3] if "[" in line else line.split()[-2]: line.split()[0]
+                   for line in report.output.splitlines()
+                   if re.match(r"\s*[\d,]+ +[\d.]+% ", line) and "(" in line}
+    dom = render(url + "#from=2")
+    rows = _table(dom, "task-table")
+    got = {r[4].split()[0]: r[3] for r in rows}
+    assert got == {"request-2": "400", "ticker": "400", "<no": "200"}, rows
+    assert from_report.get("request-2") == "400" and from_report.get("ticker") == "400", \
+        report.output
+
+    # Threads picked: the worker alone ran no task.
+    ref = _threads(dom)["worker (tid 8)"][0]
+    dom = render(url + f"#threads={ref}")
+    assert _table(dom, "task-table") == []
+    assert "0 tasks ran in the selection" in _text(dom, "tasks-caption")
+
+    # A recording of no asyncio program: no tasks section.
+    plain = render(_page(tmp_path).resolve().as_uri())
+    assert re.search(r'<section id="tasks"[^>]*hidden', plain), plain[-3000:]
+    screenshot(url, "html-report-tasks.png")
+
+
 def _acted(page: Path, script: str, name: str) -> str:
     """The file:// address of a copy of the page with `script` run after the page's own: a
     user's actions (typing, hovering) as the DOM events they make. The script writes what it

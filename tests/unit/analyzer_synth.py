@@ -68,24 +68,30 @@ class Synth:
             self._strings[text] = self.e.intern_string(text)
         return self._strings[text]
 
+    def function(self, loc: Loc) -> int:
+        """The function of a (file, name, line): first line the line's tens."""
+        file, name, line = loc
+        func = self._funcs.get((file, name))
+        if func is None:
+            func = self._funcs[(file, name)] = self.e.intern_function(
+                self._s(file), self._s(name), line // 10 * 10)
+        return func
+
     def frame(self, loc: Loc) -> int:
         fid = self._frames.get(loc)
         if fid is None:
-            file, name, line = loc
-            func = self._funcs.get((file, name))
-            if func is None:
-                func = self._funcs[(file, name)] = self.e.intern_function(
-                    self._s(file), self._s(name), line // 10 * 10)
-            fid = self._frames[loc] = self.e.intern_frame(func, line)
+            fid = self._frames[loc] = self.e.intern_frame(self.function(loc), loc[2])
         return fid
 
     def thread(self, name: str, tid: int, ts: int = 0) -> None:
         self.refs[name] = self.e.add_thread(4242, 0x7F0000 + tid, tid, name, ts)
         self.tids[name] = tid
 
-    def task(self, name: str, address: int, ts: int = 0) -> None:
-        """An asyncio task (a TASK definition) that samples may run (sample_pass's 4th field)."""
-        self.task_ids[name] = self.e.define_task(4242, address, name, 0, ts)
+    def task(self, name: str, address: int, ts: int = 0, coroutine: Loc | None = None) -> None:
+        """An asyncio task (a TASK definition) that samples may run (sample_pass's 4th field),
+        made from the coroutine of a function (as frame() names one) or of none known."""
+        func = self.function(coroutine) if coroutine else 0
+        self.task_ids[name] = self.e.define_task(4242, address, name, func, ts)
 
     def sample_pass(self, ts: int, entries: dict[str, tuple[Any, ...]]) -> None:
         """entries: thread name -> (stack root first, status, cpu ticks[, task name])."""

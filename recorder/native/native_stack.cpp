@@ -329,7 +329,7 @@ bool NativeWalker::anchored(const NativeRegisters& regs, WordReader& words,
 }
 
 size_t NativeWalker::frameBases(const NativeRegisters& regs, bool exact, int32_t module,
-                                WordReader& words, NativeRegisters* out) {
+                                WordReader& words, NativeRegisters* out, uint64_t* bases) {
   const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
   const uint64_t sp = regs.r[kDwarfRsp];
   const uint64_t lookup = regs.r[kDwarfReturn] - (exact ? 0 : 1) - m.bias;
@@ -346,6 +346,7 @@ size_t NativeWalker::frameBases(const NativeRegisters& regs, bool exact, int32_t
     if (m.cfi->step(lookup, trial, words, &signal) != UnwindStep::kOk || signal ||
         trial.r[kDwarfReturn] != ret || trial.r[kDwarfRsp] != at + 16)
       continue;
+    bases[n] = at;
     out[n++] = trial;
   }
   return n;
@@ -388,11 +389,28 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
     // candidate whose walk reaches the outermost frame wins; the first otherwise.
     NativeRegisters candidates[kCandidates];
     size_t n = 0;
+    uint64_t bases[kCandidates];
+    uint64_t hint_key = 0;  // a frame-base search's (see base_hints_)
     if (step == UnwindStep::kFailed && module >= 0 && !regs.has(kDwarfRbp)) {
       // A rule of the frame's needs the frame pointer, which a thread read where it waits (in
       // /proc: its pc and sp only) does not give, when no callee saved it: an interpreter
-      // built with frame pointers (3.15's) calling a system call's wrapper.
-      n = frameBases(regs, exact, module, words, candidates);
+      // built with frame pointers (3.15's) calling a system call's wrapper. A thread that
+      // waits at the same pc and sp as a walk before has the base that walk found.
+      hint_key = pc * 0x9E3779B97F4A7C15ull ^ sp;
+      const auto hint = base_hints_.find(hint_key);
+      if (hint != base_hints_.end()) {
+        NativeRegisters trial = regs;
+        trial.set(kDwarfRbp, hint->second);
+        const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
+        bool sig = false;
+        if (m.cfi->step(pc - (exact ? 0 : 1) - m.bias, trial, words, &sig) == UnwindStep::kOk &&
+            !sig && trial.r[kDwarfRsp] == hint->second + 16 &&
+            returnAddress(trial.r[kDwarfReturn])) {
+          candidates[n++] = trial;
+          hint_key = 0;
+        }
+      }
+      if (n == 0) n = frameBases(regs, exact, module, words, candidates, bases);
       if (n == 0) return NativeEnd::kFailed;
     } else if (step == UnwindStep::kFailed) {
       return NativeEnd::kFailed;
@@ -413,12 +431,18 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
       if (n == 0) return NativeEnd::kNoInfo;
     }
     if (n > 0) {
-      if (may_branch && n > 1) {
+      if (may_branch && (n > 1 || hint_key)) {
         const size_t mark = out.size();
         for (size_t c = 0; c < n; ++c) {
           if (candidates[c].r[kDwarfRsp] <= sp) continue;
           const NativeEnd end = walkFrom(candidates[c], false, words, max_frames, out, false);
-          if (end == NativeEnd::kRoot || end == NativeEnd::kTruncated) return end;
+          if (end == NativeEnd::kRoot || end == NativeEnd::kTruncated) {
+            if (hint_key) {
+              if (base_hints_.size() >= kBaseHints) base_hints_.clear();
+              base_hints_[hint_key] = bases[c];
+            }
+            return end;
+          }
           out.resize(mark);
         }
       }

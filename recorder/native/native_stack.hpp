@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "recorder/native/call_frame_info.hpp"
@@ -115,7 +116,7 @@ class NativeWalker {
   // word above sp that could be where it points (the caller's frame pointer, then a return
   // address), at most kCandidates.
   size_t frameBases(const NativeRegisters& regs, bool exact, int32_t module, WordReader& words,
-                    NativeRegisters* out);
+                    NativeRegisters* out, uint64_t* bases);
   bool returnAddress(uint64_t pc) const;
   static constexpr size_t kCandidates = 3;
   static constexpr uint64_t kScanWords = 256;
@@ -125,6 +126,10 @@ class NativeWalker {
   NativeModules& modules_;
   RemoteMemory& mem_;
   std::vector<uint8_t> window_;
+  // Frame bases that took a walk to its outermost frame, by (pc, sp) of the frame that needed
+  // one: a thread that waits where it waited before is walked without the search.
+  std::unordered_map<uint64_t, uint64_t> base_hints_;
+  static constexpr size_t kBaseHints = 4096;
 };
 
 // A stopped thread's registers (ptrace must hold it stopped); false when they cannot be read.

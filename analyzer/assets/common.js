@@ -15,18 +15,25 @@ const psrecPage = {
   },
   // A table row: the numbers, then the function's name and, small, its file and line.
   functionRow(texts, name, file, line) {
-    const tr = document.createElement("tr");
+    const tr = psrecPage.row(texts, name, `${file}:${line}`);
     tr.dataset.name = name;
+    return tr;
+  },
+  // A table row: the numbers, then a name and, small, a note about it (none if empty).
+  row(texts, name, note) {
+    const tr = document.createElement("tr");
     for (const text of texts) {
       const td = document.createElement("td");
       td.textContent = text;
       tr.appendChild(td);
     }
     const td = document.createElement("td");
-    td.appendChild(document.createTextNode(name + " "));
-    const small = document.createElement("small");
-    small.textContent = `${file}:${line}`;
-    td.appendChild(small);
+    td.appendChild(document.createTextNode(note ? name + " " : name));
+    if (note) {
+      const small = document.createElement("small");
+      small.textContent = note;
+      td.appendChild(small);
+    }
     tr.appendChild(td);
     return tr;
   },

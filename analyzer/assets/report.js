@@ -477,21 +477,10 @@
     const body = $("#task-table tbody");
     body.innerHTML = "";
     for (const k of shown.slice(0, 300)) {
-      const [label, c] = TK.rows[k], coroutine = TK.coroutines[c];
-      const tr = document.createElement("tr");
-      for (const text of [fmt(wall[k]), (100 * wall[k] / all).toFixed(1) + "%", cpuText(cpu[k]),
-                          n[k].toLocaleString()]) {
-        const td = document.createElement("td");
-        td.textContent = text;
-        tr.appendChild(td);
-      }
-      const td = document.createElement("td");
-      td.appendChild(document.createTextNode(label + " "));
-      const small = document.createElement("small");
-      small.textContent = coroutine;
-      td.appendChild(small);
-      tr.appendChild(td);
-      body.appendChild(tr);
+      const [label, c] = TK.rows[k];
+      body.appendChild(psrecPage.row([fmt(wall[k]), (100 * wall[k] / all).toFixed(1) + "%",
+                                      cpuText(cpu[k]), n[k].toLocaleString()],
+                                     label, TK.coroutines[c]));
     }
     const tasks = shown.filter((k) => TK.rows[k][2] > 0).length;
     $("#tasks-caption").textContent = `${tasks.toLocaleString()} task${tasks === 1 ? "" : "s"} ` +
@@ -509,14 +498,9 @@
     const gbody = $("#coroutine-table tbody");
     gbody.innerHTML = "";
     for (const [coroutine, g] of [...groups].sort((a, b) => b[1].wall - a[1].wall).slice(0, 300)) {
-      const tr = document.createElement("tr");
-      for (const text of [fmt(g.wall), (100 * g.wall / all).toFixed(1) + "%", cpuText(g.cpu),
-                          g.tasks.toLocaleString(), coroutine || "<coroutine not known>"]) {
-        const td = document.createElement("td");
-        td.textContent = text;
-        tr.appendChild(td);
-      }
-      gbody.appendChild(tr);
+      gbody.appendChild(psrecPage.row([fmt(g.wall), (100 * g.wall / all).toFixed(1) + "%",
+                                       cpuText(g.cpu), g.tasks.toLocaleString()],
+                                      coroutine || "<coroutine not known>", ""));
     }
   }
 

@@ -328,26 +328,29 @@ bool NativeWalker::anchored(const NativeRegisters& regs, WordReader& words,
   return false;
 }
 
-size_t NativeWalker::frameBases(const NativeRegisters& regs, bool exact, int32_t module,
-                                WordReader& words, NativeRegisters* out, uint64_t* bases) {
-  const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
-  const uint64_t sp = regs.r[kDwarfRsp];
-  const uint64_t lookup = regs.r[kDwarfReturn] - (exact ? 0 : 1) - m.bias;
-  size_t n = 0;
+bool NativeWalker::frameBase(const NativeRegisters& regs, bool exact, int32_t module,
+                             WordReader& words, uint64_t at, NativeRegisters& next) {
   // A frame pointer points at the caller's saved frame pointer, the return address above it.
-  for (uint64_t k = 0; k < kScanWords && n < kCandidates; ++k) {
+  const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
+  uint64_t ret;
+  if (!words.word(at + 8, &ret) || !returnAddress(ret)) return false;
+  next = regs;
+  next.set(kDwarfRbp, at);
+  bool signal = false;
+  return m.cfi->step(regs.r[kDwarfReturn] - (exact ? 0 : 1) - m.bias, next, words, &signal) ==
+             UnwindStep::kOk &&
+         !signal && next.r[kDwarfReturn] == ret && next.r[kDwarfRsp] == at + 16;
+}
+
+size_t NativeWalker::frameBases(const NativeRegisters& regs, bool exact, int32_t module,
+                                WordReader& words, size_t most, NativeRegisters* out,
+                                uint64_t* bases) {
+  const uint64_t sp = regs.r[kDwarfRsp];
+  size_t n = 0;
+  for (uint64_t k = 0; k < kScanWords && n < most; ++k) {
     const uint64_t at = sp + 8 * k;
-    uint64_t ret;
-    if (!words.word(at + 8, &ret)) break;
-    if (!returnAddress(ret)) continue;
-    NativeRegisters trial = regs;
-    trial.set(kDwarfRbp, at);
-    bool signal = false;
-    if (m.cfi->step(lookup, trial, words, &signal) != UnwindStep::kOk || signal ||
-        trial.r[kDwarfReturn] != ret || trial.r[kDwarfRsp] != at + 16)
-      continue;
-    bases[n] = at;
-    out[n++] = trial;
+    if (!frameBase(regs, exact, module, words, at, out[n])) continue;
+    bases[n++] = at;
   }
   return n;
 }
@@ -389,6 +392,8 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
     // candidate whose walk reaches the outermost frame wins; the first otherwise.
     NativeRegisters candidates[kCandidates];
     size_t n = 0;
+    // Only a walk that may branch looks for more than one.
+    const size_t most = may_branch ? kCandidates : 1;
     uint64_t bases[kCandidates];
     uint64_t hint_key = 0;  // a frame-base search's (see base_hints_)
     if (step == UnwindStep::kFailed && module >= 0 && !regs.has(kDwarfRbp)) {
@@ -398,19 +403,13 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
       // waits at the same pc and sp as a walk before has the base that walk found.
       hint_key = pc * 0x9E3779B97F4A7C15ull ^ sp;
       const auto hint = base_hints_.find(hint_key);
-      if (hint != base_hints_.end()) {
-        NativeRegisters trial = regs;
-        trial.set(kDwarfRbp, hint->second);
-        const NativeModule& m = modules_.modules()[static_cast<size_t>(module)];
-        bool sig = false;
-        if (m.cfi->step(pc - (exact ? 0 : 1) - m.bias, trial, words, &sig) == UnwindStep::kOk &&
-            !sig && trial.r[kDwarfRsp] == hint->second + 16 &&
-            returnAddress(trial.r[kDwarfReturn])) {
-          candidates[n++] = trial;
-          hint_key = 0;
-        }
+      if (hint != base_hints_.end() &&
+          frameBase(regs, exact, module, words, hint->second, candidates[0])) {
+        n = 1;
+        hint_key = 0;
+      } else {
+        n = frameBases(regs, exact, module, words, most, candidates, bases);
       }
-      if (n == 0) n = frameBases(regs, exact, module, words, candidates, bases);
       if (n == 0) return NativeEnd::kFailed;
     } else if (step == UnwindStep::kFailed) {
       return NativeEnd::kFailed;
@@ -422,11 +421,11 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
       // of the frame not yet written.
       if (module < 0) {
         if (framePointer(regs, words, candidates[n])) ++n;
-        if (scan(regs, words, candidates[n], 0, kScanWords, false)) ++n;
+        if (n < most && scan(regs, words, candidates[n], 0, kScanWords, false)) ++n;
       } else {
         if (scan(regs, words, candidates[n], 0, kScanWords, false)) ++n;
-        if (framePointer(regs, words, candidates[n])) ++n;
-        if (anchored(regs, words, candidates[n])) ++n;
+        if (n < most && framePointer(regs, words, candidates[n])) ++n;
+        if (n < most && anchored(regs, words, candidates[n])) ++n;
       }
       if (n == 0) return NativeEnd::kNoInfo;
     }

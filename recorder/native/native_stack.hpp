@@ -112,11 +112,14 @@ class NativeWalker {
   // Whether w, the word at `at`, a return address, takes the walk to its caller.
   bool tryReturnAddress(const NativeRegisters& regs, WordReader& words, uint64_t at,
                         uint64_t w, bool deep, NativeRegisters& next);
-  // A frame whose rule needs the frame pointer, not known: its caller's registers for each
-  // word above sp that could be where it points (the caller's frame pointer, then a return
-  // address), at most kCandidates.
+  // A frame whose rule needs the frame pointer, not known: its caller's registers (next)
+  // with the frame pointer at `at`, if the words there can be where it points (the caller's
+  // frame pointer, then a return address) and the frame's rule agrees.
+  bool frameBase(const NativeRegisters& regs, bool exact, int32_t module, WordReader& words,
+                 uint64_t at, NativeRegisters& next);
+  // The same for the words above sp, the first `most` that can be (their addresses in bases).
   size_t frameBases(const NativeRegisters& regs, bool exact, int32_t module, WordReader& words,
-                    NativeRegisters* out, uint64_t* bases);
+                    size_t most, NativeRegisters* out, uint64_t* bases);
   bool returnAddress(uint64_t pc) const;
   static constexpr size_t kCandidates = 3;
   static constexpr uint64_t kScanWords = 256;

@@ -114,8 +114,7 @@ def page_tasks(profile: Profile, cell_of: Callable[[int], int],
     rows: list[list[Any]] = [["<no task>", 0, 0]]
     for tid in listed:
         t = tasks.get(tid)
-        f = t.coroutine if t else None
-        where = f"{f.name} ({f.filename}:{f.first_line})" if f else ""
+        where = _coroutine(t) if t and t.coroutine else ""
         rows.append([t.label if t else f"<task {tid}, not defined>",
                      coroutines.setdefault(where, len(coroutines)), tid])
     others = len(per_task) - len(listed)

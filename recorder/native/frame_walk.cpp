@@ -158,7 +158,7 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
     // is copied again (the reader's next try), far faster than a walk one by one and more
     // likely to hold; its last try walks one by one. A shallow one is walked one by one now:
     // a thread that resumes generators from C tears copies again and again.
-    if (torn && !last_try && guess_depth_ > kWalkAloneDepth) return WalkResult::kError;
+    if (torn && copyAgainFirst(last_try)) return WalkResult::kError;
     // One by one, each frame's link read before the next: slow enough for a thread that calls
     // and returns fast to change under the walk, so every frame is checked afterwards. The
     // frames read join the guess for a walk again.
@@ -205,7 +205,7 @@ WalkResult FrameWalker::walkFrameObjects(const ThreadHead& t, std::vector<RawFra
         walk_bottom_ = f.addr;
       }
     }
-    guessFrames(t.tstate, out);
+    addGuess(t.tstate, out);
     checks_.resetVerifiedLeaf();
     if (result == WalkResult::kOk &&
         !checks_.verify(len, l_.frame_lasti, 4, t.tstate + static_cast<uint64_t>(l_.tstate_frame),
@@ -360,12 +360,16 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
 }
 
 void FrameWalker::guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames) {
+  guess_depth_ = frames.size();
+  if (!frames.empty()) addGuess(tstate, frames);
+}
+
+void FrameWalker::addGuess(uint64_t tstate, const std::vector<RawFrame>& frames) {
   // The frames of the thread's recent stacks, not only its last: a loop that calls
   // recursions to depths that change at every call takes its frame objects from the same few
   // (each code object's spare frame, the free list), so that the frames of one stack are
   // nearly all among those of the stacks just before it, at whatever depth it is. A frame no
   // stack has held for kGuessAge stacks leaves the guess.
-  guess_depth_ = frames.size();
   if (guess_tstate_ != tstate) {
     guess_tstate_ = tstate;
     guess_.clear();
@@ -477,7 +481,7 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
   // again, with the current frame, once the reader knows which they are (verifyNewer).
   verify_tstate_ = t.tstate;
   verify_leaf_ = current;
-  if (missed) guessFrames(t.tstate, out);
+  if (missed) addGuess(t.tstate, out);
   return true;
 }
 

@@ -34,14 +34,18 @@ class FrameWalker {
                   uint64_t bottom = 0, bool guess = true, bool last_try = true,
                   uint64_t stop = 0);
   bool cut() const { return cut_; }
-  // 3.8-3.10: a torn copy of a stack at most this deep (its last good one) is walked again
-  // one frame at a time at once (a few system calls); a deeper one is copied again first.
+  // 3.8-3.10: whether a torn copy of the thread's stack is copied again (the reader's next
+  // try) before it is walked one frame at a time: when its last good stack (guessFrames) is
+  // more than kWalkAloneDepth frames deep (a walk one by one takes a system call a frame),
+  // until the last try.
+  bool copyAgainFirst(bool last_try) const { return !last_try && guess_depth_ > kWalkAloneDepth; }
   static constexpr size_t kWalkAloneDepth = 32;
   // After a walk: the frames it found outside the data stack, and its loop's entry frame,
   // for the next pass's hint.
   void noteWalk(StackHint& hint) const;
   // 3.8-3.10: where the next walk of the thread at `tstate` may find its frames (those of its
-  // recent samples). A walk that fails adds its own frames to the guess for a walk again.
+  // recent samples): frames, its last good stack, join the guess. A walk adds its own frames
+  // (addGuess), a walk that fails too, for a walk again.
   void guessFrames(uint64_t tstate, const std::vector<RawFrame>& frames);
   // Whether the callers frames[which[..]] of frames walked from one copy still read the same.
   bool verifyCallers(const std::vector<RawFrame>& frames, const size_t* which, size_t count) {
@@ -75,6 +79,7 @@ class FrameWalker {
   // runs past max_depth or meets a frame with no code.
   bool walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, size_t max_depth,
                    uint64_t bottom, uint64_t* current_frame, bool* torn);
+  void addGuess(uint64_t tstate, const std::vector<RawFrame>& frames);
   // A frame's bytes (3.11+): in the chunk the previous frame was in, as most are, or else
   // (frameBytesElsewhere) in another chunk, loaded if need be, or read alone.
   const uint8_t* frameBytes(uint64_t addr) {
@@ -133,7 +138,7 @@ class FrameWalker {
   // 3.8-3.10: the frames of the thread's recent stacks (guessFrames), sorted, and the plan
   // that copies them (its views).
   std::vector<uint64_t> guess_;
-  size_t guess_depth_ = 0;            // frames in the stack last given to guessFrames
+  size_t guess_depth_ = 0;            // frames in the last good stack (guessFrames)
   std::vector<uint32_t> guess_seen_;  // by guess_: the last stack that held the frame
   uint32_t guess_age_ = 0;            // stacks given to guessFrames
   std::vector<uint64_t> guess_new_;

@@ -7,7 +7,7 @@ namespace psrec::recorder {
 StackRead StackReader::read(ThreadHead& head, ThreadStack& last, uint64_t interp, uint64_t pass,
                             int retries, uint64_t* read_again) {
   // 3.8-3.10: a thread's frames are read in one copy where its last stack says they are.
-  if (proc_.layout().frame_model == cpython::FrameModel::kFrameObject && !last.raw.empty())
+  if (proc_.layout().frame_model == cpython::FrameModel::kFrameObject)
     unwinder_.frames.guessFrames(head.tstate, last.raw);
   cached_ = wrote_anchor_ = false;
   bool ok = readOnce(head, last, pass, true, retries == 0);
@@ -207,8 +207,8 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     // whose deep stack changes at every call is read whole by a copy far more often than by
     // a walk one by one, which takes a system call a frame: a deep stack is copied again (the
     // reader's next try), and walked one by one at the last.
-    const bool alone = last_try || last.raw.size() <= FrameWalker::kWalkAloneDepth;
-    return guess && alone && readOnce(head, last, pass, false, last_try);
+    return guess && !unwinder_.frames.copyAgainFirst(last_try) &&
+           readOnce(head, last, pass, false, last_try);
   }
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {

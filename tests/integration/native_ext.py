@@ -138,8 +138,3 @@ def wheel_for(python: str, package: str) -> Path | str:
             shutil.rmtree(staging, True)
     _WHEELS[(python, package)] = folder
     return folder
-
-
-def numpy_for(python: str) -> Path | str:
-    """wheel_for(python, "numpy")."""
-    return wheel_for(python, "numpy")

@@ -239,7 +239,7 @@ def test_numpy_shows_its_blas_kernels_under_the_python_line(python: str,
                                                              tmp_path: Path) -> None:
     """numpy's wheel from PyPI (its own OpenBLAS) for the target's version and ABI: the time
     of `a @ b` is in the BLAS kernels, under the Python function that multiplies."""
-    site = native_ext.numpy_for(python)
+    site = native_ext.wheel_for(python, "numpy")
     if isinstance(site, str):
         pytest.skip(site)
     path = tmp_path / "numpy.psr"

@@ -1,19 +1,24 @@
 """asyncio tasks in a recording (format 1.4): which task each thread ran at each sample, summed
-per task and per coroutine under the view, and `psrec report --tasks`, their table.
+per task and per coroutine under the view; where each task waited, from the recording's task
+snapshots; and `psrec report --tasks`, their tables.
 
 A sample's task is the TASK its thread was running (spec 3.1 and 4, PASS_TASKS); a sample of
 a thread that runs an event loop but no task at that moment (the loop polls, or runs
 callbacks) has none. Running time is what the samples of a task stand for under the view's
-mode and weights, as the function table's times are.
+mode and weights, as the function table's times are. Waiting time (suspended at an await, or
+ready and waiting for its loop) is the time the task snapshots kept it in that state (spec
+4.3), within the view's window: it is wall time, whatever the view's mode.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from psrec.format import TaskInfo, open_recording
+from psrec.format import _constants as FC
 from psrec.format.text import printable
 
 from .model import batch_columns
@@ -21,7 +26,8 @@ from .profile import Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
 
-__all__ = ["TaskSums", "task_sums", "page_tasks", "TasksReporter"]
+__all__ = ["TaskSums", "TaskWaits", "task_sums", "task_waits", "replay_task_states",
+           "page_tasks", "TasksReporter"]
 
 
 @dataclass
@@ -79,6 +85,210 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
     out.pop(0, None)
     if idle.samples:
         out[0] = idle
+    return out
+
+
+@dataclass
+class TaskWaits:
+    """Where one task waited in the view's window (spec 4.3's task snapshots), in ticks."""
+
+    suspended: int = 0  # awaiting a future or another task
+    ready: int = 0  # able to run, waiting for its event loop
+    # (state, node) -> ticks: node is its coroutines in the stack trie, outermost first, the
+    # innermost at the await it waited at (or where it would resume)
+    sites: dict[tuple[int, int], int] = field(default_factory=dict)
+    waits_on: dict[int, int] = field(default_factory=dict)  # suspended: type name id -> ticks
+    awaited: set[int] = field(default_factory=set)  # the tasks it waited on
+
+
+# A task's state as a snapshot gave it: state, what it waits on, its coroutines, the tasks it
+# waits on.
+_State = tuple[int, int, int, tuple[int, ...]]
+# One stretch of a task in one state: (task, state, waits, node, awaits, start, end, seen):
+# from the snapshot that gave the state (start) to the one that changed it (end); seen is the
+# last snapshot that saw it in that state (the change came between seen and end).
+Stretch = tuple[int, int, int, int, tuple[int, ...], int, int, int]
+
+
+def replay_task_states(events: list[tuple[int, int, int, int, int]]) -> Iterator[Stretch]:
+    """The task snapshots of a recording's events (TASK_SNAPSHOT, TASK_STATE, TASK_AWAITS:
+    spec 4.3), as the stretches of time each task spent in one state: a state holds from the
+    snapshot that gave it until the next that changed it, a full snapshot ends the tasks of its
+    process it does not name, and every state ends at its process's last snapshot."""
+    now: dict[int, dict[int, tuple[_State, int]]] = {}  # pid -> task -> (state, since)
+    last: dict[int, int] = {}  # pid -> its last snapshot's time
+    # [pid, ts, full, since, [(task, state, waits, node, [awaits])]]
+    snap: list[Any] | None = None
+
+    def apply(snap: list[Any]) -> Iterator[Stretch]:
+        pid, ts, full, since, changes = snap
+        seen = ts - since if 0 < since <= ts else ts
+        tasks = now.setdefault(pid, {})
+        for task, state, waits, node, awaits in changes:
+            new: _State = (state, waits, node, tuple(awaits))
+            old = tasks.get(task)
+            if old is not None and old[0] == new:
+                continue  # restated as it was (a chunk's full snapshot)
+            if old is not None:
+                yield (task, *old[0], old[1], ts, max(old[1], seen))
+            if state == FC.TASK_ENDED:
+                tasks.pop(task, None)
+            else:
+                tasks[task] = (new, ts)
+        if full:
+            named = {c[0] for c in changes}
+            for task in [t for t in tasks if t not in named]:
+                state_, start = tasks.pop(task)
+                yield (task, *state_, start, ts, max(start, seen))
+
+    for rtype, ts, a, b, c in events:
+        if rtype == FC.REC_TASK_STATE and snap is not None:
+            snap[4].append((a, b & 3, b >> 2, c, []))
+        elif rtype == FC.REC_TASK_AWAITS and snap is not None and snap[4]:
+            snap[4][-1][4].append(b)
+        elif rtype == FC.REC_TASK_SNAPSHOT:
+            if snap is not None:
+                yield from apply(snap)
+            snap = [a, ts, b, c, []]
+            last[a] = max(ts, last.get(a, ts))
+    if snap is not None:
+        yield from apply(snap)
+    for pid, tasks in now.items():
+        end = last.get(pid, 0)
+        for task, (state_, start) in tasks.items():
+            yield (task, *state_, start, max(end, start), max(end, start))
+
+
+def task_waits(profile: Profile) -> dict[int, TaskWaits]:
+    """Per TASK id, where the task waited within the view's window (its tasks only, with
+    --task; those of the view's processes): nothing for a recording without task snapshots.
+
+    A task's waiting time between two snapshots is that stretch's wall time less the time its
+    samples say a thread ran it then. Where the two snapshots saw it wait at the same place,
+    all of it was there; where they saw it at two places, the time before its first running
+    sample is the first's, the time after its last the second's, and the rest (all of it, if
+    it did not run) is shared between them; where one saw it running, the time is the other's.
+    So a task's waits and its running time add up to its life, however few snapshots there
+    were: the snapshots say where the waiting was."""
+    sel = profile.selection
+    lo = sel.from_ts if sel.from_ts is not None else -(1 << 63)
+    hi = sel.to_ts if sel.to_ts is not None else 1 << 63
+    tasks = profile.defs.tasks
+    pids = ({profile.threads[r].pid for r in sel.threads if r in profile.threads}
+            if sel.threads is not None else None)
+    picked = set(sel.tasks) if sel.tasks is not None else None
+    by_task: dict[int, list[Stretch]] = {}
+    for st in replay_task_states(profile.events):
+        task = st[0]
+        if picked is not None and task not in picked:
+            continue
+        if pids is not None and (task not in tasks or tasks[task].pid not in pids):
+            continue
+        if st[6] > st[5]:
+            by_task.setdefault(task, []).append(st)
+    if not by_task:
+        return {}
+    ran = _running_ticks(profile, set(by_task))
+    out: dict[int, TaskWaits] = {}
+    for task, stretches in by_task.items():
+        stretches.sort(key=lambda st: st[5])
+        times, cum = ran.get(task, ([], [0]))
+        w = _place_waits(stretches, times, cum, lo, hi)
+        if w.sites:
+            out[task] = w
+    return out
+
+
+_WAITING = (FC.TASK_SUSPENDED, FC.TASK_READY)
+
+
+def _charge(w: TaskWaits, st: Stretch, ticks: float) -> None:
+    """ticks of waiting, where the stretch st's snapshots saw the task."""
+    if ticks <= 0:
+        return
+    state, waits, node, awaits = st[1:5]
+    n = round(ticks)
+    if state == FC.TASK_SUSPENDED:
+        w.suspended += n
+        w.waits_on[waits] = w.waits_on.get(waits, 0) + n
+    else:
+        w.ready += n
+    w.sites[(state, node)] = w.sites.get((state, node), 0) + n
+    w.awaited.update(awaits)
+
+
+def _place_waits(stretches: list[Stretch], times: list[int], cum: list[int], lo: int,
+                 hi: int) -> TaskWaits:
+    """One task's waits within [lo, hi) (task_waits): its stretches in time order, and the
+    times of its samples with the running sum of their weights."""
+    w = TaskWaits()
+
+    def runs(a: int, b: int) -> tuple[int, int, int]:
+        """Its samples in [a, b): where they begin and end among times, and their ticks."""
+        i0, i1 = bisect_left(times, a), bisect_left(times, b)
+        return i0, i1, cum[i1] - cum[i0]
+
+    last_wait: Stretch | None = None
+    for i, st in enumerate(stretches):
+        here = st if st[1] in _WAITING else None
+        nxt = stretches[i + 1] if i + 1 < len(stretches) else None
+        there = nxt if nxt is not None and nxt[1] in _WAITING and nxt[5] == st[6] else None
+        if here is not None:
+            last_wait = here
+        # Seen in this state from start to seen: its waiting then was here (or, seen running,
+        # where it waited next or last).
+        a, b = max(st[5], lo), min(st[7], hi)
+        target = here or there or last_wait
+        if b > a and target is not None:
+            _charge(w, target, (b - a) - runs(a, b)[2])
+        # Between seen and end it moved on, to where the next snapshot saw it.
+        a, b = max(st[7], lo), min(st[6], hi)
+        if b <= a:
+            continue
+        i0, i1, ran_ticks = runs(a, b)
+        free = (b - a) - ran_ticks
+        if free <= 0:
+            continue
+        if here is None or there is None:
+            if target is not None:
+                _charge(w, target, free)
+        elif here[1:4] == there[1:4]:
+            _charge(w, here, free)
+        elif i1 == i0:  # it did not run long enough to be sampled: it moved half way
+            _charge(w, here, free / 2)
+            _charge(w, there, free / 2)
+        else:
+            # A sample stands for the pass before it: a run began, on average, half a pass
+            # before its first sample, and ended half a pass after its last.
+            first = times[i0] - (cum[i0 + 1] - cum[i0]) / 2
+            ended = times[i1 - 1] + (cum[i1] - cum[i1 - 1]) / 2
+            before = max(0, first - a)
+            after = max(0, b - ended)
+            middle = max(0, free - before - after)
+            _charge(w, here, before + middle / 2)
+            _charge(w, there, after + middle / 2)
+    return w
+
+
+def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[int], list[int]]]:
+    """Per task of wanted, the times of the samples of threads running it (whatever their
+    status) and the running sum of their weights before each: one more read of the
+    recording."""
+    times: dict[int, list[int]] = {}
+    weights: dict[int, list[int]] = {}
+    sel = profile.selection
+    with open_recording(profile.path) as rec:
+        for batch in profile.engine.stream(rec, sel.from_ts, sel.to_ts):
+            for ts, task, weight in zip(*batch_columns(batch, "ts", "task", "weight")):
+                if task in wanted:
+                    times.setdefault(task, []).append(ts)
+                    weights.setdefault(task, []).append(weight)
+    out = {}
+    for task, ts in times.items():
+        cum = [0]
+        for wt in weights[task]:
+            cum.append(cum[-1] + wt)
+        out[task] = (ts, cum)
     return out
 
 
@@ -157,6 +367,7 @@ class TasksReporter(Reporter):
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         limit = int(self.options.get("limit", 25))
         sums = task_sums(profile)
+        waits = task_waits(profile)
         tasks = profile.defs.tasks
         w = out.write
         w(f"psrec report --tasks: {profile.describe()}\n")
@@ -166,37 +377,105 @@ class TasksReporter(Reporter):
                    "no thread ran an asyncio task while it was recorded")
             w(f"No asyncio tasks: {why}.\n")
             return None
-        total = sum(profile.value(s.samples, s.weight, s.cpu) for s in sums.values()) or 1
-        w("Time a thread ran each task (estimated from the samples); the event loops' own time "
-          "(polling, callbacks) is <no task>.\n\n")
-        w(f"{'samples':>9} {'%':>7} {'est. time':>10}  task\n")
-        rows = sorted(sums.items(), key=lambda kv: -profile.value(kv[1].samples, kv[1].weight,
-                                                                  kv[1].cpu))
+        run = {tid: profile.value(s.samples, s.weight, s.cpu) for tid, s in sums.items()}
+        total = sum(run.values()) or 1
+        w("Time a thread ran each task (estimated from the samples; % of the time threads ran "
+          "tasks or their event loops' own work, <no task>)")
+        if any(e[0] == FC.REC_TASK_SNAPSHOT for e in profile.events):
+            w(", and the wall time it waited (from the task snapshots): suspended at an await, "
+              "or ready to run and waiting for its event loop")
+        else:
+            w(". The recording has no task snapshots, so no waiting time")
+        w(".\n\n")
+        w(f"{'samples':>9} {'%':>7} {'running':>10} {'suspended':>10} {'ready':>10}  task\n")
+        none = TaskWaits()
+
+        def life(tid: int) -> int:
+            t = waits.get(tid, none)
+            return run.get(tid, 0) + t.suspended + t.ready
+
+        rows = sorted(set(sums) | set(waits), key=lambda tid: (-life(tid), tid))
         shown = rows if limit <= 0 else rows[:limit]
-        for tid, s in shown:
-            v = profile.value(s.samples, s.weight, s.cpu)
-            if tid == 0:
-                label = "<no task>"
-            else:
-                t = tasks.get(tid)
-                label = (f"{printable(t.label)} [{_coroutine(t)}]" if t
-                         else f"<task {tid}, not defined>")
-            w(f"{s.samples:>9,} {100 * v / total:>6.2f}% "
-              f"{format_seconds(profile.seconds(v)):>10}  {label}\n")
+        for tid in shown:
+            s = sums.get(tid) or TaskSums()
+            t = waits.get(tid, none)
+            v = run.get(tid, 0)
+            w(f"{s.samples:>9,} {100 * v / total:>6.2f}% {format_seconds(profile.seconds(v)):>10} "
+              f"{_secs(profile, t.suspended):>10} {_secs(profile, t.ready):>10}  "
+              f"{self._label(tasks, tid)}\n")
         if len(rows) > len(shown):
             w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+        if waits:
+            self._sites(profile, waits, limit, out)
         # All the tasks of one coroutine together (every handle_request task).
         by_coro: dict[str, list[int]] = {}
-        for tid, s in sums.items():
+        for tid in set(sums) | set(waits):
             if tid and tid in tasks:
                 key = _coroutine(tasks[tid])
-                acc = by_coro.setdefault(key, [0, 0, 0])
+                acc = by_coro.setdefault(key, [0, 0, 0, 0])
+                s = sums.get(tid) or TaskSums()
                 acc[0] += s.samples
-                acc[1] += profile.value(s.samples, s.weight, s.cpu)
-                acc[2] += 1
-        w(f"\nBy coroutine:\n{'samples':>9} {'%':>7} {'est. time':>10} {'tasks':>7}  "
-          "coroutine\n")
-        for key, (n, v, count) in sorted(by_coro.items(), key=lambda kv: -kv[1][1]):
+                acc[1] += run.get(tid, 0)
+                acc[2] += waits[tid].suspended if tid in waits else 0
+                acc[3] += 1
+        w(f"\nBy coroutine:\n{'samples':>9} {'%':>7} {'running':>10} {'suspended':>10} "
+          f"{'tasks':>7}  coroutine\n")
+        for key, (n, v, susp, count) in sorted(by_coro.items(),
+                                               key=lambda kv: -(kv[1][1] + kv[1][2])):
             w(f"{n:>9,} {100 * v / total:>6.2f}% {format_seconds(profile.seconds(v)):>10} "
-              f"{count:>7,}  {printable(key)}\n")
+              f"{_secs(profile, susp):>10} {count:>7,}  {printable(key)}\n")
         return None
+
+    @staticmethod
+    def _label(tasks: dict[int, TaskInfo], tid: int) -> str:
+        if tid == 0:
+            return "<no task>"
+        t = tasks.get(tid)
+        return f"{printable(t.label)} [{_coroutine(t)}]" if t else f"<task {tid}, not defined>"
+
+    @staticmethod
+    def _sites(profile: Profile, waits: dict[int, TaskWaits], limit: int, out: IO[Any]) -> None:
+        """Where the tasks waited: each await, as the coroutines down to it, with the time
+        tasks spent there and how many tasks waited there."""
+        sites: dict[tuple[int, int], list[Any]] = {}  # (state, node) -> [ticks, tasks]
+        for tid, t in waits.items():
+            for key, ticks in t.sites.items():
+                site = sites.setdefault(key, [0, set()])
+                site[0] += ticks
+                site[1].add(tid)
+        rows = sorted(sites.items(), key=lambda kv: -kv[1][0])
+        shown = rows if limit <= 0 else rows[:limit]
+        w = out.write
+        w(f"\nWhere the tasks waited (wall time, summed over tasks; each await as the "
+          f"coroutines down to it):\n{'waiting':>10} {'tasks':>7}  at\n")
+        for (state, node), (ticks, tids) in shown:
+            what = "" if state == FC.TASK_SUSPENDED else "  (ready, waiting for its loop)"
+            w(f"{_secs(profile, ticks):>10} {len(tids):>7,}  {_await_chain(profile, node)}"
+              f"{what}\n")
+        if len(rows) > len(shown):
+            w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+
+
+# The coroutines an await site shows, innermost last (the outer ones as "...").
+AWAIT_CHAIN_FRAMES = 3
+
+
+def _await_chain(profile: Profile, node: int) -> str:
+    """A task's coroutines down to the await it waits at: 'handle (app.py:40) > sleep
+    (tasks.py:665)'."""
+    frames = profile.defs.frames
+    stack = profile.stack(node)
+    parts = []
+    for fid in stack[-AWAIT_CHAIN_FRAMES:]:
+        f = frames.get(fid)
+        if f is None:
+            parts.append(f"<frame {fid}>")
+            continue
+        base = f.function.filename.rpartition("/")[2]
+        parts.append(f"{f.function.name} ({base}:{f.line})")
+    head = "... > " if len(stack) > AWAIT_CHAIN_FRAMES else ""
+    return printable(head + " > ".join(parts)) if parts else "<not started>"
+
+
+def _secs(profile: Profile, ticks: int) -> str:
+    return format_seconds(profile.seconds(ticks)) if ticks else "-"

@@ -69,6 +69,12 @@ RECORD_FIELDS: dict[int, tuple[Field, ...]] = {
                         Field("missed_deadlines", _V, "i64", "missed")),
     C.REC_MARKER: (Field("ts", _V, "u64"), Field("label", "string id", "i64")),
     C.REC_PASS_TASKS: (),  # then (ref, task) pairs to its end (section 4)
+    C.REC_TASK_SNAPSHOT: (Field("ts", _V, "u64"), Field("pid", _V, "i64"),
+                          Field("full", _V, "i64"), Field("since", _V, "i64")),
+    # then `depth` frame ids (section 4.3)
+    C.REC_TASK_STATE: (Field("task", _V, "i64"), Field("state", _V, "i64"),
+                       Field("waits", "string id", "i64"), Field("depth", _V, "i64")),
+    C.REC_TASK_AWAITS: (Field("task", _V, "i64"), Field("awaited", _V, "i64")),
 }
 
 

@@ -128,6 +128,10 @@ def _fields(rtype: int, b: _Reader) -> str:
             ref = b.varint()
             pairs.append(f"t{ref}:task={b.varint()}")
         return " ".join(pairs)
+    if rtype == C.REC_TASK_STATE:  # its fields, then `depth` frame ids (section 4.3)
+        task, state, waits, depth = (b.varint() for _ in range(4))
+        frames = [b.varint() for _ in range(min(depth, b.end - b.pos))]
+        return f"task={task} state={state} waits={waits} frames={frames}"
     fields = RECORD_FIELDS.get(rtype)
     if fields is None:
         return f"({b.end - b.pos} bytes, unknown record type: skipped)"

@@ -269,7 +269,11 @@ class RefDecoder:
                 t = threads[ref] = _Thread()
             return t
 
+        # A TASK_SNAPSHOT's TASK_STATE and TASK_AWAITS records follow it (spec section 4.3).
+        in_snapshot, snap_ts, state_task = False, 0, 0
         for rtype, b in _Reader(payload).records():
+            if rtype not in (C.REC_TASK_STATE, C.REC_TASK_AWAITS):
+                in_snapshot, state_task = False, 0
             if rtype == C.REC_BEGIN:
                 summary["seq"], base, prev = b.fields(rtype, "bad BEGIN record")
                 last_pass = prev - 1 if prev else -1
@@ -357,6 +361,34 @@ class RefDecoder:
                     named.task = task
                     if named.row_pass == pass_no:
                         out.task[named.row] = task
+            elif rtype == C.REC_TASK_SNAPSHOT:
+                snap_ts, pid, full, since = b.fields(rtype, "bad TASK_SNAPSHOT record")
+                event((rtype, snap_ts, pid, full, since))
+                state_task = 0
+                in_snapshot = True
+            elif rtype == C.REC_TASK_STATE:
+                if not in_snapshot:
+                    raise RefDecodeError("TASK_STATE without its TASK_SNAPSHOT")
+                task, state, waits, depth = b.fields(rtype, "bad TASK_STATE record")
+                if task > _U32_MAX or waits > _U32_MAX:
+                    raise RefDecodeError("bad TASK_STATE record")
+                if state > C.TASK_RUNNING:
+                    raise RefDecodeError("TASK_STATE state out of range")
+                if depth > C.MAX_DEPTH:
+                    raise RefDecodeError(f"task stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
+                node = 0
+                for _ in range(depth):
+                    node = self._child(node, b.u32("bad frame id"))
+                if max_nodes is not None and len(self.parents) > max_nodes:
+                    raise RefBudgetError(f"stack-trie nodes {max_nodes}")
+                # The state and what it waits on share a field: state | waits << 2.
+                event((rtype, snap_ts, task, state | waits << 2, node))
+                state_task = task
+            elif rtype == C.REC_TASK_AWAITS:
+                task, awaited = b.fields(rtype, "bad TASK_AWAITS record")
+                if not state_task or task != state_task or awaited > _U32_MAX:
+                    raise RefDecodeError("TASK_AWAITS without its task's TASK_STATE")
+                event((rtype, snap_ts, task, awaited, 0))
             elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
                 ref, ts = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
                 t = thread(ref)

@@ -13,6 +13,7 @@ __all__ = ["MAX_RATE_HZ", "RecordOptions", "RecordResult", "parse_rate"]
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k)?\s*(hz)?\s*$", re.IGNORECASE)
 MAX_RATE_HZ = 1_000_000.0  # "max": passes back to back, no sleeping (the sampler's floor)
+DEFAULT_TASK_RATE_HZ = 1000.0  # task snapshots a second at most, unless asked otherwise
 
 
 def parse_rate(text: str | float | int) -> float:
@@ -56,6 +57,15 @@ class RecordOptions:
     native: bool = False  # native frames interleaved with the Python ones (spec section 10)
     frame_cache: bool = True  # 3.15+: CPython's frame cache for profilers (one pointer written)
     tasks: bool = True  # the asyncio task each thread runs, once asyncio is imported
+    # How often every task's state is read at most (None: the sampling rate, at most 1 kHz).
+    task_rate_hz: float | None = None
+
+    @property
+    def task_rate(self) -> float:
+        """The most task snapshots a second (spec 4.3's METADATA options.task_rate_hz)."""
+        if self.task_rate_hz is not None:
+            return self.task_rate_hz
+        return min(self.rate_hz, DEFAULT_TASK_RATE_HZ)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,8 @@ class Session:
                 self.pid, self.interval_ns, self.created_mono_ns, opts.blocking,
                 opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
                 launched=self.child is not None, native=opts.native,
-                frame_cache=opts.frame_cache, tasks=opts.tasks, **_test_limits())
+                frame_cache=opts.frame_cache, tasks=opts.tasks,
+                task_interval_ns=int(1e9 / opts.task_rate), **_test_limits())
         except BaseException:
             if self.child is not None:
                 stop_child(self.child)
@@ -370,6 +371,8 @@ def _metadata(info: dict[str, Any], opts: RecordOptions, pid: int, command: list
             # the asyncio task each thread ran (TASK, PASS_TASKS: spec 3.1 and 4), recorded
             # once the target imports asyncio
             "tasks": opts.tasks,
+            # every task's state (TASK_SNAPSHOT: spec 4.3) is read at most this often
+            "task_rate_hz": opts.task_rate if opts.tasks else 0,
         },
     }
 

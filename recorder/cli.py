@@ -91,6 +91,12 @@ def _seconds(text: str) -> float:
               help="Once the target imports asyncio, record which task each thread runs at "
                    "each sample (its name, its coroutine), for the reports' task views. "
                    "--no-tasks reads nothing of asyncio.")
+@click.option("--task-rate", metavar="RATE", default=None,
+              help="How often, at most, every asyncio task's state is read (suspended or "
+                   "ready, its coroutines down to its await, the tasks it waits on), for the "
+                   "time tasks spend waiting: 100, 1k (default: the sampling rate, at most "
+                   "1k). Reading thousands of tasks is slower: psrec then reads them less "
+                   "often, spending at most a tenth of its time on it.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
@@ -98,8 +104,8 @@ def _seconds(text: str) -> float:
 @click.pass_context
 def record(ctx: click.Context, output: str, rate: str, duration: str | None,
            subprocesses: bool, blocking: bool, native: bool, realtime: bool, cpu_source: str,
-           frame_cache: bool, tasks: bool, force: bool, quiet: bool, verbose: bool,
-           target: tuple[str, ...]) -> None:
+           frame_cache: bool, tasks: bool, task_rate: str | None, force: bool, quiet: bool,
+           verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b
@@ -110,8 +116,18 @@ def record(ctx: click.Context, output: str, rate: str, duration: str | None,
     seconds = None if duration is None else _seconds(duration)
     sys.exit(_record(output, rate, seconds, subprocesses, blocking, force, quiet, target,
                      realtime=realtime, cpu_source=cpu_source, native=native,
-                     frame_cache=frame_cache, tasks=tasks,
+                     frame_cache=frame_cache, tasks=tasks, task_rate=task_rate,
                      after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
+
+
+def _task_rate(text: str) -> float:
+    from ._api import MAX_RATE_HZ, parse_rate
+
+    value = parse_rate(text)
+    if value == MAX_RATE_HZ:
+        raise RecorderUsageError("--task-rate max is not a rate",
+                                 help="give task snapshots a second, for example --task-rate 1k")
+    return value
 
 
 def _no_such_option(word: str) -> click.NoSuchOption:
@@ -155,7 +171,8 @@ def _target(output: str, words: tuple[str, ...],
 def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
             force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
             cpu_source: str = "auto", after_dashdash: int | None = None,
-            native: bool = False, frame_cache: bool = True, tasks: bool = True) -> int:
+            native: bool = False, frame_cache: bool = True, tasks: bool = True,
+            task_rate: str | None = None) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
 
@@ -175,6 +192,7 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
         native=native,
         frame_cache=frame_cache,
         tasks=tasks,
+        task_rate_hz=None if task_rate is None else _task_rate(task_rate),
     )
     result = run(opts)
     st = result.stats

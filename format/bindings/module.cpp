@@ -47,6 +47,15 @@ NB_MODULE(_format, m) {
       .def("sample_task", &Encoder::sampleTask)
       .def("define_task", &Encoder::defineTask)
       .def("end_pass", &Encoder::endPass)
+      .def("begin_task_snapshot", &Encoder::beginTaskSnapshot)
+      .def("task_state",
+           [](Encoder& e, uint32_t task, uint32_t state, std::string_view waits,
+              const std::vector<uint32_t>& frames, const std::vector<uint32_t>& awaits) {
+             e.taskState(task, state, waits, frames.data(), frames.size(), awaits.data(),
+                         awaits.size());
+           })
+      .def("end_task_snapshot", &Encoder::endTaskSnapshot)
+      .def("end_tasks", &Encoder::endTasks)
       .def("pass_errors", &Encoder::passErrors)
       .def("marker", &Encoder::marker)
       .def("process_start", &Encoder::processStart)

@@ -43,6 +43,15 @@ constexpr uint8_t kRecProcessExit = 0x24;
 constexpr uint8_t kRecPassErrors = 0x25;
 constexpr uint8_t kRecMarker = 0x26;
 constexpr uint8_t kRecPassTasks = 0x27;
+constexpr uint8_t kRecTaskSnapshot = 0x28;
+constexpr uint8_t kRecTaskState = 0x29;
+constexpr uint8_t kRecTaskAwaits = 0x2A;
+
+// A TASK_STATE's states (spec section 4).
+constexpr uint32_t kTaskEnded = 0;
+constexpr uint32_t kTaskSuspended = 1;
+constexpr uint32_t kTaskReady = 2;
+constexpr uint32_t kTaskRunning = 3;
 
 // Flags in the low bits of a PASS entry's head varint (head = thread_ref << 3 | flags).
 constexpr uint32_t kEntryStack = 0x1;

@@ -254,10 +254,19 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
     events.push_back(e);
   };
 
+  // A TASK_SNAPSHOT's TASK_STATE and TASK_AWAITS records follow it (spec section 4.3).
+  bool in_snapshot = false;
+  uint64_t snapshot_ts = 0;
+  uint32_t state_task = 0;
+
   ByteReader r(data, size);
   while (!r.atEnd()) {
     uint8_t type;
     ByteReader b = nextRecord(r, type);
+    if (type != kRecTaskState && type != kRecTaskAwaits) {
+      in_snapshot = false;
+      state_task = 0;
+    }
     switch (type) {
       case kRecBegin: {
         sum.seq = need(b, "bad BEGIN record");
@@ -415,6 +424,40 @@ ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns
         int64_t errors = needI64(b, "bad PASS_ERRORS");
         int64_t missed = needI64(b, "bad PASS_ERRORS");
         event({type, ts, errors, missed, 0});
+        break;
+      }
+      case kRecTaskSnapshot: {
+        const uint64_t ts = need(b, "bad TASK_SNAPSHOT");
+        const int64_t pid = needI64(b, "bad TASK_SNAPSHOT");
+        const int64_t full = needI64(b, "bad TASK_SNAPSHOT");
+        const int64_t since = needI64(b, "bad TASK_SNAPSHOT");
+        event({type, ts, pid, full, since});
+        snapshot_ts = ts;
+        in_snapshot = true;
+        break;
+      }
+      case kRecTaskState: {
+        if (!in_snapshot) fail("TASK_STATE without its TASK_SNAPSHOT");
+        const uint32_t task = need32(b, "bad TASK_STATE");
+        const uint64_t state = need(b, "bad TASK_STATE");
+        const uint32_t waits = need32(b, "bad TASK_STATE");
+        const uint64_t depth = need(b, "bad TASK_STATE");
+        if (state > kTaskRunning) fail("TASK_STATE state out of range");
+        if (depth > kMaxDepth) fail("task stack deeper than MAX_DEPTH (8192) frames");
+        uint32_t node = 0;
+        for (uint64_t i = 0; i < depth; ++i) node = trie_.child(node, need32(b, "bad frame id"));
+        if (trie_.size() > budgets.max_nodes) overBudget("stack-trie nodes", budgets.max_nodes);
+        // The state and what it waits on share a field: state | waits << 2.
+        event({type, snapshot_ts, task, static_cast<int64_t>(state | uint64_t{waits} << 2),
+               node});
+        state_task = task;
+        break;
+      }
+      case kRecTaskAwaits: {
+        const uint32_t task = need32(b, "bad TASK_AWAITS");
+        const uint32_t awaited = need32(b, "bad TASK_AWAITS");
+        if (!state_task || task != state_task) fail("TASK_AWAITS without its task's TASK_STATE");
+        event({type, snapshot_ts, task, awaited, 0});
         break;
       }
       case kRecMarker: {

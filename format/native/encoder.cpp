@@ -298,6 +298,111 @@ void Encoder::endPass() {
   last_pass_ts_ = pass_ts_;
 }
 
+void Encoder::beginTaskSnapshot(uint64_t pid, uint64_t ts) {
+  if (ts < last_pass_ts_) ts = last_pass_ts_;
+  beginChunkIfNeeded(ts);
+  if (ts < chunk_first_ts_) ts = chunk_first_ts_;
+  snapshot_pid_ = pid;
+  snapshot_ = &task_procs_[pid];
+  ProcessTasks& p = *snapshot_;
+  ++p.snapshots;
+  p.full = p.chunk != chunk_seq_;
+  p.chunk = chunk_seq_;
+  p.since = p.snapshots > 1 ? ts - p.taken_ts : 0;
+  p.taken_ts = ts;
+  p.written = false;
+  if (p.full) writeTaskSnapshot(pid, p);
+}
+
+void Encoder::writeTaskSnapshot(uint64_t pid, ProcessTasks& p) {
+  const uint64_t ts = p.taken_ts;
+  const uint64_t full = p.full ? 1 : 0;
+  const uint64_t since = p.since;
+  scratch_.clear();
+  putVarint(scratch_, ts);
+  putVarint(scratch_, pid);
+  putVarint(scratch_, full);
+  putVarint(scratch_, since);
+  record(kRecTaskSnapshot, scratch_);
+  p.written = true;
+}
+
+void Encoder::writeTaskState(uint32_t task, uint32_t state, uint32_t waits,
+                             const uint32_t* frames, size_t depth) {
+  scratch_.clear();
+  putVarint(scratch_, task);
+  putVarint(scratch_, state);
+  putVarint(scratch_, waits);
+  putVarint(scratch_, depth);
+  for (size_t i = 0; i < depth; ++i) putVarint(scratch_, frames[i]);
+  record(kRecTaskState, scratch_);
+}
+
+void Encoder::taskState(uint32_t task, uint32_t state, std::string_view waits,
+                        const uint32_t* frames, size_t depth, const uint32_t* awaits,
+                        size_t n_awaits) {
+  if (!snapshot_ || task == 0) return;
+  ProcessTasks& p = *snapshot_;
+  depth = std::min<size_t>(depth, kMaxDepth);
+  const uint32_t waits_id = waits.empty() ? 0 : internString(waits);
+  TaskState& t = p.tasks[task];
+  const bool same = t.snapshot && t.state == state && t.waits == waits_id &&
+                    t.frames.size() == depth && t.awaits.size() == n_awaits &&
+                    std::equal(frames, frames + depth, t.frames.begin()) &&
+                    std::equal(awaits, awaits + n_awaits, t.awaits.begin());
+  t.snapshot = p.snapshots;
+  if (same && !p.full) return;
+  t.state = state;
+  t.waits = waits_id;
+  t.frames.assign(frames, frames + depth);
+  t.awaits.assign(awaits, awaits + n_awaits);
+  if (!p.written) writeTaskSnapshot(snapshot_pid_, p);
+  writeTaskState(task, state, waits_id, frames, depth);
+  for (size_t i = 0; i < n_awaits; ++i) {
+    const uint32_t awaited = awaits[i];
+    scratch_.clear();
+    putVarint(scratch_, task);
+    putVarint(scratch_, awaited);
+    record(kRecTaskAwaits, scratch_);
+  }
+}
+
+void Encoder::endTaskSnapshot() {
+  if (!snapshot_) return;
+  ProcessTasks& p = *snapshot_;
+  // Tasks it did not give have ended: a full snapshot says so by not naming them.
+  for (auto it = p.tasks.begin(); it != p.tasks.end();) {
+    if (it->second.snapshot == p.snapshots) {
+      ++it;
+      continue;
+    }
+    if (!p.full) {
+      if (!p.written) writeTaskSnapshot(snapshot_pid_, p);
+      writeTaskState(it->first, kTaskEnded, 0, nullptr, 0);
+    }
+    it = p.tasks.erase(it);
+  }
+  snapshot_ = nullptr;
+}
+
+void Encoder::endTasks(uint64_t pid) {
+  auto it = task_procs_.find(pid);
+  if (it == task_procs_.end()) return;
+  if (!it->second.written && in_chunk_) {
+    it->second.full = false;
+    writeTaskSnapshot(pid, it->second);
+  }
+  task_procs_.erase(it);
+}
+
+void Encoder::closeTaskSnapshots() {
+  for (auto& [pid, p] : task_procs_) {
+    if (p.written || p.chunk != chunk_seq_) continue;
+    p.full = false;
+    writeTaskSnapshot(pid, p);
+  }
+}
+
 void Encoder::passErrors(uint64_t ts, uint64_t errors, uint64_t missed_deadlines) {
   beginChunkIfNeeded(ts);
   scratch_.clear();
@@ -355,6 +460,7 @@ bool Encoder::chunkDue(uint64_t now_ts) const {
 
 SealedChunk Encoder::seal() {
   endPass();  // a chunk never ends inside a pass
+  if (in_chunk_) closeTaskSnapshots();
   SealedChunk c;
   c.defs.swap(defs_);
   c.data.swap(data_);

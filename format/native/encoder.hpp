@@ -89,6 +89,19 @@ class Encoder {
   uint32_t defineTask(uint64_t pid, uint64_t address, std::string_view name,
                       uint32_t coroutine, uint64_t start_ts);
 
+  // asyncio tasks (spec section 4.3): one reading of process pid's tasks at ts is
+  // beginTaskSnapshot, taskState for each task found, endTaskSnapshot. Only the tasks whose
+  // state changed since the process's previous snapshot are written, every one at its first
+  // snapshot in a chunk; a task of the previous snapshot that is not given has ended.
+  // frames: outermost first; awaits: the TASK ids it waits on.
+  void beginTaskSnapshot(uint64_t pid, uint64_t ts);
+  void taskState(uint32_t task, uint32_t state, std::string_view waits, const uint32_t* frames,
+                 size_t depth, const uint32_t* awaits, size_t n_awaits);
+  void endTaskSnapshot();
+  // The process's tasks are no longer read (it exited or exec'd): its last snapshot closes
+  // its chunk, and its next snapshot, if any, is full.
+  void endTasks(uint64_t pid);
+
   // Events.
   void passErrors(uint64_t ts, uint64_t errors, uint64_t missed_deadlines);
   void marker(uint64_t ts, std::string_view label);
@@ -115,6 +128,27 @@ class Encoder {
     uint32_t task = 0;            // the running task, as last written in this chunk
     uint64_t pass_seen = 0;
   };
+
+  struct TaskState {
+    uint32_t state = 0;
+    uint32_t waits = 0;
+    std::vector<uint32_t> frames;
+    std::vector<uint32_t> awaits;
+    uint64_t snapshot = 0;  // the process's snapshot that last gave it
+  };
+  struct ProcessTasks {
+    std::unordered_map<uint32_t, TaskState> tasks;  // by TASK id, as last written
+    uint64_t snapshots = 0;
+    uint64_t chunk = UINT64_MAX;  // the chunk of its last full snapshot
+    uint64_t taken_ts = 0;        // its last snapshot's time
+    uint64_t since = 0;           // and the time from the one before it
+    bool written = true;          // that snapshot is in the data (or there was none)
+    bool full = false;            // the snapshot being taken names every task
+  };
+  void closeTaskSnapshots();  // a TASK_SNAPSHOT for each process whose last one is not written
+  void writeTaskSnapshot(uint64_t pid, ProcessTasks& p);
+  void writeTaskState(uint32_t task, uint32_t state, uint32_t waits, const uint32_t* frames,
+                      size_t depth);
 
   void beginChunkIfNeeded(uint64_t ts);
   void record(uint8_t type, const std::string& body);
@@ -144,6 +178,10 @@ class Encoder {
   uint32_t next_string_ = 1;
   uint32_t next_function_ = 1;
   uint32_t next_frame_ = 1;
+
+  std::unordered_map<uint64_t, ProcessTasks> task_procs_;  // by pid
+  ProcessTasks* snapshot_ = nullptr;  // the process whose snapshot is being taken
+  uint64_t snapshot_pid_ = 0;
 
   std::vector<ThreadState> threads_;  // index = ref - 1
   uint64_t live_threads_ = 0;

@@ -161,7 +161,7 @@ NB_MODULE(_recorder, m) {
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
               bool blocking, bool subprocesses, bool realtime, bool cpu_switches,
               bool launched, uint32_t max_threads, bool native, bool frame_cache,
-              bool tasks) {
+              bool tasks, uint64_t task_interval_ns) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -175,6 +175,7 @@ NB_MODULE(_recorder, m) {
              c.native = native;
              c.frame_cache = frame_cache;
              c.tasks = tasks;
+             c.task_interval_ns = task_interval_ns;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
@@ -183,7 +184,7 @@ NB_MODULE(_recorder, m) {
            nb::arg("realtime") = false, nb::arg("cpu_switches") = true,
            nb::arg("launched") = false, nb::arg("max_threads") = psrec::format::kMaxThreadRef,
            nb::arg("native") = false, nb::arg("frame_cache") = true,
-           nb::arg("tasks") = true)
+           nb::arg("tasks") = true, nb::arg("task_interval_ns") = 0)
       .def("target_info",
            [](Sampler& s) -> nb::object {
              auto info = s.targetInfo();

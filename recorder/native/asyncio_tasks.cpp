@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "recorder/native/process_maps.hpp"
+#include "recorder/native/thread_stats.hpp"
 
 namespace psrec::recorder {
 
@@ -227,8 +228,21 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
   const auto& l = proc_.layout();
   const uint64_t tag = ~l.code_tag_bits;
   uint64_t obj = coro;
+  // 3.11+: the object's type, state and frame in one system call.
+  const size_t inside = has(a_.gen_iframe)
+                            ? static_cast<size_t>(a_.gen_iframe) + static_cast<size_t>(l.iframe_size)
+                            : 0;
+  std::vector<uint8_t> ob(inside);
   for (size_t depth = 0; depth < kMaxChain; ++depth) {
-    const TypeDesc* t = type(obj);
+    const TypeDesc* t = nullptr;
+    if (inside) {
+      if (proc_.mem().read(obj, ob.data(), ob.size()) != ReadStatus::kOk) return depth > 0;
+      uint64_t type_addr = 0;
+      std::memcpy(&type_addr, ob.data() + l.object_type, 8);
+      t = typeAt(type_addr);
+    } else {
+      t = type(obj);
+    }
     if (!t || !t->coroutine) return depth > 0;
     uint64_t code = 0, instr = 0, top = 0;
     int32_t tlbc = 0;
@@ -265,8 +279,7 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
     } else {  // 3.11+: the frame lives inside the coroutine
       int8_t state = 0;
       const uint64_t fr = obj + static_cast<uint64_t>(a_.gen_iframe);
-      if (!proc_.mem().readValue(obj + static_cast<uint64_t>(a_.gen_frame_state), state))
-        return depth > 0;
+      std::memcpy(&state, ob.data() + a_.gen_frame_state, 1);
       if (state == a_.state_executing) {
         if (depth == 0) rec.state = "running";
         return true;
@@ -276,21 +289,20 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
                           state < a_.state_executing))
         return depth > 0;  // finished (a created frame only counts for the task's own)
       if (!suspended) rec.state = "pending";
-      std::vector<uint8_t> fb(static_cast<size_t>(l.iframe_size));
-      if (proc_.mem().read(fr, fb.data(), fb.size()) != ReadStatus::kOk) return depth > 0;
-      std::memcpy(&code, fb.data() + l.iframe_code, 8);
+      const uint8_t* fb = ob.data() + a_.gen_iframe;
+      std::memcpy(&code, fb + l.iframe_code, 8);
       code &= tag;
-      std::memcpy(&instr, fb.data() + l.iframe_instr, 8);
-      if (has(l.iframe_tlbc_index)) std::memcpy(&tlbc, fb.data() + l.iframe_tlbc_index, 4);
+      std::memcpy(&instr, fb + l.iframe_instr, 8);
+      if (has(l.iframe_tlbc_index)) std::memcpy(&tlbc, fb + l.iframe_tlbc_index, 4);
       if (suspended && state >= a_.state_yield_from_min && state <= a_.state_yield_from_max) {
         if (has(a_.iframe_stackpointer)) {
           uint64_t sp = 0;
-          std::memcpy(&sp, fb.data() + a_.iframe_stackpointer, 8);
+          std::memcpy(&sp, fb + a_.iframe_stackpointer, 8);
           const uint64_t below = 8 * static_cast<uint64_t>(a_.awaited_depth);
           if (sp >= fr + static_cast<uint64_t>(l.iframe_size) + below) top = word(sp - below) & tag;
         } else {
           int32_t st = 0;
-          std::memcpy(&st, fb.data() + a_.iframe_stacktop, 4);
+          std::memcpy(&st, fb + a_.iframe_stacktop, 4);
           if (st > 0 && st < (1 << 20))
             top = word(fr + static_cast<uint64_t>(l.iframe_size) +
                        8 * static_cast<uint64_t>(st - 1));
@@ -298,12 +310,13 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
         suspended_in_await = top != 0;
       }
     }
-    CodeInfo* info = codes_.lookup(code, ++pass_);
+    CodeInfo* info = codes_.lookup(code, own_pass_ ? ++pass_ : pass_);
     if (!info) return depth > 0;
     TaskFrame tf;
     tf.filename = info->filename;
     tf.name = info->name;
     tf.line = info->lineAt(l.line_table, codes_.byteOffset(*info, instr, tlbc));
+    tf.code = info;
     rec.stack.push_back(std::move(tf));
     if (!suspended_in_await) return true;
     obj = top;
@@ -316,24 +329,32 @@ bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter
   // No coroutine: finished (3.12+ let go of it).
   if (!identity(task, coro, name)) return false;
   const TypeDesc* t = type(task);
-  fut_waiter = t && t->c_task ? word(task + static_cast<uint64_t>(a_.task_fut_waiter))
-                              : objs_.attribute(task, "_fut_waiter");
   rec.id = task;
+  rec.coro = coro;
+  rec.name_obj = name;
+  rec.fut_waiter = t && t->c_task ? word(task + static_cast<uint64_t>(a_.task_fut_waiter))
+                                  : objs_.attribute(task, "_fut_waiter");
   rec.state = "suspended";
   if (!coroutineChain(coro, rec)) return false;  // its coroutine has finished
+  readTaskFrom(task, t, rec);
+  fut_waiter = rec.fut_waiter;
+  nameOf(name, rec.name);
+  return true;
+}
+
+bool AsyncioTasks::readTaskFrom(uint64_t, const TypeDesc*, TaskRecord& rec) {
   if (rec.state != "running") {
     // Innermost first, as every stack psrec prints.
     std::reverse(rec.stack.begin(), rec.stack.end());
-    const TypeDesc* w = fut_waiter ? type(fut_waiter) : nullptr;
+    const TypeDesc* w = rec.fut_waiter ? type(rec.fut_waiter) : nullptr;
     if (w) {
       rec.waits_on = w->c_task || w->py_task ? "Task" : w->name;
       if (rec.waits_on.rfind("_asyncio.", 0) == 0) rec.waits_on.erase(0, 9);
     }
   } else {
     rec.stack.clear();
-    fut_waiter = 0;
+    rec.fut_waiter = 0;
   }
-  nameOf(name, rec.name);
   return true;
 }
 
@@ -463,8 +484,71 @@ bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<ui
   return true;
 }
 
-void AsyncioTasks::deriveAwaits(std::unordered_map<uint64_t, TaskRecord*>& by_id,
-                                const std::unordered_map<uint64_t, uint64_t>& waiters) {
+void AsyncioTasks::awaitSources(TaskRecord& rec, const TypeDesc* t, uint64_t cb0,
+                                uint64_t awaited_by, int8_t by_set) {
+  rec.waited.clear();
+  rec.group_parent = 0;
+  rec.waiters.clear();
+  if (has(a_.task_awaited_by)) {  // 3.14+: each task says which tasks wait on it
+    if (!awaited_by) return;
+    if (by_set)
+      setItems(awaited_by, rec.waiters);
+    else
+      rec.waiters.push_back(awaited_by);
+    return;
+  }
+  // The task it awaits, or a gather's children (tasks, or the futures of nested gathers).
+  if (const uint64_t waiter = rec.fut_waiter) {
+    const TypeDesc* wt = type(waiter);
+    if (wt && (wt->c_task || wt->py_task)) {
+      rec.waited.push_back(waiter);
+    } else {
+      std::vector<uint64_t> pending{waiter};
+      for (int level = 0; level < 8 && !pending.empty(); ++level) {
+        std::vector<uint64_t> next;
+        for (uint64_t f : pending) {
+          const TypeDesc* ft = type(f);
+          if (!ft || !ft->gathering) continue;
+          std::vector<uint64_t> children;
+          const uint64_t list = objs_.attribute(f, "_children");
+          if (!list || !listItems(list, children)) continue;
+          for (uint64_t c : children) {
+            const TypeDesc* ct = type(c);
+            if (ct && (ct->c_task || ct->py_task))
+              rec.waited.push_back(c);
+            else
+              next.push_back(c);
+          }
+        }
+        pending.swap(next);
+      }
+    }
+  }
+  // A TaskGroup's tasks: each has the group's _on_task_done as its first done callback, and
+  // the group knows the task whose `async with` block it is (_parent_task).
+  uint64_t cb = 0;
+  if (t && t->c_task) {
+    cb = cb0 ? cb0 : word(rec.id + hdr_ + 8);  // FutureObj: fut_loop, then fut_callback0
+  } else if (t && t->py_task) {
+    std::vector<uint64_t> cbs;
+    const uint64_t list = objs_.attribute(rec.id, "_callbacks");
+    if (list && listItems(list, cbs) && !cbs.empty())
+      cb = word(cbs[0] + static_cast<uint64_t>(proc_.layout().var_size) + 8);  // (cb, ctx)
+  }
+  const TypeDesc* ct = cb ? type(cb) : nullptr;
+  if (!ct || ct->name != "method") return;
+  const uint64_t group = word(cb + hdr_ + 8);  // PyMethodObject: im_func, im_self
+  const TypeDesc* gt = group ? type(group) : nullptr;
+  if (gt && gt->name == "TaskGroup") rec.group_parent = objs_.attribute(group, "_parent_task");
+}
+
+void AsyncioTasks::linkAwaits(std::vector<TaskRecord>& tasks) {
+  std::unordered_map<uint64_t, TaskRecord*> by_id;
+  for (TaskRecord& r : tasks) {
+    r.awaits.clear();
+    r.awaited_by.clear();
+    by_id[r.id] = &r;
+  }
   auto edge = [&](uint64_t parent, uint64_t child) {
     auto p = by_id.find(parent), c = by_id.find(child);
     if (p == by_id.end() || c == by_id.end() || parent == child) return;
@@ -473,75 +557,20 @@ void AsyncioTasks::deriveAwaits(std::unordered_map<uint64_t, TaskRecord*>& by_id
     a.push_back(child);
     c->second->awaited_by.push_back(parent);
   };
-  for (const auto& [task, waiter] : waiters) {
-    if (!waiter) continue;
-    if (by_id.count(waiter)) {
-      edge(task, waiter);
-      continue;
-    }
-    // A gather's future: its children (tasks, or the futures of nested gathers).
-    std::vector<uint64_t> pending{waiter};
-    for (int level = 0; level < 8 && !pending.empty(); ++level) {
-      std::vector<uint64_t> next;
-      for (uint64_t f : pending) {
-        const TypeDesc* t = type(f);
-        if (!t || !t->gathering) continue;
-        std::vector<uint64_t> children;
-        const uint64_t list = objs_.attribute(f, "_children");
-        if (!list || !listItems(list, children)) continue;
-        for (uint64_t c : children) {
-          if (by_id.count(c))
-            edge(task, c);
-          else
-            next.push_back(c);
-        }
-      }
-      pending.swap(next);
-    }
+  for (const TaskRecord& r : tasks) {
+    for (uint64_t c : r.waited) edge(r.id, c);
+    for (uint64_t w : r.waiters) edge(w, r.id);
   }
-  // A TaskGroup's tasks: each has the group's _on_task_done as its first done callback, and
-  // the group knows the task whose `async with` block it is (_parent_task).
-  if (!has(a_.task_coro)) return;
-  for (auto& [id, rec] : by_id) {
-    const TypeDesc* t = type(id);
-    uint64_t cb = 0;
-    if (t && t->c_task) {
-      cb = word(id + hdr_ + 8);  // FutureObj: fut_loop, then fut_callback0
-    } else if (t && t->py_task) {
-      std::vector<uint64_t> cbs;
-      const uint64_t list = objs_.attribute(id, "_callbacks");
-      if (list && listItems(list, cbs) && !cbs.empty())
-        cb = word(cbs[0] + static_cast<uint64_t>(proc_.layout().var_size) + 8);  // (cb, ctx)
-    }
-    const TypeDesc* ct = cb ? type(cb) : nullptr;
-    if (!ct || ct->name != "method") continue;
-    const uint64_t group = word(cb + hdr_ + 8);  // PyMethodObject: im_func, im_self
-    const TypeDesc* gt = group ? type(group) : nullptr;
-    if (!gt || gt->name != "TaskGroup") continue;
-    if (uint64_t parent = objs_.attribute(group, "_parent_task")) edge(parent, id);
-  }
+  for (const TaskRecord& r : tasks)
+    if (r.group_parent) edge(r.group_parent, r.id);
 }
 
-void AsyncioTasks::readAwaitedBy(std::unordered_map<uint64_t, TaskRecord*>& by_id) {
-  for (auto& [id, rec] : by_id) {
-    const uint64_t by = word(id + static_cast<uint64_t>(a_.task_awaited_by));
-    if (!by) continue;
-    uint8_t is_set = 0;
-    proc_.mem().readValue(id + static_cast<uint64_t>(a_.task_awaited_by_is_set), is_set);
-    std::vector<uint64_t> awaiters;
-    if (is_set)
-      setItems(by, awaiters);
-    else
-      awaiters.push_back(by);
-    for (uint64_t w : awaiters) {
-      auto p = by_id.find(w);
-      if (p == by_id.end() || w == id) continue;
-      if (std::find(rec->awaited_by.begin(), rec->awaited_by.end(), w) != rec->awaited_by.end())
-        continue;
-      rec->awaited_by.push_back(w);
-      p->second->awaits.push_back(id);
-    }
-  }
+void AsyncioTasks::markRunning(TaskRecord& rec, uint64_t thread_id) {
+  rec.state = "running";
+  rec.thread_id = thread_id;
+  rec.stack.clear();
+  rec.waits_on.clear();
+  rec.fut_waiter = 0;
 }
 
 bool AsyncioTasks::debugOffsets() {
@@ -573,9 +602,11 @@ bool AsyncioTasks::imported() {
   return asyncio_found_ && debugOffsets();
 }
 
-TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threads) {
+TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threads,
+                           const std::vector<uint64_t>* running_now) {
   TaskList out;
-  if (!module("asyncio")) return out;
+  // The recorder reads tasks once imported() said asyncio is there.
+  if (own_pass_ && !module("asyncio")) return out;
   debugOffsets();
   out.asyncio = true;
   if (!layout_error_.empty()) {
@@ -590,32 +621,164 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
   // shows as running: its coroutine is executing).
   std::unordered_map<uint64_t, uint64_t> running;  // task -> thread id
   std::vector<uint64_t> now;
-  if (this->running(threads, now))
-    for (size_t i = 0; i < threads.size(); ++i)
-      if (now[i]) running[now[i]] = threads[i].thread_id;
-  std::unordered_map<uint64_t, uint64_t> waiters;
+  if (running_now && running_now->size() == threads.size())
+    now = *running_now;
+  else if (!this->running(threads, now))
+    now.clear();
+  for (size_t i = 0; i < now.size(); ++i)
+    if (now[i]) running[now[i]] = threads[i].thread_id;
   out.tasks.reserve(found.size());
   for (uint64_t task : found) {
     TaskRecord rec;
     uint64_t waiter = 0;
     if (!readTask(task, rec, waiter)) continue;
     auto r = running.find(task);
-    if (r != running.end()) {
-      rec.state = "running";
-      rec.thread_id = r->second;
-      rec.stack.clear();
-      rec.waits_on.clear();
-      waiter = 0;
-    }
-    waiters[task] = waiter;
+    if (r != running.end()) markRunning(rec, r->second);
+    uint64_t by = 0;
+    uint8_t by_set = 0;
+    if (has(a_.task_awaited_by) && (by = word(task + static_cast<uint64_t>(a_.task_awaited_by))))
+      proc_.mem().readValue(task + static_cast<uint64_t>(a_.task_awaited_by_is_set), by_set);
+    awaitSources(rec, type(task), 0, by, static_cast<int8_t>(by_set));
     out.tasks.push_back(std::move(rec));
   }
-  std::unordered_map<uint64_t, TaskRecord*> by_id;
-  for (TaskRecord& r : out.tasks) by_id[r.id] = &r;
-  if (has(a_.task_awaited_by))
-    readAwaitedBy(by_id);
-  else
-    deriveAwaits(by_id, waiters);
+  linkAwaits(out.tasks);
+  return out;
+}
+
+TaskList AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
+                                   const std::vector<uint64_t>& running_now,
+                                   const std::unordered_set<uint64_t>& ran) {
+  TaskList out;
+  out.asyncio = true;
+  debugOffsets();
+  if (!layout_error_.empty()) {
+    out.error = layout_error_;
+    return out;
+  }
+  std::vector<uint64_t> found;
+  const uint32_t minor = (proc_.layout().version_hex >> 16) & 0xFF;
+  if (minor >= 14 || !task_sets_[0] || ++set_reads_ % 256 == 0) {
+    // 3.8-3.13's sets are looked up by name now and then (found again when a read fails).
+    task_sets_[0] = task_sets_[1] = 0;
+    if (minor < 14 && !module("asyncio.tasks")) {
+      out.asyncio = false;  // asyncio is being imported: no task yet
+      return out;
+    }
+    if (!findTasks(interp, threads, found, out.error)) return out;
+    if (minor < 14) {
+      const uint64_t tasks = module("asyncio.tasks");
+      const uint64_t ws = tasks ? objs_.dictGet(tasks, minor <= 11 ? "_all_tasks"
+                                                                   : "_scheduled_tasks")
+                                : 0;
+      task_sets_[0] = ws ? objs_.attribute(ws, "data") : 0;
+      task_sets_[1] = minor >= 12 && tasks ? objs_.dictGet(tasks, "_eager_tasks") : 0;
+    }
+  } else {
+    std::vector<uint64_t> refs;
+    if (!setItems(task_sets_[0], refs)) {
+      task_sets_[0] = 0;
+      out.error = "asyncio's set of tasks could not be read";
+      return out;
+    }
+    // Every weak reference's referent in one system call.
+    found.resize(refs.size());
+    std::vector<ReadRequest> reqs;
+    for (size_t i = 0; i < refs.size(); ++i) reqs.push_back({refs[i] + hdr_, &found[i], 8});
+    for (size_t i = 0; i < reqs.size(); i += 1024)
+      if (proc_.mem().readMany(reqs.data() + i, std::min<size_t>(1024, reqs.size() - i)) !=
+          ReadStatus::kOk) {
+        task_sets_[0] = 0;
+        out.error = "asyncio's set of tasks changed while it was read";
+        return out;
+      }
+    if (task_sets_[1]) setItems(task_sets_[1], found);
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  found.erase(std::remove(found.begin(), found.end(), uint64_t{0}), found.end());
+  std::unordered_map<uint64_t, uint64_t> running;  // task -> thread id
+  for (size_t i = 0; i < running_now.size() && i < threads.size(); ++i)
+    if (running_now[i]) running[running_now[i]] = threads[i].thread_id;
+
+  // Each C task's type, first done callback, coroutine, name and awaited future (and 3.14's
+  // awaited_by), in one system call for all.
+  const auto& l = proc_.layout();
+  const int32_t from = l.object_type;
+  int32_t to = std::max({a_.task_coro, a_.task_name, a_.task_fut_waiter,
+                         static_cast<int32_t>(hdr_ + 8)}) + 8;
+  if (has(a_.task_awaited_by)) to = std::max({to, a_.task_awaited_by + 8,
+                                             a_.task_awaited_by_is_set + 1});
+  const size_t len = static_cast<size_t>(to - from);
+  heads_.assign(found.size() * len, 0);
+  std::vector<uint8_t> ok(found.size(), 0);
+  {
+    std::vector<ReadRequest> reqs;
+    for (size_t i = 0; i < found.size(); ++i)
+      reqs.push_back({found[i] + static_cast<uint64_t>(from), heads_.data() + i * len, len});
+    for (size_t i = 0; i < reqs.size();) {
+      ReadStatus st;
+      const size_t n = std::min<size_t>(1024, reqs.size() - i);
+      const size_t got = proc_.mem().readLeading(reqs.data() + i, n, &st);
+      for (size_t k = 0; k < got; ++k) ok[i + k] = 1;
+      i += got < n ? got + 1 : n;  // a task that cannot be read is skipped
+    }
+    out.read_ns = monotonicNs();
+  }
+  auto field = [&](size_t i, int32_t off, size_t size) {
+    uint64_t v = 0;
+    std::memcpy(&v, heads_.data() + i * len + (off - from), size);
+    return v;
+  };
+  std::unordered_map<uint64_t, TaskRecord> now;
+  out.tasks.reserve(found.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    const uint64_t task = found[i];
+    TaskRecord rec;
+    const TypeDesc* t = ok[i] ? typeAt(field(i, from, 8)) : type(task);
+    if (!t || !(t->c_task || t->py_task)) continue;
+    uint64_t cb0 = 0, by = 0;
+    int8_t by_set = 0;
+    if (t->c_task && ok[i]) {
+      rec.id = task;
+      rec.coro = field(i, a_.task_coro, 8);
+      rec.name_obj = field(i, a_.task_name, 8);
+      rec.fut_waiter = field(i, a_.task_fut_waiter, 8);
+      cb0 = field(i, static_cast<int32_t>(hdr_ + 8), 8);
+      if (has(a_.task_awaited_by)) {
+        by = field(i, a_.task_awaited_by, 8);
+        by_set = static_cast<int8_t>(field(i, a_.task_awaited_by_is_set, 1));
+      }
+      if (!rec.coro) continue;  // finished
+    } else {
+      uint64_t waiter = 0;
+      if (!readTask(task, rec, waiter)) continue;
+    }
+    auto r = running.find(task);
+    auto p = prev_.find(task);
+    const bool same = p != prev_.end() && p->second.coro == rec.coro &&
+                      p->second.name_obj == rec.name_obj;
+    const bool still = same && r == running.end() && p->second.state != "running" &&
+                       p->second.fut_waiter == rec.fut_waiter && !ran.count(task) && t->c_task;
+    if (still) {
+      rec = p->second;  // it has not moved
+    } else if (t->c_task) {
+      rec.state = "suspended";
+      if (!coroutineChain(rec.coro, rec)) continue;  // its coroutine has finished
+      readTaskFrom(task, t, rec);
+      if (same) {
+        rec.name = p->second.name;
+      } else if (!nameOf(rec.name_obj, rec.name)) {
+        continue;
+      }
+    }
+    if (r != running.end()) markRunning(rec, r->second);
+    // 3.14+ tasks say who waits on them in a field of their own, read with the others.
+    if (!still || has(a_.task_awaited_by)) awaitSources(rec, t, cb0, by, by_set);
+    now[task] = rec;
+    out.tasks.push_back(std::move(rec));
+  }
+  prev_.swap(now);
+  linkAwaits(out.tasks);
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct TaskFrame {
   std::string filename;
   std::string name;
   int line = 0;
+  CodeInfo* code = nullptr;  // its code object in the CodeCache (valid in the pass it was read)
 };
 
 struct TaskRecord {
@@ -45,12 +47,22 @@ struct TaskRecord {
   std::string waits_on;    // suspended: the type of what it waits on (Task, Future, ...)
   std::vector<uint64_t> awaits;      // the tasks it waits on
   std::vector<uint64_t> awaited_by;  // the tasks waiting on it
+  uint64_t coro = 0;       // its coroutine and name objects (what AsyncioTasks::identity reads)
+  uint64_t name_obj = 0;
+  uint64_t fut_waiter = 0; // suspended: what it awaits (0: nothing, it is ready to run)
+  // What the await edges come from. 3.8-3.13: the tasks its awaited future stands for (that
+  // task, or a gather's children), and the task whose TaskGroup block it belongs to; 3.14+:
+  // the tasks its own field says wait on it.
+  std::vector<uint64_t> waited;
+  uint64_t group_parent = 0;
+  std::vector<uint64_t> waiters;
 };
 
 struct TaskList {
   bool asyncio = false;  // asyncio is imported
   std::vector<TaskRecord> tasks;
   std::string error;     // why the tasks could not be read (tasks is then empty)
+  uint64_t read_ns = 0;  // readChanged: when the tasks' fields were read (CLOCK_MONOTONIC)
 };
 
 struct ThreadRef {
@@ -62,8 +74,23 @@ class AsyncioTasks {
  public:
   AsyncioTasks(PythonProcess& proc, CodeCache& codes);
 
-  // Reads every live task of the interpreter interp, whose threads are given.
-  TaskList read(uint64_t interp, const std::vector<ThreadRef>& threads);
+  // Reads every live task of the interpreter interp, whose threads are given. running_now, if
+  // given, is the task each thread runs (as running() just read it), not read again.
+  TaskList read(uint64_t interp, const std::vector<ThreadRef>& threads,
+                const std::vector<uint64_t>* running_now = nullptr);
+  // For recording: read()'s tasks, each named, with what the previous call found kept for a
+  // task that cannot have moved since: the same coroutine, name and awaited future, not
+  // running now and not run by a thread since that call (ran: the tasks the recorder saw
+  // running in between). Its tasks' fields are read in one system call for all of them.
+  TaskList readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
+                       const std::vector<uint64_t>& running_now,
+                       const std::unordered_set<uint64_t>& ran);
+  // Code objects are looked up in the CodeCache as of the recorder's pass, which validates
+  // them once per pass (a one-off read counts passes of its own).
+  void usePass(uint64_t pass) {
+    pass_ = pass;
+    own_pass_ = false;
+  }
 
   // For recording, at every pass. Whether asyncio is imported (one lookup in sys.modules).
   bool imported();
@@ -108,10 +135,16 @@ class AsyncioTasks {
   // The frames of a coroutine chain from coro inward; false when coro has finished.
   bool coroutineChain(uint64_t coro, TaskRecord& rec);
   bool readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter);
+  // The rest of readTask for a task whose type, coroutine, name and awaited future are read.
+  bool readTaskFrom(uint64_t task, const TypeDesc* t, TaskRecord& rec);
   bool debugOffsets();
-  void deriveAwaits(std::unordered_map<uint64_t, TaskRecord*>& by_id,
-                    const std::unordered_map<uint64_t, uint64_t>& waiters);
-  void readAwaitedBy(std::unordered_map<uint64_t, TaskRecord*>& by_id);
+  // The await edges' sources of rec (TaskRecord::waited, group_parent, waiters): cb0 is a C
+  // task's first done callback (read when 0), awaited_by and by_set its 3.14+ fields.
+  void awaitSources(TaskRecord& rec, const TypeDesc* t, uint64_t cb0, uint64_t awaited_by,
+                    int8_t by_set);
+  // awaits and awaited_by of every task, from their sources, between tasks of the list.
+  static void linkAwaits(std::vector<TaskRecord>& tasks);
+  void markRunning(TaskRecord& rec, uint64_t thread_id);
 
   PythonProcess& proc_;
   CodeCache& codes_;
@@ -121,7 +154,14 @@ class AsyncioTasks {
   std::string layout_error_;
   uint64_t hdr_ = 16;  // where an object's first field lies (after PyObject_HEAD)
   std::unordered_map<uint64_t, TypeDesc> types_;
+  // readChanged(): the tasks of its previous call, by address; the sets that list tasks
+  // (3.8-3.13), looked up again now and then; scratch.
+  std::unordered_map<uint64_t, TaskRecord> prev_;
+  uint64_t task_sets_[2] = {0, 0};
+  uint32_t set_reads_ = 0;
+  std::vector<uint8_t> heads_;
   uint64_t pass_ = 1000;
+  bool own_pass_ = true;
   // 3.8-3.13, recording: asyncio.tasks._current_tasks, and each loop's thread, read again now
   // and then (a loop may be closed and another made at its address).
   uint64_t current_tasks_ = 0;

@@ -24,16 +24,6 @@ namespace psrec::recorder {
 
 namespace fmt = psrec::format;
 
-namespace {
-
-uint64_t threadCpuNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-}  // namespace
-
 
 Sampler::Sampler(const SamplerConfig& config)
     : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks, config.max_threads) {

@@ -49,6 +49,9 @@ struct SamplerConfig {
   // sampler writes one pointer of per thread (StackReader::setFrameCache).
   bool frame_cache = true;
   bool tasks = true;  // record the asyncio task each thread runs (once asyncio is imported)
+  // And every task's state (spec 4.3), read at most this often (0: at every pass), and with
+  // at most a tenth of a CPU: a snapshot that took d of CPU time waits 10 d for the next.
+  uint64_t task_interval_ns = 0;
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
   // The most threads one recording names (a file's limit; fewer only in tests): a thread
@@ -88,9 +91,12 @@ struct SamplerConfig {
   X(native_unread, uint64_t, "thread-samples whose native stack could not be read")          \
   X(native_from_proc, uint64_t, "native stacks read from /proc (blocked, unseen by events)") \
   X(native_interrupted, uint64_t, "threads blocked since before the recording, stopped once")  \
-  X(tasks_defined, uint64_t, "asyncio tasks seen running (TASK definitions)")              \
+  X(tasks_defined, uint64_t, "asyncio tasks named (TASK definitions)")                      \
   X(task_errors, uint64_t, "passes or samples whose running asyncio task could not be read") \
   X(task_off_stack, uint64_t, "samples whose running task began or ended as they were read") \
+  X(task_snapshots, uint64_t, "readings of every asyncio task's state (TASK_SNAPSHOT)")     \
+  X(task_snapshot_errors, uint64_t, "readings of the asyncio tasks that failed")            \
+  X(task_snapshot_ns, uint64_t, "CPU time spent reading the asyncio tasks' states")         \
   X(target_exited, bool, "the target exited while recorded")                                 \
   X(realtime, bool, "the sampling thread ran (or runs) with SCHED_FIFO")
 
@@ -183,6 +189,9 @@ class Sampler {
   // not say its thread given to the thread whose stack holds its coroutine's frame.
   bool runningTasks(Target& t, std::vector<uint64_t>& out);
   uint32_t taskId(Target& t, size_t i, uint64_t ts);
+  // Every task's state, when a snapshot is due (SamplerConfig::task_interval_ns).
+  void snapshotTasks(Target& t, uint64_t ts);
+  uint32_t snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts);
   uint32_t functionId(CodeInfo& info);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);

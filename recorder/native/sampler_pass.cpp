@@ -236,7 +236,9 @@ void Sampler::recordTasks(Target& t, uint64_t ts) {
   if (!read) bump(st_.task_errors, 1);
   for (size_t i = 0; i < t.running.size(); ++i) {
     encoder_.sampleTask(t.task_owners[i]->ref, t.running[i] ? taskId(t, i, ts) : 0);
+    if (t.running[i]) t.ran_since.insert(t.running[i]);
   }
+  if (read) snapshotTasks(t, ts);
   // Tasks not seen running for a minute are forgotten (a server makes thousands a second);
   // one that runs again after that is named again, under a new id.
   constexpr uint64_t kForgetTicks = 60000000;
@@ -321,6 +323,87 @@ uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
   bump(st_.tasks_defined, 1);
   const uint32_t id = k.id;
   t.known_tasks[task] = std::move(k);
+  return id;
+}
+
+// Every task of the target and its state (spec 4.3): read when due (a task that has not
+// moved since the previous snapshot is not read again: AsyncioTasks::readChanged), and
+// written where it changed. A snapshot that took d of CPU time waits 10 d for the next, so
+// that thousands of tasks cost the sampler at most a tenth of a CPU (the recording says how
+// many were taken, and their CPU time).
+void Sampler::snapshotTasks(Target& t, uint64_t ts) {
+  const uint64_t t0 = monotonicNs();
+  if (t0 < t.next_snapshot_ns) return;
+  const uint64_t cpu0 = threadCpuNs();
+  t.tasks->usePass(pass_);
+  TaskList list =
+      t.tasks->readChanged(t.proc->mainInterpreter(), t.task_threads, t.running, t.ran_since);
+  t.ran_since.clear();
+  if (!list.asyncio) {
+    // asyncio.tasks is not imported yet: nothing to read
+  } else if (!list.error.empty()) {
+    bump(st_.task_snapshot_errors, 1);
+  } else {
+    t.snapshot_ids.clear();
+    for (const TaskRecord& rec : list.tasks)
+      if (uint32_t id = snapshotTaskId(t, rec, ts)) t.snapshot_ids[rec.id] = id;
+    // Stamped with when the tasks were read (later in the pass than its threads).
+    encoder_.beginTaskSnapshot(static_cast<uint64_t>(t.pid), std::max(ts, ticks(list.read_ns)));
+    for (const TaskRecord& rec : list.tasks) {
+      auto me = t.snapshot_ids.find(rec.id);
+      if (me == t.snapshot_ids.end()) continue;
+      uint32_t state = format::kTaskRunning;
+      if (rec.state != "running")
+        state = rec.state == "suspended" && rec.fut_waiter ? format::kTaskSuspended
+                                                           : format::kTaskReady;
+      t.task_frames.clear();
+      for (auto f = rec.stack.rbegin(); f != rec.stack.rend(); ++f)  // outermost first
+        if (f->code) t.task_frames.push_back(encoder_.internFrame(functionId(*f->code), f->line));
+      t.task_awaits.clear();
+      for (uint64_t a : rec.awaits) {
+        auto it = t.snapshot_ids.find(a);
+        if (it != t.snapshot_ids.end()) t.task_awaits.push_back(it->second);
+      }
+      encoder_.taskState(me->second, state, state == format::kTaskSuspended ? rec.waits_on : "",
+                         t.task_frames.data(), t.task_frames.size(), t.task_awaits.data(),
+                         t.task_awaits.size());
+    }
+    encoder_.endTaskSnapshot();
+    bump(st_.task_snapshots, 1);
+  }
+  const uint64_t cost = threadCpuNs() - cpu0;
+  bump(st_.task_snapshot_ns, cost);
+  t.next_snapshot_ns = t0 + std::max(config_.task_interval_ns, 10 * cost);
+}
+
+// The TASK id of a task a snapshot found (defined when first seen, as taskId does for a
+// running task); 0 when its name cannot be read.
+uint32_t Sampler::snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts) {
+  auto it = t.known_tasks.find(rec.id);
+  if (it != t.known_tasks.end() && it->second.coro == rec.coro && it->second.name == rec.name) {
+    it->second.seen_ts = ts;
+    return it->second.id;
+  }
+  // Read once more: a task made or freed as it was read is left for the next snapshot.
+  uint64_t coro = 0, name_obj = 0;
+  if (rec.name.empty() || !t.tasks->identity(rec.id, coro, name_obj) || coro != rec.coro ||
+      name_obj != rec.name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
+      t.name_again != rec.name)
+    return 0;
+  KnownTask k;
+  k.coro = coro;
+  k.name = rec.name;
+  k.seen_ts = ts;
+  uint32_t function = 0;
+  if (!rec.stack.empty() && rec.stack.back().code) {
+    function = functionId(*rec.stack.back().code);  // its outermost coroutine
+  } else if (uint64_t code = t.tasks->coroutineCode(coro)) {
+    if (CodeInfo* info = t.codes->lookup(code, pass_)) function = functionId(*info);
+  }
+  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), rec.id, k.name, function, ts);
+  bump(st_.tasks_defined, 1);
+  const uint32_t id = k.id;
+  t.known_tasks[rec.id] = std::move(k);
   return id;
 }
 

@@ -100,6 +100,8 @@ void Sampler::readNames(Target& t, uint64_t ts) {
 void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
   t.threads.clear();
+  encoder_.endTasks(static_cast<uint64_t>(t.pid));
+  t.next_snapshot_ns = 0;
   if (t.alive) encoder_.processExit(ts, static_cast<uint64_t>(t.pid), exit_code);
   t.alive = false;
 }
@@ -172,6 +174,7 @@ void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
   // program's segment once it runs Python (spec/psr-format.md).
   const uint64_t ts = ticks(now);
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
+  encoder_.endTasks(static_cast<uint64_t>(t.pid));
   t.execedInto(image, now);
   next_watch_ns_ = now;
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "recorder/native/asyncio_tasks.hpp"
@@ -100,6 +101,10 @@ struct Target {
   std::vector<SampledThread*> task_owners;
   std::vector<uint64_t> running, running_again;
   std::string task_name, name_again;  // scratch: the name of the task being identified
+  uint64_t next_snapshot_ns = 0;       // when its tasks' states are read next
+  std::unordered_map<uint64_t, uint32_t> snapshot_ids;  // scratch: task address -> TASK id
+  std::vector<uint32_t> task_frames, task_awaits;     // scratch
+  std::unordered_set<uint64_t> ran_since;  // tasks seen running since the last snapshot
 
   // The process psrec was given, attached now. A launched program that does not run Python
   // yet (or whose runtime is not initialised) is watched instead; anything else that stops

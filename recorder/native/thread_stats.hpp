@@ -100,6 +100,8 @@ void prepareSwitchEvents();
 
 // CLOCK_MONOTONIC in nanoseconds (the clock of sampling deadlines and of switch records).
 uint64_t monotonicNs();
+// The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID).
+uint64_t threadCpuNs();
 
 // The thread's name as the kernel knows it (/proc/PID/task/TID/comm).
 std::string threadComm(pid_t pid, pid_t tid);

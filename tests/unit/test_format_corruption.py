@@ -370,6 +370,28 @@ EDGE_DATA = {
     + record(C.REC_PASS_TASKS, (1 << 24) + 1, 1),
     "PASS_TASKS cut inside an entry": _begin()
     + _pass(0, 1 << 3 | C.ENTRY_STATUS, status=b"\x01") + record(C.REC_PASS_TASKS, 1),
+    # Task snapshots (section 4.3): a TASK_STATE's event is (type, snapshot ts, task,
+    # state | waits << 2, trie node), a TASK_AWAITS's (type, snapshot ts, task, awaited, 0).
+    "task snapshot with states and awaits": _begin()
+    + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0) + record(C.REC_TASK_STATE, 3, 1, 5, 2, 11, 12)
+    + record(C.REC_TASK_AWAITS, 3, 4) + record(C.REC_TASK_STATE, 4, 2, 0, 1, 11)
+    + record(C.REC_TASK_SNAPSHOT, 9, 42, 0, 2) + record(C.REC_TASK_STATE, 3, 0, 0, 0),
+    "task state without a snapshot": _begin() + record(C.REC_TASK_STATE, 3, 1, 0, 0),
+    "task state after another record": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_MARKER, 7, 1) + record(C.REC_TASK_STATE, 3, 1, 0, 0),
+    "task state out of range": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_TASK_STATE, 3, 4, 0, 0),
+    "task stack beyond MAX_DEPTH": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_TASK_STATE, 3, 1, 0, C.MAX_DEPTH + 1),
+    "task stack cut short": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_TASK_STATE, 3, 1, 0, 3, 11),
+    "task id beyond 32 bits in a state": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_TASK_STATE, 1 << 33, 1, 0, 0),
+    "task awaits of another task": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_TASK_STATE, 3, 1, 0, 0) + record(C.REC_TASK_AWAITS, 4, 3),
+    "task awaits without a state": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+    + record(C.REC_TASK_AWAITS, 3, 4),
+    "task snapshot cut short": _begin() + record(C.REC_TASK_SNAPSHOT, 7, 42, 1),
 }
 
 
@@ -393,6 +415,17 @@ def test_edge_data_payloads_decoders_agree(payload: bytes) -> None:
     if name == "PASS_TASKS sets its pass's task and the next":
         assert results[0][2] == [0, 7, 3, 0, 3, 0]  # per pass: thread 1, thread 2
     elif name.startswith("PASS_TASKS"):
+        assert results[0][0] == "error", name
+    elif name == "task snapshot with states and awaits":
+        events = results[0][3]
+        assert events[0] == (C.REC_TASK_SNAPSHOT, 7, 42, 1, 0)
+        assert events[1][:4] == (C.REC_TASK_STATE, 7, 3, 1 | 5 << 2) and events[1][4] > 0
+        assert events[2] == (C.REC_TASK_AWAITS, 7, 3, 4, 0)
+        # The same frame at the root: the same trie node as the first stack's root.
+        assert events[3][:4] == (C.REC_TASK_STATE, 7, 4, 2) and 0 < events[3][4] < events[1][4]
+        assert events[4] == (C.REC_TASK_SNAPSHOT, 9, 42, 0, 2)
+        assert events[5] == (C.REC_TASK_STATE, 9, 3, 0, 0)
+    elif name.startswith("task"):
         assert results[0][0] == "error", name
 
 

@@ -22,6 +22,7 @@ TABLES = {
     "Data records": "REC_",
     "Entry flags": "ENTRY_",
     "Thread status byte": "STATUS_",
+    "Task states": "TASK_",
     "Reader limits": "",
 }
 # Limits only the Python reader enforces (it works out the file-size limits and gives the

@@ -88,17 +88,27 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
     return out
 
 
-@dataclass
 class TaskWaits:
     """Where one task waited in the view's window (spec 4.3's task snapshots), in ticks."""
 
-    suspended: int = 0  # awaiting a future or another task
-    ready: int = 0  # able to run, waiting for its event loop
-    # (state, node) -> ticks: node is its coroutines in the stack trie, outermost first, the
-    # innermost at the await it waited at (or where it would resume)
-    sites: dict[tuple[int, int], int] = field(default_factory=dict)
-    waits_on: dict[int, int] = field(default_factory=dict)  # suspended: type name id -> ticks
-    awaited: set[int] = field(default_factory=set)  # the tasks it waited on
+    __slots__ = ("suspended", "ready", "sites", "awaited")
+
+    def __init__(self) -> None:
+        self.suspended = 0  # awaiting a future or another task
+        self.ready = 0  # able to run, waiting for its event loop
+        # (state, node, waits) -> ticks: node is its coroutines in the stack trie, outermost
+        # first, the innermost at the await it waited at (or where it would resume); waits,
+        # the name (a string id) of the type of what it awaited (0 when ready)
+        self.sites: dict[tuple[int, int, int], int] = {}
+        self.awaited: frozenset[int] = frozenset()  # the tasks it waited on
+
+    def waits_on(self) -> dict[int, int]:
+        """Suspended ticks by the type of what it awaited (a string id)."""
+        out: dict[int, int] = {}
+        for (state, _, waits), ticks in self.sites.items():
+            if state == FC.TASK_SUSPENDED:
+                out[waits] = out.get(waits, 0) + ticks
+        return out
 
 
 # A task's state as a snapshot gave it: state, what it waits on, its coroutines, the tasks it
@@ -161,7 +171,8 @@ def replay_task_states(events: list[tuple[int, int, int, int, int]]) -> Iterator
 
 def task_waits(profile: Profile) -> dict[int, TaskWaits]:
     """Per TASK id, where the task waited within the view's window (its tasks only, with
-    --task; those of the view's processes): nothing for a recording without task snapshots.
+    --task; those of the view's processes; tasks the recording defines): nothing for a
+    recording without task snapshots.
 
     A task's waiting time between two snapshots is that stretch's wall time less the time its
     samples say a thread ran it then. Where the two snapshots saw it wait at the same place,
@@ -180,23 +191,33 @@ def task_waits(profile: Profile) -> dict[int, TaskWaits]:
     by_task: dict[int, list[Stretch]] = {}
     for st in replay_task_states(profile.events):
         task = st[0]
-        if picked is not None and task not in picked:
+        t = tasks.get(task)
+        if t is None or st[6] <= st[5]:
+            continue  # a state of a task the file does not define is left out
+        if (picked is not None and task not in picked) or (pids is not None
+                                                            and t.pid not in pids):
             continue
-        if pids is not None and (task not in tasks or tasks[task].pid not in pids):
-            continue
-        if st[6] > st[5]:
-            by_task.setdefault(task, []).append(st)
+        by_task.setdefault(task, []).append(st)
     if not by_task:
         return {}
     ran = _running_ticks(profile, set(by_task))
     out: dict[int, TaskWaits] = {}
     for task, stretches in by_task.items():
-        stretches.sort(key=lambda st: st[5])
-        times, cum = ran.get(task, ([], [0]))
-        w = _place_waits(stretches, times, cum, lo, hi)
+        times, cum = ran.get(task, _NEVER_RAN)
+        if len(stretches) == 1 and not times and stretches[0][1] in _WAITING:
+            # One stretch, never running (most tasks of a server): all of it waiting there.
+            st = stretches[0]
+            w = TaskWaits()
+            _charge(w, st, min(st[6], hi) - max(st[5], lo))
+        else:
+            stretches.sort(key=lambda st: st[5])
+            w = _place_waits(stretches, times, cum, lo, hi)
         if w.sites:
             out[task] = w
     return out
+
+
+_NEVER_RAN: tuple[list[int], list[int]] = ([], [0])
 
 
 _WAITING = (FC.TASK_SUSPENDED, FC.TASK_READY)
@@ -210,11 +231,12 @@ def _charge(w: TaskWaits, st: Stretch, ticks: float) -> None:
     n = round(ticks)
     if state == FC.TASK_SUSPENDED:
         w.suspended += n
-        w.waits_on[waits] = w.waits_on.get(waits, 0) + n
     else:
         w.ready += n
-    w.sites[(state, node)] = w.sites.get((state, node), 0) + n
-    w.awaited.update(awaits)
+    key = (state, node, waits)
+    w.sites[key] = w.sites.get(key, 0) + n
+    if awaits and not w.awaited.issuperset(awaits):
+        w.awaited = w.awaited.union(awaits)
 
 
 def _place_waits(stretches: list[Stretch], times: list[int], cum: list[int], lo: int,
@@ -366,8 +388,6 @@ class TasksReporter(Reporter):
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         limit = int(self.options.get("limit", 25))
-        sums = task_sums(profile)
-        waits = task_waits(profile)
         tasks = profile.defs.tasks
         w = out.write
         w(f"psrec report --tasks: {profile.describe()}\n")
@@ -377,6 +397,8 @@ class TasksReporter(Reporter):
                    "no thread ran an asyncio task while it was recorded")
             w(f"No asyncio tasks: {why}.\n")
             return None
+        sums = task_sums(profile)
+        waits = task_waits(profile)
         run = {tid: profile.value(s.samples, s.weight, s.cpu) for tid, s in sums.items()}
         total = sum(run.values()) or 1
         w("Time a thread ran each task (estimated from the samples; % of the time threads ran "
@@ -404,7 +426,7 @@ class TasksReporter(Reporter):
               f"{_secs(profile, t.suspended):>10} {_secs(profile, t.ready):>10}  "
               f"{self._label(tasks, tid)}\n")
         if len(rows) > len(shown):
-            w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+            w(f"... {len(rows) - len(shown):,} more (use -l 0 to show all)\n")
         if waits:
             self._sites(profile, waits, limit, out)
         # All the tasks of one coroutine together (every handle_request task).
@@ -439,8 +461,8 @@ class TasksReporter(Reporter):
         tasks spent there and how many tasks waited there."""
         sites: dict[tuple[int, int], list[Any]] = {}  # (state, node) -> [ticks, tasks]
         for tid, t in waits.items():
-            for key, ticks in t.sites.items():
-                site = sites.setdefault(key, [0, set()])
+            for (state, node, _), ticks in t.sites.items():
+                site = sites.setdefault((state, node), [0, set()])
                 site[0] += ticks
                 site[1].add(tid)
         rows = sorted(sites.items(), key=lambda kv: -kv[1][0])
@@ -453,7 +475,7 @@ class TasksReporter(Reporter):
             w(f"{_secs(profile, ticks):>10} {len(tids):>7,}  {_await_chain(profile, node)}"
               f"{what}\n")
         if len(rows) > len(shown):
-            w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+            w(f"... {len(rows) - len(shown):,} more (use -l 0 to show all)\n")
 
 
 # The coroutines an await site shows, innermost last (the outer ones as "...").

@@ -79,6 +79,14 @@ std::string seedPayload() {
     if (i % 5 == 2) enc.sampleError(b); else enc.sample(b, fr + 1, i % 2 + 1, 1, false, 0);
     enc.endPass();
     if (i == 9) enc.marker(1000 * i, "m");
+    // asyncio task snapshots (spec 4.3): states with frames, awaits, changes and an end.
+    if (i % 4 == 0) {
+      const uint32_t awaited[1] = {2};
+      enc.beginTaskSnapshot(1, 1000 * (i + 1) + 10);
+      enc.taskState(1, psrec::format::kTaskSuspended, "Future", fr, 1 + i % 3, awaited, 1);
+      if (i < 12) enc.taskState(2, psrec::format::kTaskReady, "", fr + 1, 1, nullptr, 0);
+      enc.endTaskSnapshot();
+    }
   }
   return enc.seal().data;
 }

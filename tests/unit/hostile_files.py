@@ -372,6 +372,37 @@ def trie_churn() -> bytes:
     return layout([*good_chunks(), zchunk(C.CHUNK_DATA, b"".join(parts))])
 
 
+TASK_CHURN = 400  # each 8,191 new trie nodes: past the budget of a file this size
+
+
+def task_trie_churn() -> bytes:
+    """trie_churn's stacks as asyncio task states (spec 4.3): every TASK_STATE a MAX_DEPTH - 1
+    frame await chain that differs at its root, MAX_DEPTH - 1 new trie nodes each."""
+    depth = C.MAX_DEPTH - 1
+    snapshot = record(C.REC_TASK_SNAPSHOT, 1500, 42, 1, 0)
+    chain = b"".join(varint(1) for _ in range(depth - 1))
+    states = [record(C.REC_TASK_STATE, body=b"".join(varint(f) for f in (
+        1 + i % 50, C.TASK_SUSPENDED, 0, depth, 100 + i)) + chain) for i in range(TASK_CHURN)]
+    return layout([*good_chunks(), zchunk(C.CHUNK_DATA, begin(1) + snapshot + b"".join(states))])
+
+
+TASK_FLOOD = 300_000
+
+
+def task_flood() -> bytes:
+    """TASK_FLOOD defined tasks, each suspended one frame deep awaiting the next, in one
+    snapshot a later one ends: all within the file's budgets of definitions and events (a
+    thousandth of what a file this size may hold), so `report --tasks` replays them all."""
+    defs = b"".join(record(C.REC_TASK, t, 42, 0x1000 + 64 * t, 0, 1, 1500)
+                    for t in range(1, TASK_FLOOD + 1))
+    states = b"".join(record(C.REC_TASK_STATE, t, C.TASK_SUSPENDED, 0, 1, 1)
+                      + record(C.REC_TASK_AWAITS, t, t + 1) for t in range(1, TASK_FLOOD + 1))
+    data = (begin(1, 1500) + record(C.REC_TASK_SNAPSHOT, 1500, 42, 1, 0) + states
+            + record(C.REC_TASK_SNAPSHOT, 900_000, 42, 1, 898_500))
+    return layout([*good_chunks(), zchunk(C.CHUNK_DEFS, defs, level=19),
+                   zchunk(C.CHUNK_DATA, data, level=19)])
+
+
 UNKNOWN_CHUNKS = 4
 UNKNOWN_RECORD = bytes([0x7F, 0])  # a record of a type no reader knows, with an empty body
 
@@ -469,6 +500,8 @@ FILES: dict[str, Callable[[], bytes]] = {
     "duplicate_chunk": duplicate_chunk,
     "wrong_types": wrong_types,
     "trie_churn": trie_churn,
+    "task_trie_churn": task_trie_churn,
+    "task_flood": task_flood,
     "unknown_flood": unknown_flood,
     "samples_at_cap": samples_at_cap,
     "many_threads": many_threads,

@@ -12,6 +12,7 @@ chunk. spec/psr-format.md, section 9, is the rulebook.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -473,6 +474,33 @@ def test_a_trie_that_grows_with_every_pass_stops_at_its_budget(tmp_path: Path) -
         assert lines(r.stderr)[0] == stop, (cmd, r.stderr)
         if cmd == "report":
             assert_good_report(r)
+
+
+def test_task_stacks_that_grow_with_every_state_stop_at_the_trie_budget(tmp_path: Path) -> None:
+    """asyncio task states (spec 4.3) whose await chains are MAX_DEPTH - 1 frames deep and
+    differ at their root: each adds a path to the same stack trie, within the same budget."""
+    path = write("task_trie_churn", tmp_path)
+    stop = budget_stop(path, offset_of(path, C.CHUNK_DATA, 1), 1, 2, "stack-trie nodes",
+                       trie_budget(path))
+    commands = [*BUDGET_COMMANDS[1:], ("report", "--tasks")]
+    for cmd, r in _run_all(path, tmp_path, commands).items():
+        assert lines(r.stderr)[0] == stop, (cmd, r.stderr)
+
+
+def test_a_flood_of_task_states_is_read_within_the_bounds(tmp_path: Path) -> None:
+    """300,000 defined tasks in a 2 MB file, each suspended and awaiting the next: `report
+    --tasks` replays them all within the time and memory every command has here (one was
+    8 s and 500 MB on this project's 2-core machine)."""
+    from hostile_files import TASK_FLOOD
+
+    path = write("task_flood", tmp_path)
+    r = psrec("report", path, "--tasks")
+    no_crash(r)
+    assert r.returncode == 0, r.stderr
+    assert f"... {TASK_FLOOD - 25:,} more (use -l 0 to show all)" in r.stdout
+    # Where they waited: all at one await, 898.5 ms each.
+    assert re.search(rf"^ *269,550\.0s +{TASK_FLOOD:,} +work \(app\.py:11\)$", r.stdout,
+                     re.M), r.stdout[-2000:]
 
 
 def test_chunks_of_unknown_records_stop_at_the_budget_of_uncompressed_bytes(

@@ -14,8 +14,8 @@ from format_helpers import new_writer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psrec.analyzer.tasks import replay_task_states
-from psrec.format import native_available, open_recording
 from psrec.format import _constants as C
+from psrec.format import native_available, open_recording
 
 pytestmark = pytest.mark.skipif(
     not native_available(), reason="the native codec (psrec.format._format) is not built"

@@ -106,11 +106,13 @@ bool AsyncioTasks::setItems(uint64_t set, std::vector<uint64_t>& out) {
   // PySetObject: fill, used, mask, table after the header; a table of {key, hash} entries
   // (Include/cpython/setobject.h). Empty slots hold NULL, deleted ones the dummy key, which
   // is no object of the type the caller looks for.
-  int64_t mask = 0;
-  uint64_t table = 0;
-  if (!proc_.mem().readValue(set + hdr_ + 16, mask) || mask < 0 ||
-      static_cast<uint64_t>(mask) >= kMaxSet || !(table = word(set + hdr_ + 24)))
-    return false;
+  // mask and table in one system call: a set that grows stores both, and a read of one
+  // before and the other after would read a table by the wrong size.
+  int64_t head[2] = {0, 0};
+  if (proc_.mem().read(set + hdr_ + 16, head, sizeof head) != ReadStatus::kOk) return false;
+  const int64_t mask = head[0];
+  const uint64_t table = static_cast<uint64_t>(head[1]);
+  if (mask < 0 || static_cast<uint64_t>(mask) >= kMaxSet || !table) return false;
   std::vector<uint64_t> entries(2 * (static_cast<size_t>(mask) + 1));
   if (proc_.mem().read(table, entries.data(), entries.size() * 8) != ReadStatus::kOk)
     return false;
@@ -645,6 +647,49 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
   return out;
 }
 
+bool AsyncioTasks::liveTasks(uint64_t interp, const std::vector<ThreadRef>& threads,
+                             std::vector<uint64_t>& found, TaskList& out) {
+  const uint32_t minor = (proc_.layout().version_hex >> 16) & 0xFF;
+  if (minor >= 14) return findTasks(interp, threads, found, out.error);
+  // 3.8-3.13: the sets that hold the tasks, looked up by name now and then.
+  if (!task_sets_[0] || ++set_reads_ % 256 == 0) {
+    const uint64_t tasks = module("asyncio.tasks");
+    const uint64_t ws =
+        tasks ? objs_.dictGet(tasks, minor <= 11 ? "_all_tasks" : "_scheduled_tasks") : 0;
+    if (const uint64_t data = ws ? objs_.attribute(ws, "data") : 0) {
+      task_sets_[0] = data;
+      task_sets_[1] = minor >= 12 ? objs_.dictGet(tasks, "_eager_tasks") : 0;
+    } else if (!task_sets_[0]) {
+      // asyncio.tasks is not imported yet, or is being imported (its set not made yet): no
+      // task can exist.
+      out.asyncio = false;
+      return false;
+    }
+  }
+  std::vector<uint64_t> refs;
+  if (!task_sets_[0] || !setItems(task_sets_[0], refs)) {
+    task_sets_[0] = 0;
+    out.error = "asyncio's set of tasks could not be read";
+    return false;
+  }
+  // Every weak reference's referent (the first field after its header) in one system call.
+  found.resize(refs.size());
+  reqs_.clear();
+  for (size_t i = 0; i < refs.size(); ++i) reqs_.push_back({refs[i] + hdr_, &found[i], 8});
+  for (size_t i = 0; i < reqs_.size(); i += 1024) {
+    if (proc_.mem().readMany(reqs_.data() + i, std::min<size_t>(1024, reqs_.size() - i)) !=
+        ReadStatus::kOk) {
+      out.error = "asyncio's set of tasks changed while it was read";
+      return false;
+    }
+  }
+  if (task_sets_[1] && !setItems(task_sets_[1], found)) {
+    out.error = "asyncio's set of eager tasks could not be read";
+    return false;
+  }
+  return true;
+}
+
 TaskList AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
                                    const std::vector<uint64_t>& running_now,
                                    const std::unordered_set<uint64_t>& ran) {
@@ -655,44 +700,16 @@ TaskList AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>
     out.error = layout_error_;
     return out;
   }
+  // A set that changed as it was read (its table grew, a weak reference went) is read again.
   std::vector<uint64_t> found;
-  const uint32_t minor = (proc_.layout().version_hex >> 16) & 0xFF;
-  if (minor >= 14 || !task_sets_[0] || ++set_reads_ % 256 == 0) {
-    // 3.8-3.13's sets are looked up by name now and then (found again when a read fails).
-    task_sets_[0] = task_sets_[1] = 0;
-    if (minor < 14 && !module("asyncio.tasks")) {
-      out.asyncio = false;  // asyncio is being imported: no task yet
-      return out;
-    }
-    if (!findTasks(interp, threads, found, out.error)) return out;
-    if (minor < 14) {
-      const uint64_t tasks = module("asyncio.tasks");
-      const uint64_t ws = tasks ? objs_.dictGet(tasks, minor <= 11 ? "_all_tasks"
-                                                                   : "_scheduled_tasks")
-                                : 0;
-      task_sets_[0] = ws ? objs_.attribute(ws, "data") : 0;
-      task_sets_[1] = minor >= 12 && tasks ? objs_.dictGet(tasks, "_eager_tasks") : 0;
-    }
-  } else {
-    std::vector<uint64_t> refs;
-    if (!setItems(task_sets_[0], refs)) {
-      task_sets_[0] = 0;
-      out.error = "asyncio's set of tasks could not be read";
-      return out;
-    }
-    // Every weak reference's referent in one system call.
-    found.resize(refs.size());
-    std::vector<ReadRequest> reqs;
-    for (size_t i = 0; i < refs.size(); ++i) reqs.push_back({refs[i] + hdr_, &found[i], 8});
-    for (size_t i = 0; i < reqs.size(); i += 1024)
-      if (proc_.mem().readMany(reqs.data() + i, std::min<size_t>(1024, reqs.size() - i)) !=
-          ReadStatus::kOk) {
-        task_sets_[0] = 0;
-        out.error = "asyncio's set of tasks changed while it was read";
-        return out;
-      }
-    if (task_sets_[1]) setItems(task_sets_[1], found);
+  bool listed = false;
+  for (int attempt = 0; attempt < 3 && !listed; ++attempt) {
+    found.clear();
+    out.error.clear();
+    listed = liveTasks(interp, threads, found, out);
+    if (!out.asyncio) return out;
   }
+  if (!listed) return out;
   std::sort(found.begin(), found.end());
   found.erase(std::unique(found.begin(), found.end()), found.end());
   found.erase(std::remove(found.begin(), found.end(), uint64_t{0}), found.end());

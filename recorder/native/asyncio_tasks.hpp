@@ -133,6 +133,9 @@ class AsyncioTasks {
   bool findTasks(uint64_t interp, const std::vector<ThreadRef>& threads,
                  std::vector<uint64_t>& out, std::string& why);
   // The frames of a coroutine chain from coro inward; false when coro has finished.
+  // readChanged's live tasks (out.asyncio false: asyncio.tasks is not imported yet).
+  bool liveTasks(uint64_t interp, const std::vector<ThreadRef>& threads,
+                 std::vector<uint64_t>& found, TaskList& out);
   bool coroutineChain(uint64_t coro, TaskRecord& rec);
   bool readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter);
   // The rest of readTask for a task whose type, coroutine, name and awaited future are read.
@@ -154,8 +157,8 @@ class AsyncioTasks {
   std::string layout_error_;
   uint64_t hdr_ = 16;  // where an object's first field lies (after PyObject_HEAD)
   std::unordered_map<uint64_t, TypeDesc> types_;
-  // readChanged(): the tasks of its previous call, by address; the sets that list tasks
-  // (3.8-3.13), looked up again now and then; scratch.
+  // readChanged(): the tasks of its previous call, by address; the sets that hold the tasks
+  // (3.8-3.13: the weak set's table, and the eager tasks'), looked up again now and then.
   std::unordered_map<uint64_t, TaskRecord> prev_;
   uint64_t task_sets_[2] = {0, 0};
   uint32_t set_reads_ = 0;

@@ -265,7 +265,7 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
         assert abs(got - sum(measured.values())) <= bound, (name, got, measured)
         # By line: the line of the task's own coroutine (the outermost) it waited at.
         at: dict[str, float] = {}
-        for (_, node), ticks in w.sites.items():
+        for (_, node, _), ticks in w.sites.items():
             stack = run.profile.stack(node)
             line = run.profile.defs.frames[stack[0]].line if stack else 0
             tag = lines.get(line, f"line {line}")
@@ -286,6 +286,13 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     assert "Where the tasks waited" in report.stdout
 
 
+def run_waits(path: Path) -> dict[int, Any]:
+    import psrec as api
+    from psrec.analyzer.tasks import task_waits
+
+    return task_waits(api.load(str(path)).profile)
+
+
 @pytest.mark.parametrize("python", PYTHONS)
 def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     """An echo server under load (about 2,000 tasks a second, on two threads' loops), recorded
@@ -293,6 +300,7 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     program's, none twice, and each task's samples lie within that task's life (a task merged
     with another, or named wrongly, would have samples outside it)."""
     from psrec.analyzer.model import batch_columns
+    from psrec.format import _constants as C
     from psrec.format import open_recording
 
     out, truth_file = tmp_path / "echo.psr", tmp_path / "echo.json"
@@ -339,3 +347,32 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     assert not strangers, strangers[:10]
     assert sum(1 for n in names if n in lives) > 100  # short tasks were caught running
     assert not outside, f"{len(outside)} samples outside their task's life: {outside[:5]}"
+    # The task snapshots: read throughout, at most 0.5 % of them failing, with every task they
+    # name the program's, and every state within its task's life.
+    taken = stats["task_snapshots"]
+    assert taken > 200 and stats["task_snapshot_errors"] <= 0.005 * taken, stats
+    assert stats["task_snapshot_ns"] / taken < 2e6, stats  # under 2 ms of CPU each
+    defined = [t.name for t in defs.tasks.values()]
+    assert len(defined) == len(set(defined)), "a task named twice"
+    strangers = [n for n in defined if n not in lives and n != "server"
+                 and not n.startswith("Task-")]
+    assert not strangers, strangers[:10]
+    from psrec.analyzer.tasks import replay_task_states
+
+    with open_recording(str(out)) as rec:
+        stream = rec.stream()
+        for _ in stream:
+            pass
+    late = []
+    for task, state, _, _, _, start, end, seen in replay_task_states(stream.events):
+        name = defs.tasks[task].name
+        if name not in lives or state == C.TASK_RUNNING:
+            continue
+        created, done = lives[name]
+        # Seen from start to seen: within its life (a snapshot is read after its time, by
+        # the time it takes to read the tasks: 2 ms at most here).
+        if mono0 + start * tick < created - 2e6 or mono0 + seen * tick > done + 2e6:
+            late.append((name, (created - mono0) / tick - start, seen - (done - mono0) / tick))
+    assert not late, f"{len(late)} states outside their task's life: {late[:5]}"
+    waits = run_waits(out)
+    assert sum(1 for tid in waits if defs.tasks[tid].name.startswith("conn-")) > 100

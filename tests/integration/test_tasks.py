@@ -364,7 +364,7 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
         for _ in stream:
             pass
     late = []
-    for task, state, _, _, _, start, end, seen in replay_task_states(stream.events):
+    for task, state, _, _, _, start, _, seen in replay_task_states(stream.events):
         name = defs.tasks[task].name
         if name not in lives or state == C.TASK_RUNNING:
             continue

@@ -5,6 +5,7 @@
     run = psrec.load("run.psr", mode="cpu", start="2s", end="5s")
     run.threads                    # the recording's threads by ref (names, ids, process)
     run.tasks                      # its asyncio tasks by id (name, coroutine), if any
+    run.waits()                    # where each task waited: suspended, ready, by await
     run.totals()                   # own and total per function, as `psrec report` shows them
     s = run.samples                # one row per thread-sample in the window and threads
     run.stack(s.stack[0])          # that sample's frames, root first
@@ -30,6 +31,7 @@ from psrec.format import constants as C
 
 from .model import NO_STACK, FrameKey, batch_columns
 from .profile import Profile
+from .tasks import TaskWaits, task_waits
 from .view import MODES, View, gil_wait_unknown
 from .walks import Totals
 
@@ -127,11 +129,18 @@ class Run:
 
     @property
     def tasks(self) -> dict[int, TaskInfo]:
-        """The asyncio tasks threads ran, by id (the samples' ``task`` column): name, address
-        (asyncio's own task id), coroutine, process. Empty for a recording of a program that
-        ran none (or made with --no-tasks)."""
+        """The asyncio tasks of the recording, by id (the samples' ``task`` column, ``waits()``):
+        name, address (asyncio's own task id), coroutine, process. Empty for a recording of a
+        program that made none (or made with --no-tasks)."""
         tasks: dict[int, TaskInfo] = self.profile.defs.tasks
         return tasks
+
+    def waits(self) -> dict[int, TaskWaits]:
+        """Where each asyncio task waited within the view's window, by id, from the task
+        snapshots (spec section 4.3): ``suspended`` (awaiting) and ``ready`` (waiting for its
+        loop) time in ticks (``seconds()``), and ``sites``: the time by (state, stack, type
+        name of what it awaited), the stack a node for ``stack()``, down to the await."""
+        return task_waits(self.profile)
 
     def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
         """Own and total samples and time (in ticks: ``seconds()``) per function or line, of

@@ -83,7 +83,7 @@ def info(rec: Recording) -> dict[str, Any]:
         "thread_names": sorted({t.label for t in defs.threads.values()}),
         "functions": len(defs.functions),
         "frames": len(defs.frames) - 1,
-        # asyncio tasks threads ran (format 1.4; 0 in older files and without asyncio)
+        # asyncio tasks the recording names (format 1.4; 0 in older files and without asyncio)
         "tasks": len(defs.tasks),
         "bytes_per_sample": data_bytes / samples if samples else None,
         # every chunk in the file; the recorder's stats count its data chunks alone

@@ -240,7 +240,7 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     measured: its running time, its waiting time, and its waiting time at each await (by the
     line of the task's own coroutine it waited at)."""
     import psrec as api
-    from psrec.analyzer.tasks import task_sums, task_waits
+    from psrec.analyzer.tasks import task_sums
 
     out = tmp_path / "waits.psr"
     r = psrec("record", "-q", "-o", str(out), "--", python, str(TARGETS / "async_waits.py"), "3")
@@ -250,7 +250,7 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     tasks = run.profile.defs.tasks
     names = {tid: t.name for tid, t in tasks.items()}
     assert len(set(names.values())) == len(names), "a task named twice"
-    waits = {names[tid]: w for tid, w in task_waits(run.profile).items()}
+    waits = {names[tid]: w for tid, w in run.waits().items()}
     sums = {names[tid]: s for tid, s in task_sums(run.profile).items() if tid}
     bound = 0.02 * truth["elapsed"]
     lines = {line_of("async_waits.py", tag): tag for tag in (
@@ -284,13 +284,6 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     report = psrec("report", str(out), "--tasks", "-l", "0")
     assert report.returncode == 0, report.stderr
     assert "Where the tasks waited" in report.stdout
-
-
-def run_waits(path: Path) -> dict[int, Any]:
-    import psrec as api
-    from psrec.analyzer.tasks import task_waits
-
-    return task_waits(api.load(str(path)).profile)
 
 
 @pytest.mark.parametrize("python", PYTHONS)
@@ -374,5 +367,7 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
         if mono0 + start * tick < created - 2e6 or mono0 + seen * tick > done + 2e6:
             late.append((name, (created - mono0) / tick - start, seen - (done - mono0) / tick))
     assert not late, f"{len(late)} states outside their task's life: {late[:5]}"
-    waits = run_waits(out)
+    import psrec as api
+
+    waits = api.load(str(out)).waits()
     assert sum(1 for tid in waits if defs.tasks[tid].name.startswith("conn-")) > 100

@@ -192,6 +192,12 @@ class Sampler {
   // Every task's state, when a snapshot is due (SamplerConfig::task_interval_ns).
   void snapshotTasks(Target& t, uint64_t ts);
   uint32_t snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts);
+  // The TASK id of the task at task if it is known with this coroutine and name (0: not);
+  // newTask defines it (a TASK record) and knows it from then on.
+  uint32_t knownTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
+                     uint64_t ts);
+  uint32_t newTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
+                   uint32_t function, uint64_t ts);
   uint32_t functionId(CodeInfo& info);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);

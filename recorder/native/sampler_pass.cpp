@@ -299,11 +299,7 @@ uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
     bump(st_.task_off_stack, 1);
     return 0;
   }
-  auto it = t.known_tasks.find(task);
-  if (it != t.known_tasks.end() && it->second.coro == coro && it->second.name == t.task_name) {
-    it->second.seen_ts = ts;
-    return it->second.id;
-  }
+  if (uint32_t id = knownTask(t, task, coro, t.task_name, ts)) return id;
   uint64_t coro_again = 0, name_again = 0;
   if (!runningTasks(t, t.running_again) || t.running_again[i] != task ||
       !t.tasks->identity(task, coro_again, name_again) || coro_again != coro ||
@@ -312,14 +308,27 @@ uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
     bump(st_.task_off_stack, 1);
     return 0;
   }
-  KnownTask k;
-  k.coro = coro;
-  k.name = t.task_name;
-  k.seen_ts = ts;
   uint32_t function = 0;
   if (on->code)  // the coroutine's code, as the stack has it
     if (CodeInfo* info = t.codes->lookup(on->code, pass_)) function = functionId(*info);
-  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, k.name, function, ts);
+  return newTask(t, task, coro, t.task_name, function, ts);
+}
+
+uint32_t Sampler::knownTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
+                            uint64_t ts) {
+  auto it = t.known_tasks.find(task);
+  if (it == t.known_tasks.end() || it->second.coro != coro || it->second.name != name) return 0;
+  it->second.seen_ts = ts;
+  return it->second.id;
+}
+
+uint32_t Sampler::newTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
+                          uint32_t function, uint64_t ts) {
+  KnownTask k;
+  k.coro = coro;
+  k.name = name;
+  k.seen_ts = ts;
+  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, name, function, ts);
   bump(st_.tasks_defined, 1);
   const uint32_t id = k.id;
   t.known_tasks[task] = std::move(k);
@@ -379,32 +388,20 @@ void Sampler::snapshotTasks(Target& t, uint64_t ts) {
 // The TASK id of a task a snapshot found (defined when first seen, as taskId does for a
 // running task); 0 when its name cannot be read.
 uint32_t Sampler::snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts) {
-  auto it = t.known_tasks.find(rec.id);
-  if (it != t.known_tasks.end() && it->second.coro == rec.coro && it->second.name == rec.name) {
-    it->second.seen_ts = ts;
-    return it->second.id;
-  }
+  if (uint32_t id = knownTask(t, rec.id, rec.coro, rec.name, ts)) return id;
   // Read once more: a task made or freed as it was read is left for the next snapshot.
   uint64_t coro = 0, name_obj = 0;
   if (rec.name.empty() || !t.tasks->identity(rec.id, coro, name_obj) || coro != rec.coro ||
       name_obj != rec.name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
       t.name_again != rec.name)
     return 0;
-  KnownTask k;
-  k.coro = coro;
-  k.name = rec.name;
-  k.seen_ts = ts;
   uint32_t function = 0;
   if (!rec.stack.empty() && rec.stack.back().code) {
     function = functionId(*rec.stack.back().code);  // its outermost coroutine
   } else if (uint64_t code = t.tasks->coroutineCode(coro)) {
     if (CodeInfo* info = t.codes->lookup(code, pass_)) function = functionId(*info);
   }
-  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), rec.id, k.name, function, ts);
-  bump(st_.tasks_defined, 1);
-  const uint32_t id = k.id;
-  t.known_tasks[rec.id] = std::move(k);
-  return id;
+  return newTask(t, rec.id, coro, rec.name, function, ts);
 }
 
 // What the pass's native stacks came to, counted once per pass: the counters, and what the

@@ -121,12 +121,16 @@ def record(ctx: click.Context, output: str, rate: str, duration: str | None,
 
 
 def _task_rate(text: str) -> float:
+    """--task-rate: task snapshots a second, as -r reads a rate (not `max`)."""
     from ._api import MAX_RATE_HZ, parse_rate
 
-    value = parse_rate(text)
+    help_ = "give task snapshots a second, from 1 to 100k, for example --task-rate 1k"
+    try:
+        value = parse_rate(text)
+    except RecorderUsageError:
+        raise RecorderUsageError(f"--task-rate {text!r} is not a rate", help=help_) from None
     if value == MAX_RATE_HZ:
-        raise RecorderUsageError("--task-rate max is not a rate",
-                                 help="give task snapshots a second, for example --task-rate 1k")
+        raise RecorderUsageError(f"--task-rate {text!r} is not a rate", help=help_)
     return value
 
 

@@ -252,7 +252,14 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     assert len(set(names.values())) == len(names), "a task named twice"
     waits = {names[tid]: w for tid, w in run.waits().items()}
     sums = {names[tid]: s for tid, s in task_sums(run.profile).items() if tid}
-    bound = 0.02 * truth["elapsed"]
+    # 2 points of the run, widened by the time the loop thread's samples do not stand for (a
+    # pass more than 4 intervals late: a sampler starved of CPU on a busy machine), in which
+    # a task's running time goes uncounted and so counts as waiting.
+    s = run.samples
+    loop = next(ref for ref, t in run.threads.items() if t.python_tid == truth["thread"])
+    rows = [i for i in range(len(s)) if s.thread[i] == loop]
+    lost = (s.time[rows[-1]] - s.time[rows[0]]) - sum(s.weight_ns[i] for i in rows[1:]) / 1e9
+    bound = 0.02 * truth["elapsed"] + max(0.0, lost)
     lines = {line_of("async_waits.py", tag): tag for tag in (
         "gather", "taskgroup", "thread", "thread38", "holder-lock", "holder-sleep",
         "holder-pause", "waiter-lock", "waiter-pause", "spinner-sleep")}

@@ -338,13 +338,13 @@ bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter
                                   : objs_.attribute(task, "_fut_waiter");
   rec.state = "suspended";
   if (!coroutineChain(coro, rec)) return false;  // its coroutine has finished
-  readTaskFrom(task, t, rec);
+  finishTask(rec);
   fut_waiter = rec.fut_waiter;
   nameOf(name, rec.name);
   return true;
 }
 
-bool AsyncioTasks::readTaskFrom(uint64_t, const TypeDesc*, TaskRecord& rec) {
+void AsyncioTasks::finishTask(TaskRecord& rec) {
   if (rec.state != "running") {
     // Innermost first, as every stack psrec prints.
     std::reverse(rec.stack.begin(), rec.stack.end());
@@ -357,7 +357,6 @@ bool AsyncioTasks::readTaskFrom(uint64_t, const TypeDesc*, TaskRecord& rec) {
     rec.stack.clear();
     rec.fut_waiter = 0;
   }
-  return true;
 }
 
 bool AsyncioTasks::nameOf(uint64_t name, std::string& out) {
@@ -781,7 +780,7 @@ TaskList AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>
     } else if (t->c_task) {
       rec.state = "suspended";
       if (!coroutineChain(rec.coro, rec)) continue;  // its coroutine has finished
-      readTaskFrom(task, t, rec);
+      finishTask(rec);
       if (same) {
         rec.name = p->second.name;
       } else if (!nameOf(rec.name_obj, rec.name)) {

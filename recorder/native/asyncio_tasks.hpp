@@ -138,8 +138,9 @@ class AsyncioTasks {
                  std::vector<uint64_t>& found, TaskList& out);
   bool coroutineChain(uint64_t coro, TaskRecord& rec);
   bool readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter);
-  // The rest of readTask for a task whose type, coroutine, name and awaited future are read.
-  bool readTaskFrom(uint64_t task, const TypeDesc* t, TaskRecord& rec);
+  // A task read with its coroutine chain: its stack innermost first and what it waits on, or,
+  // running, neither.
+  void finishTask(TaskRecord& rec);
   bool debugOffsets();
   // The await edges' sources of rec (TaskRecord::waited, group_parent, waiters): cb0 is a C
   // task's first done callback (read when 0), awaited_by and by_set its 3.14+ fields.

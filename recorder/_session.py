@@ -2,9 +2,9 @@
 a writer thread writes the sealed chunks, stopped by the target's end, a limit or a signal, and
 the file closed with its statistics.
 
-record() (in _api.py) runs a Session's steps in order; each step is a method here. SIGTERM and
-SIGHUP are caught from before the output exists, so that a recording ended at any point is
-closed cleanly; a recorder killed outright leaves chunks a reader recovers.
+record() (in _api.py) runs a Session's steps in order; each step is a method here. Ctrl-C,
+SIGTERM and SIGHUP are caught from before the output exists and only noted, so that a recording
+ended at any point is closed cleanly; a recorder killed outright leaves chunks a reader recovers.
 """
 
 from __future__ import annotations
@@ -40,10 +40,6 @@ _TRAILER_NAMES = {"elapsed_ns": "duration_ns", "sampling_cpu_ns": "sampler_cpu_n
 _RUNS_ON = ("duration", "not_python", "exec", "write_error", "thread_limit")
 
 
-class _Terminate(Exception):
-    pass
-
-
 class Session:
     """A recording of one target into opts.output, run step by step by record()."""
 
@@ -67,9 +63,8 @@ class Session:
                                               daemon=True)
         self.status = StatusLine(stream, stream.isatty() and not opts.quiet)
         self.stopped_by = "exit"
-        # signals
-        self.terminated = False
-        self.in_loop = False
+        # signals: "interrupt" or "terminate" once one asked the recording to end
+        self.stop_request: str | None = None
         self.old_handlers: dict[int, Any] = {}
 
     # -- the target ----------------------------------------------------------------------
@@ -118,20 +113,26 @@ class Session:
 
     # -- signals -------------------------------------------------------------------------
     def catch_signals(self) -> None:
-        """SIGTERM is handled from before the output exists: a recording interrupted at any
-        point from here on is closed cleanly. Until the loop runs, the handler only notes it.
-        SIGHUP (the terminal psrec ran in was closed) is a request to end like SIGTERM: the
-        default would kill psrec and leave the file unclosed, its last second lost."""
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                # Under nohup (SIGHUP ignored) a closed terminal must not end the recording.
-                if signal.getsignal(sig) is not signal.SIG_IGN:
-                    self.old_handlers[sig] = signal.signal(sig, self._on_term)
+        """Ctrl-C, SIGTERM and SIGHUP are handled from before the output exists, and each only
+        notes the request: the sampling loop ends at its next turn (within 0.1 s). Nothing is
+        interrupted half done, so a recording ended at any point, even while its file is being
+        opened, is closed cleanly. SIGHUP (the terminal psrec ran in was closed) is a request
+        to end like SIGTERM: the default would kill psrec and leave the file unclosed, its last
+        second lost."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            current = signal.getsignal(sig)
+            # Under nohup (SIGHUP ignored) a closed terminal must not end the recording; a
+            # caller's own Ctrl-C handler is left to the caller.
+            if current is signal.SIG_IGN or (sig == signal.SIGINT
+                                             and current is not signal.default_int_handler):
+                continue
+            self.old_handlers[sig] = signal.signal(sig, self._on_signal)
 
-    def _on_term(self, signum: int, frame: FrameType | None) -> None:
-        self.terminated = True
-        if self.in_loop:
-            raise _Terminate()
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.stop_request is None:
+            self.stop_request = "interrupt" if signum == signal.SIGINT else "terminate"
 
     def restore_signals(self) -> None:
         for sig, handler in self.old_handlers.items():
@@ -179,10 +180,12 @@ class Session:
         start = time.monotonic()
         self.sampler.start()
         try:
-            self.in_loop = True
-            if self.terminated:
-                raise _Terminate()
             self.stopped_by = self._loop(waiting, start)
+            if self.stopped_by == "terminate":
+                if self.child is not None and self.child.poll() is None:
+                    self.child.terminate()
+                if self.guard is not None:  # and what it started, as if psrec had died
+                    end_marked(self.guard.token)
             if self.write_error and self.child is not None and self.child.poll() is None:
                 print(f"psrec: writing {self.opts.output} failed ({_why(self.write_error[0])}): "
                       f"recording stopped; waiting for {self._name} to exit (Ctrl-C stops it)",
@@ -194,31 +197,25 @@ class Session:
                 print(f"psrec: --native: {state['native_refusal']}; native frames were read "
                       f"only where a thread was blocked in a system call",
                       file=self.stream)
-            if state["stop_reason"]:
+            if state["stop_reason"] and self.stopped_by not in ("interrupt", "terminate"):
                 self.stopped_by = "thread_limit" if state["threads_full"] else "exec"
                 print(f"psrec: {state['stop_reason']}", file=self.stream)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C where a caller keeps its own handler
             self.stopped_by = "interrupt"
-        except _Terminate:
-            self.stopped_by = "terminate"
-            if self.child is not None and self.child.poll() is None:
-                self.child.terminate()
-            if self.guard is not None:  # and what it started, as if psrec had died
-                end_marked(self.guard.token)
         except BaseException:
             self.sampler.stop()
             if self.child is not None:
                 stop_child(self.child)
             self.restore_signals()
             raise
-        finally:
-            self.in_loop = False
 
     def _loop(self, waiting: Waiting | None, start: float) -> str:
         """The progress loop: opens the file once the target runs Python, redraws the status
         line, and returns why it stopped."""
         opts, sampler = self.opts, self.sampler
         while True:
+            if self.stop_request is not None:
+                return self.stop_request
             if self.writer is None:
                 info = sampler.target_info()
                 if info is not None:

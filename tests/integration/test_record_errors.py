@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -196,15 +197,21 @@ def test_killed_recorder_leaves_a_readable_file(tmp_path: Path) -> None:
 
 
 @needs_python
-def test_sigterm_as_soon_as_the_file_exists_closes_it_cleanly(tmp_path: Path) -> None:
-    """SIGTERM is handled from before the output is created, not only once sampling runs."""
+@pytest.mark.parametrize("sig,stopped_by", [(signal.SIGTERM, "terminate"),
+                                            (signal.SIGINT, "interrupt")],
+                         ids=["SIGTERM", "SIGINT"])
+def test_a_signal_as_soon_as_the_file_exists_closes_it_cleanly(
+        tmp_path: Path, sig: int, stopped_by: str) -> None:
+    """SIGTERM and Ctrl-C are handled from before the output is created, not only once sampling
+    runs, and never half way through opening the file: a signal while the header is written
+    still gives a closed file."""
     import time
 
     from psrec.format import open_recording
 
     failures = []
     with target(ANY_PYTHON, "rec_finite.py", "30") as t:
-        for i in range(5):
+        for i in range(8):
             out = tmp_path / f"x{i}.psr"
             p = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-o", str(out),
                                   str(t.pid)], stderr=subprocess.PIPE, text=True,
@@ -213,11 +220,13 @@ def test_sigterm_as_soon_as_the_file_exists_closes_it_cleanly(tmp_path: Path) ->
                 deadline = time.monotonic() + 20
                 while time.monotonic() < deadline and not out.exists():
                     time.sleep(0.0005)
-                p.terminate()
+                p.send_signal(sig)
                 _, err = p.communicate(timeout=20)
             finally:
                 stop(p)  # type: ignore[arg-type]
             with open_recording(out) as rec:
-                if not (rec.clean and rec.stats["stopped_by"] == "terminate"):
+                if not (rec.clean and rec.stats["stopped_by"] == stopped_by):
                     failures.append(f"run {i}: clean={rec.clean} {rec.stats} {err[-300:]}")
+            if p.returncode not in (0, 130):
+                failures.append(f"run {i}: exit status {p.returncode}: {err[-300:]}")
     assert not failures, "\n".join(failures)

@@ -604,7 +604,8 @@ bool AsyncioTasks::imported() {
 }
 
 TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threads,
-                           const std::vector<uint64_t>* running_now) {
+                           const std::vector<uint64_t>* running_now,
+                           const std::vector<std::vector<uint64_t>>* stacks) {
   TaskList out;
   // The recorder reads tasks once imported() said asyncio is there.
   if (own_pass_ && !module("asyncio")) return out;
@@ -626,6 +627,11 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
     now = *running_now;
   else if (!this->running(threads, now))
     now.clear();
+  else if (stacks && stacks->size() == threads.size())
+    placeUnplaced(now, [&](size_t i, uint64_t frame) {
+      const auto& s = (*stacks)[i];
+      return std::find(s.begin(), s.end(), frame) != s.end();
+    });
   for (size_t i = 0; i < now.size(); ++i)
     if (now[i]) running[now[i]] = threads[i].thread_id;
   out.tasks.reserve(found.size());

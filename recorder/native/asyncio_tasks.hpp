@@ -75,9 +75,12 @@ class AsyncioTasks {
   AsyncioTasks(PythonProcess& proc, CodeCache& codes);
 
   // Reads every live task of the interpreter interp, whose threads are given. running_now, if
-  // given, is the task each thread runs (as running() just read it), not read again.
+  // given, is the task each thread runs (as running() just read it), not read again; else
+  // stacks, if given, are the threads' frame addresses (in threads' order), which place the
+  // tasks running() could not (placeUnplaced).
   TaskList read(uint64_t interp, const std::vector<ThreadRef>& threads,
-                const std::vector<uint64_t>* running_now = nullptr);
+                const std::vector<uint64_t>* running_now = nullptr,
+                const std::vector<std::vector<uint64_t>>* stacks = nullptr);
   // For recording: read()'s tasks, each named, with what the previous call found kept for a
   // task that cannot have moved since: the same coroutine, name and awaited future, not
   // running now and not run by a thread since that call (ran: the tasks the recorder saw
@@ -99,6 +102,23 @@ class AsyncioTasks {
   // keeps it in a C field) is in unplaced() instead.
   bool running(const std::vector<ThreadRef>& threads, std::vector<uint64_t>& out);
   const std::vector<uint64_t>& unplaced() const { return unplaced_; }
+  // Gives each unplaced() task to the first thread of out that runs none and whose stack
+  // holds the task's coroutine's frame (holds(i, frame): thread i's does).
+  template <typename Holds>
+  void placeUnplaced(std::vector<uint64_t>& out, Holds holds) {
+    for (uint64_t task : unplaced_) {
+      uint64_t coro = 0, name_obj = 0;
+      if (!identity(task, coro, name_obj)) continue;
+      const uint64_t frame = coroutineFrame(coro);
+      if (!frame) continue;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (!out[i] && holds(i, frame)) {
+          out[i] = task;
+          break;
+        }
+      }
+    }
+  }
   // What tells a task from one created later at its address: its coroutine and name objects
   // (both are read in one system call for a C task). False if it is no task.
   bool identity(uint64_t task, uint64_t& coro, uint64_t& name);

@@ -251,20 +251,11 @@ void Sampler::recordTasks(Target& t, uint64_t ts) {
 
 bool Sampler::runningTasks(Target& t, std::vector<uint64_t>& out) {
   if (!t.tasks->running(t.task_threads, out)) return false;
-  for (uint64_t task : t.tasks->unplaced()) {
-    uint64_t coro = 0, name_obj = 0;
-    if (!t.tasks->identity(task, coro, name_obj)) continue;
-    const uint64_t frame = t.tasks->coroutineFrame(coro);
-    if (!frame) continue;
-    for (size_t i = 0; i < out.size(); ++i) {
-      const auto& raw = t.task_owners[i]->stack.raw;
-      if (!out[i] && std::any_of(raw.begin(), raw.end(),
-                                 [&](const RawFrame& f) { return f.addr == frame; })) {
-        out[i] = task;
-        break;
-      }
-    }
-  }
+  t.tasks->placeUnplaced(out, [&](size_t i, uint64_t frame) {
+    const auto& raw = t.task_owners[i]->stack.raw;
+    return std::any_of(raw.begin(), raw.end(),
+                       [&](const RawFrame& f) { return f.addr == frame; });
+  });
   return true;
 }
 

@@ -128,8 +128,10 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
   ThreadHead t;
   auto no_hint = [](uint64_t) -> const StackHint* { return nullptr; };
   std::vector<ThreadRef> refs;
+  std::vector<std::vector<uint64_t>> stacks;  // each thread's frame addresses, as refs
   while (list.next(t, no_hint)) {
     refs.push_back({t.tstate, t.thread_id});
+    stacks.emplace_back();
     if (unwinder.pass.notStarted(t)) continue;
     ThreadStack stack;
     uint64_t read_again = 0;
@@ -155,6 +157,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
     } else {
       const std::vector<RawFrame>& frames = reader.frames();
       d.truncated = reader.truncated();
+      for (const RawFrame& f : frames) stacks.back().push_back(f.addr);
       // Innermost first, as a traceback's last line.
       for (size_t i = frames.size(); i-- > 0;) {
         CodeInfo* info = reader.info(i);
@@ -170,7 +173,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
     }
     out.push_back(std::move(d));
   }
-  if (tasks) *tasks = AsyncioTasks(proc, codes).read(interp, refs);
+  if (tasks) *tasks = AsyncioTasks(proc, codes).read(interp, refs, nullptr, &stacks);
   return out;
 }
 

@@ -193,6 +193,22 @@ def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path
     truth = json.loads(r.stdout.strip().splitlines()[-1])
     assert truth["loop"].startswith("uvloop"), truth
     _running_times_match(out, truth)
+    # `psrec dump --tasks` of the same program: a running task is shown on its thread.
+    proc = subprocess.Popen([python, str(TARGETS / "async_work.py"), "30", str(site)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=str(TARGETS), text=True)
+    try:
+        _wait_line(proc, "ready", 30)
+        for _ in range(100):
+            doc = dump_tasks(proc.pid)
+            running = [t for t in doc["asyncio"]["tasks"] if t["state"] == "running"]
+            if running:
+                break
+    finally:
+        stop(proc)
+    main_thread = next(t["python_tid"] for t in doc["threads"] if t["name"] == "MainThread")
+    assert running and all(t["thread"] == main_thread for t in running), (running, main_thread)
+
 
 
 def _running_times_match(out: Path, truth: dict[str, Any]) -> None:

@@ -444,9 +444,11 @@ bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<ui
   }
   // 3.8-3.13: {loop: task} in asyncio.tasks._current_tasks; a loop's thread in _thread_id.
   // The module binds the name twice as it runs (its own dict, then _asyncio's), so the name is
-  // looked up again now and then.
-  constexpr uint32_t kLookAgain = 256;
-  if (!current_tasks_ || ++current_reads_ % kLookAgain == 0) {
+  // looked up again now and then; soon while the dict is empty: one found mid-import is the
+  // module's own, which no task enters (its tasks went unseen for 256 reads).
+  constexpr uint32_t kLookAgain = 256, kLookAgainEmpty = 8;
+  if (!current_tasks_ ||
+      ++current_reads_ % (current_empty_ ? kLookAgainEmpty : kLookAgain) == 0) {
     if (!tasks_module_) tasks_module_ = module("asyncio.tasks");
     current_tasks_ = tasks_module_ ? objs_.dictGet(tasks_module_, "_current_tasks") : 0;
     if (!current_tasks_) {
@@ -460,6 +462,7 @@ bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<ui
     current_tasks_ = 0;  // looked up again at the next read: the name may have been rebound
     return false;
   }
+  current_empty_ = entries_.empty();
   constexpr uint32_t kRecheck = 1000;  // passes between reads of a loop's thread
   for (const DictEntry& e : entries_) {
     LoopThread& lt = loops_[e.key];
@@ -656,8 +659,9 @@ bool AsyncioTasks::liveTasks(uint64_t interp, const std::vector<ThreadRef>& thre
                              std::vector<uint64_t>& found, TaskList& out) {
   const uint32_t minor = (proc_.layout().version_hex >> 16) & 0xFF;
   if (minor >= 14) return findTasks(interp, threads, found, out.error);
-  // 3.8-3.13: the sets that hold the tasks, looked up by name now and then.
-  if (!task_sets_[0] || ++set_reads_ % 256 == 0) {
+  // 3.8-3.13: the sets that hold the tasks, looked up by name now and then; soon while they
+  // are empty (sets found mid-import are the module's own, which _asyncio's replace).
+  if (!task_sets_[0] || ++set_reads_ % (sets_empty_ ? 8 : 256) == 0) {
     const uint64_t tasks = module("asyncio.tasks");
     const uint64_t ws =
         tasks ? objs_.dictGet(tasks, minor <= 11 ? "_all_tasks" : "_scheduled_tasks") : 0;
@@ -692,6 +696,7 @@ bool AsyncioTasks::liveTasks(uint64_t interp, const std::vector<ThreadRef>& thre
     out.error = "asyncio's set of eager tasks could not be read";
     return false;
   }
+  sets_empty_ = found.empty();
   return true;
 }
 

@@ -191,6 +191,8 @@ class AsyncioTasks {
   uint64_t current_tasks_ = 0;
   uint64_t tasks_module_ = 0;  // asyncio.tasks's dict
   uint32_t current_reads_ = 0;
+  bool current_empty_ = true;  // the last read of current_tasks_ found no entry
+  bool sets_empty_ = true;  // the last read of task_sets_ found no task
   // imported(): sys.modules, and its size when last looked into.
   uint64_t sys_modules_ = 0;
   int64_t modules_used_ = -1;

@@ -1,8 +1,8 @@
 """`psrec report --html`: one self-contained page (no network at view time) with each thread's
 states over the recording (holding the GIL, on a CPU without it, waiting for it, idle), a
 brush to pick a time window, and a flame graph and function table of the window and threads
-picked, in any of the four modes; for an asyncio program, its tasks by the time they ran in
-the window and threads picked.
+picked, in any of the four modes; for an asyncio program, its tasks by the time they ran and
+the time they waited in the window and threads picked.
 
 The page carries aggregates, not samples: the samples summed by (time slice, thread, stack)
 under each mode, and by (time slice, thread) under each state, so its size grows with
@@ -202,8 +202,7 @@ def page_data(p: Profile) -> dict[str, Any]:
             per[4] = [0] * len(per[4])
     slice_ticks = merge * ticks
     # asyncio tasks, in the flame graph's cells (a cell slice is `factor` profile slices).
-    tasks = page_tasks(p, lambda ts: max(0, ts) // ticks // factor - base,
-                       lambda ref: shared.get(ref, ref))
+    tasks = page_tasks(p, ticks * factor, base, lambda ref: shared.get(ref, ref))
     return {
         "psrec": psrec_version(),
         "file": p.path,

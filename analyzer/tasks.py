@@ -91,9 +91,9 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
 class TaskWaits:
     """Where one task waited in the view's window (spec 4.3's task snapshots), in ticks."""
 
-    __slots__ = ("suspended", "ready", "sites", "awaited")
+    __slots__ = ("suspended", "ready", "sites", "awaited", "spans")
 
-    def __init__(self) -> None:
+    def __init__(self, spans: bool = False) -> None:
         self.suspended = 0  # awaiting a future or another task
         self.ready = 0  # able to run, waiting for its event loop
         # (state, node, waits) -> ticks: node is its coroutines in the stack trie, outermost
@@ -101,6 +101,9 @@ class TaskWaits:
         # the name (a string id) of the type of what it awaited (0 when ready)
         self.sites: dict[tuple[int, int, int], int] = {}
         self.awaited: frozenset[int] = frozenset()  # the tasks it waited on
+        # when asked for: each charge as (from, to, ticks), the time it was charged for
+        # spread over [from, to) (the HTML page sums them by slice)
+        self.spans: list[tuple[int, int, int]] | None = [] if spans else None
 
     def waits_on(self) -> dict[int, int]:
         """Suspended ticks by the type of what it awaited (a string id)."""
@@ -169,7 +172,7 @@ def replay_task_states(events: list[tuple[int, int, int, int, int]]) -> Iterator
             yield (task, *state_, start, max(end, start), max(end, start))
 
 
-def task_waits(profile: Profile) -> dict[int, TaskWaits]:
+def task_waits(profile: Profile, spans: bool = False) -> dict[int, TaskWaits]:
     """Per TASK id, where the task waited within the view's window (its tasks only, with
     --task; those of the view's processes; tasks the recording defines): nothing for a
     recording without task snapshots.
@@ -180,7 +183,8 @@ def task_waits(profile: Profile) -> dict[int, TaskWaits]:
     sample is the first's, the time after its last the second's, and the rest (all of it, if
     it did not run) is shared between them; where one saw it running, the time is the other's.
     So a task's waits and its running time add up to its life, however few snapshots there
-    were: the snapshots say where the waiting was."""
+    were: the snapshots say where the waiting was. spans: also keep when each wait was
+    (TaskWaits.spans)."""
     sel = profile.selection
     lo = sel.from_ts if sel.from_ts is not None else -(1 << 63)
     hi = sel.to_ts if sel.to_ts is not None else 1 << 63
@@ -207,11 +211,12 @@ def task_waits(profile: Profile) -> dict[int, TaskWaits]:
         if len(stretches) == 1 and not times and stretches[0][1] in _WAITING:
             # One stretch, never running (most tasks of a server): all of it waiting there.
             st = stretches[0]
-            w = TaskWaits()
-            _charge(w, st, min(st[6], hi) - max(st[5], lo))
+            w = TaskWaits(spans)
+            a, b = max(st[5], lo), min(st[6], hi)
+            _charge(w, st, b - a, a, b)
         else:
             stretches.sort(key=lambda st: st[5])
-            w = _place_waits(stretches, times, cum, lo, hi)
+            w = _place_waits(stretches, times, cum, lo, hi, spans)
         if w.sites:
             out[task] = w
     return out
@@ -223,12 +228,14 @@ _NEVER_RAN: tuple[list[int], list[int]] = ([], [0])
 _WAITING = (FC.TASK_SUSPENDED, FC.TASK_READY)
 
 
-def _charge(w: TaskWaits, st: Stretch, ticks: float) -> None:
-    """ticks of waiting, where the stretch st's snapshots saw the task."""
+def _charge(w: TaskWaits, st: Stretch, ticks: float, a: float, b: float) -> None:
+    """ticks of waiting within [a, b), where the stretch st's snapshots saw the task."""
     if ticks <= 0:
         return
     state, waits, node, awaits = st[1:5]
     n = round(ticks)
+    if w.spans is not None and n > 0:
+        w.spans.append((int(a), max(int(a) + 1, int(b)), n))
     if state == FC.TASK_SUSPENDED:
         w.suspended += n
     else:
@@ -240,10 +247,10 @@ def _charge(w: TaskWaits, st: Stretch, ticks: float) -> None:
 
 
 def _place_waits(stretches: list[Stretch], times: list[int], cum: list[int], lo: int,
-                 hi: int) -> TaskWaits:
+                 hi: int, spans: bool) -> TaskWaits:
     """One task's waits within [lo, hi) (task_waits): its stretches in time order, and the
     times of its samples with the running sum of their weights."""
-    w = TaskWaits()
+    w = TaskWaits(spans)
 
     def runs(a: int, b: int) -> tuple[int, int, int]:
         """Its samples in [a, b): where they begin and end among times, and their ticks."""
@@ -262,7 +269,7 @@ def _place_waits(stretches: list[Stretch], times: list[int], cum: list[int], lo:
         a, b = max(st[5], lo), min(st[7], hi)
         target = here or there or last_wait
         if b > a and target is not None:
-            _charge(w, target, (b - a) - runs(a, b)[2])
+            _charge(w, target, (b - a) - runs(a, b)[2], a, b)
         # Between seen and end it moved on, to where the next snapshot saw it.
         a, b = max(st[7], lo), min(st[6], hi)
         if b <= a:
@@ -273,12 +280,12 @@ def _place_waits(stretches: list[Stretch], times: list[int], cum: list[int], lo:
             continue
         if here is None or there is None:
             if target is not None:
-                _charge(w, target, free)
+                _charge(w, target, free, a, b)
         elif here[1:4] == there[1:4]:
-            _charge(w, here, free)
+            _charge(w, here, free, a, b)
         elif i1 == i0:  # it did not run long enough to be sampled: it moved half way
-            _charge(w, here, free / 2)
-            _charge(w, there, free / 2)
+            _charge(w, here, free / 2, a, b)
+            _charge(w, there, free / 2, a, b)
         else:
             # A sample stands for the pass before it: a run began, on average, half a pass
             # before its first sample, and ended half a pass after its last.
@@ -287,8 +294,8 @@ def _place_waits(stretches: list[Stretch], times: list[int], cum: list[int], lo:
             before = max(0, first - a)
             after = max(0, b - ended)
             middle = max(0, free - before - after)
-            _charge(w, here, before + middle / 2)
-            _charge(w, there, after + middle / 2)
+            _charge(w, here, before + middle / 2, a, ended)
+            _charge(w, there, after + middle / 2, first, b)
     return w
 
 
@@ -319,28 +326,60 @@ def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[i
 MAX_TASK_ROWS = 10_000
 
 
-def page_tasks(profile: Profile, cell_of: Callable[[int], int],
+def page_tasks(profile: Profile, cell_ticks: int, base: int,
                row_of: Callable[[int], int]) -> dict[str, Any] | None:
     """The HTML page's tasks (None for a recording without any): each task's label and
     coroutine, and per (cell slice, thread row, task) of the view's samples of threads that
-    ran a task, their count, wall time (ticks, as the page's cells) and CPU ticks; task 0 is
-    the loops' own time. cell_of gives a timestamp's cell slice, row_of a thread's row."""
+    ran a task, their count, wall time (ticks, as the page's cells) and CPU ticks, and the
+    wall ticks the task waited then (suspended or ready: task_waits' time, spread evenly over
+    the time it was charged for, on the row of the thread that ran the task most, or of a
+    thread of its process that ran tasks); task 0 is the loops' own time. Cells are
+    cell_ticks long, numbered from the one holding tick base * cell_ticks; row_of gives a
+    thread's row."""
     tasks = profile.defs.tasks
     if not tasks:
         return None
     by_count = profile.view.weights == "count"
-    cells: dict[tuple[int, int, int], list[int]] = {}
+    cells: dict[tuple[int, int, int], list[float]] = {}
     ran: set[int] = set()
     per_task: dict[int, int] = {}
+    threads_of: dict[int, dict[int, int]] = {}  # task -> thread -> samples
     for ts, ref, task, weight, cpu in _selected(profile):
         if task:
             ran.add(ref)
             per_task[task] = per_task.get(task, 0) + 1
-        c = cells.setdefault((cell_of(ts), ref, task), [0, 0, 0])
+            by = threads_of.setdefault(task, {})
+            by[ref] = by.get(ref, 0) + 1
+        c = cells.setdefault((max(0, ts) // cell_ticks - base, ref, task), [0, 0, 0, 0])
         c[0] += 1
         c[1] += profile.interval_ticks if by_count else weight
         c[2] += cpu
-    listed = sorted(per_task, key=lambda t: -per_task[t])[:MAX_TASK_ROWS]
+    loops_of: dict[int, int] = {}  # pid -> a thread of it that ran tasks
+    for ref in sorted(ran):
+        t = profile.threads.get(ref)
+        if t is not None:
+            loops_of.setdefault(t.pid, ref)
+    waited: dict[int, int] = {}
+    for task, w in task_waits(profile, spans=True).items():
+        ran_on = threads_of.get(task)
+        info = tasks.get(task)
+        row = (max(ran_on, key=ran_on.__getitem__) if ran_on else
+               loops_of.get(info.pid) if info is not None else None)
+        if row is None:
+            continue  # its loop's thread is not in the view
+        for a, b, n in w.spans or ():
+            waited[task] = waited.get(task, 0) + n
+            c0 = max(0, a) // cell_ticks
+            while True:
+                lo, hi = c0 * cell_ticks, (c0 + 1) * cell_ticks
+                cells.setdefault((c0 - base, row, task), [0, 0, 0, 0])[3] += n * (
+                    min(b, hi) - max(a, lo)) / (b - a)
+                if hi >= b:
+                    break
+                c0 += 1
+    ordered = sorted(set(per_task) | set(waited),
+                     key=lambda t: (-per_task.get(t, 0), -waited.get(t, 0), t))
+    listed = ordered[:MAX_TASK_ROWS]
     index = {tid: i + 1 for i, tid in enumerate(listed)}  # 0: no task
     coroutines: dict[str, int] = {"": 0}
     rows: list[list[Any]] = [["<no task>", 0, 0]]
@@ -349,16 +388,16 @@ def page_tasks(profile: Profile, cell_of: Callable[[int], int],
         where = _coroutine(t) if t and t.coroutine else ""
         rows.append([t.label if t else f"<task {tid}, not defined>",
                      coroutines.setdefault(where, len(coroutines)), tid])
-    others = len(per_task) - len(listed)
+    others = len(ordered) - len(listed)
     if others:
         rows.append([f"{others:,} other tasks", 0, -1])
-    merged: dict[tuple[int, int, int], list[int]] = {}
+    merged: dict[tuple[int, int, int], list[float]] = {}
     for (sl, ref, task), c in cells.items():
         if ref not in ran:
             continue  # a thread that never ran a task: no event loop's
         k = index.get(task, len(rows) - 1) if task else 0
-        m = merged.setdefault((sl, row_of(ref), k), [0, 0, 0])
-        for i in range(3):
+        m = merged.setdefault((sl, row_of(ref), k), [0, 0, 0, 0])
+        for i in range(4):
             m[i] += c[i]
     keys = sorted(merged)
     return {
@@ -367,8 +406,10 @@ def page_tasks(profile: Profile, cell_of: Callable[[int], int],
         # Coroutines as "function (file:first line)"; "" where not known.
         "coroutines": list(coroutines),
         "cells": {"s": [k[0] for k in keys], "t": [k[1] for k in keys],
-                  "k": [k[2] for k in keys], "n": [merged[k][0] for k in keys],
-                  "wall": [merged[k][1] for k in keys], "cpu": [merged[k][2] for k in keys]},
+                  "k": [k[2] for k in keys], "n": [int(merged[k][0]) for k in keys],
+                  "wall": [int(merged[k][1]) for k in keys],
+                  "cpu": [int(merged[k][2]) for k in keys],
+                  "wait": [round(merged[k][3]) for k in keys]},
     }
 
 

@@ -451,7 +451,8 @@
 
   // -- asyncio tasks ---------------------------------------------------------------------------
   // Each task's time in the window and threads picked (the task cells carry wall and CPU
-  // ticks whatever the mode), then the tasks grouped by their coroutine.
+  // ticks whatever the mode, and the wall ticks the task waited, suspended or ready, on the
+  // row of the thread that ran it), then the tasks grouped by their coroutine.
   function drawTasks() {
     const TK = D.tasks;
     if (!TK) return;
@@ -460,46 +461,51 @@
     const c1 = Math.floor((state.a1 - 1 + D.cell_offset) / D.cell_factor);
     const th = state.threads, X = TK.cells;
     const wall = new Float64Array(TK.rows.length), cpu = new Float64Array(TK.rows.length);
-    const n = new Float64Array(TK.rows.length);
+    const n = new Float64Array(TK.rows.length), waited = new Float64Array(TK.rows.length);
     for (let i = 0; i < X.s.length; i++) {
       if (X.s[i] < c0 || X.s[i] > c1 || (th && !th.has(X.t[i]))) continue;
       wall[X.k[i]] += X.wall[i];
       cpu[X.k[i]] += X.cpu[i];
       n[X.k[i]] += X.n[i];
+      waited[X.k[i]] += X.wait[i];
     }
     const all = wall.reduce((a, b) => a + b, 0) || 1;
     // CPU time in seconds even where the page counts samples.
     const cpuText = (t) => D.weights === "count" ? (seconds(t) * 1e3).toFixed(2) + " ms" : fmt(t);
     // (The row of the tasks that ran least, past the page's bound, comes last.)
     const last = (k) => TK.rows[k][2] < 0 ? 1 : 0;
-    const shown = [...TK.rows.keys()].filter((k) => n[k] > 0)
+    const waitText = (t) => t > 0 ? cpuText(t) : "-";
+    const shown = [...TK.rows.keys()].filter((k) => n[k] > 0 || waited[k] > 0)
       .sort((a, b) => last(a) - last(b) || wall[b] - wall[a]);
     const body = $("#task-table tbody");
     body.innerHTML = "";
     for (const k of shown.slice(0, 300)) {
       const [label, c] = TK.rows[k];
       body.appendChild(psrecPage.row([fmt(wall[k]), (100 * wall[k] / all).toFixed(1) + "%",
-                                      cpuText(cpu[k]), n[k].toLocaleString()],
+                                      cpuText(cpu[k]), waitText(waited[k]),
+                                      n[k].toLocaleString()],
                                      label, TK.coroutines[c]));
     }
-    const tasks = shown.filter((k) => TK.rows[k][2] > 0).length;
+    const tasks = shown.filter((k) => TK.rows[k][2] > 0 && n[k] > 0).length;
     $("#tasks-caption").textContent = `${tasks.toLocaleString()} task${tasks === 1 ? "" : "s"} ` +
       `ran in the selection; running time is the event loops' threads' time, ${threadSeconds(all)} ` +
-      "in all; <no task> is the loops' own (polling, callbacks)" +
+      "in all; <no task> is the loops' own (polling, callbacks); waited is the wall time a task " +
+      "spent suspended at an await or ready for its loop (psrec report --tasks says where)" +
       (shown.length > 300 ? "; the first 300 tasks shown" : "");
     const groups = new Map();
     for (const k of shown) {
       const [, c, id] = TK.rows[k], coroutine = TK.coroutines[c];
       if (id <= 0) continue;
-      const g = groups.get(coroutine) || { wall: 0, cpu: 0, tasks: 0 };
-      g.wall += wall[k]; g.cpu += cpu[k]; g.tasks += 1;
+      const g = groups.get(coroutine) || { wall: 0, cpu: 0, waited: 0, tasks: 0 };
+      g.wall += wall[k]; g.cpu += cpu[k]; g.waited += waited[k]; g.tasks += 1;
       groups.set(coroutine, g);
     }
     const gbody = $("#coroutine-table tbody");
     gbody.innerHTML = "";
     for (const [coroutine, g] of [...groups].sort((a, b) => b[1].wall - a[1].wall).slice(0, 300)) {
       gbody.appendChild(psrecPage.row([fmt(g.wall), (100 * g.wall / all).toFixed(1) + "%",
-                                       cpuText(g.cpu), g.tasks.toLocaleString()],
+                                       cpuText(g.cpu), waitText(g.waited),
+                                       g.tasks.toLocaleString()],
                                       coroutine || "<coroutine not known>", ""));
     }
   }

@@ -14,6 +14,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyzer_synth import BUSY, MAIN, Synth
 from browser import render, screenshot
 from psrec.cli import main
+from psrec.format import _constants as C
 from rec_live import one_python, record, target
 
 pytestmark = pytest.mark.timeout(600)
@@ -134,6 +136,7 @@ def test_page_shows_threads_states_flame_and_table(tmp_path: Path) -> None:
 
 
 HANDLE = ("server.py", "handle", 52)
+HANDLE_AWAIT = ("server.py", "handle", 55)
 TICK = ("server.py", "tick", 62)
 POLL = ("asyncio/base_events.py", "_run_once", 1922)
 
@@ -141,7 +144,9 @@ POLL = ("asyncio/base_events.py", "_run_once", 1922)
 def _task_page(tmp_path: Path) -> Path:
     """3 s at 1 kHz of an event loop's thread and a worker: the loop runs request-1 for its
     first 1.5 s, request-2 for 0.9 s (both made from handle()), ticker (from tick()) for
-    0.4 s, and polls for the last 0.2 s; the worker, no event loop, crunches all along."""
+    0.4 s, and polls for the last 0.2 s; the worker, no event loop, crunches all along. Task
+    snapshots every 100 ms: request-2 waits (suspended at an await) until it runs, ticker
+    too; each task ends when it stops running."""
     s = Synth(str(tmp_path / "tasks.psr"))
     s.thread("MainThread", 7)
     s.thread("worker", 8)
@@ -151,6 +156,15 @@ def _task_page(tmp_path: Path) -> Path:
     for i in range(3000):
         task = ("request-1" if i < 1500 else "request-2" if i < 2400 else
                 "ticker" if i < 2800 else None)
+        if i % 100 == 0:
+            states: dict[str, tuple[Any, ...]] = {}
+            for name, begin, end in (("request-1", 0, 1500), ("request-2", 1500, 2400),
+                                     ("ticker", 2400, 2800)):
+                if i < begin:
+                    states[name] = (C.TASK_SUSPENDED, "Future", (HANDLE_AWAIT,), ())
+                elif i < end:
+                    states[name] = (C.TASK_RUNNING, "", (), ())
+            s.task_snapshot(i * 1000, states)
         loop = ((MAIN, HANDLE if task != "ticker" else TICK), BUSY, 1000, task) if task else \
             ((MAIN, POLL), 0, 0)
         s.sample_pass(i * 1000, {"MainThread": loop, "worker": ((MAIN, CRUNCH), BUSY, 1000)})
@@ -178,14 +192,16 @@ def test_page_shows_asyncio_tasks_of_the_window_and_threads_picked(tmp_path: Pat
     dom = render(url)
     assert _ready(dom) == "wall"
     rows = _table(dom, "task-table")
-    assert [(r[4].split()[0], r[0], r[1], r[3]) for r in rows] == [
-        ("request-1", "1.500 s", "50.0%", "1,500"), ("request-2", "900.00 ms", "30.0%", "900"),
-        ("ticker", "400.00 ms", "13.3%", "400"), ("<no", "200.00 ms", "6.7%", "200")], rows
-    assert rows[0][4] == "request-1 handle (server.py:50)", rows
+    assert [(r[5].split()[0], r[0], r[1], r[3], r[4]) for r in rows] == [
+        ("request-1", "1.500 s", "50.0%", "-", "1,500"),
+        ("request-2", "900.00 ms", "30.0%", "1.500 s", "900"),
+        ("ticker", "400.00 ms", "13.3%", "2.400 s", "400"),
+        ("<no", "200.00 ms", "6.7%", "-", "200")], rows
+    assert rows[0][5] == "request-1 handle (server.py:50)", rows
     assert rows[0][2] == "1.500 s" and rows[3][2] == "0 µs", rows  # CPU: 1 ms a running sample
     assert _table(dom, "coroutine-table") == [
-        ("2.400 s", "80.0%", "2.400 s", "2", "handle (server.py:50)"),
-        ("400.00 ms", "13.3%", "400.00 ms", "1", "tick (server.py:60)")]
+        ("2.400 s", "80.0%", "2.400 s", "1.500 s", "2", "handle (server.py:50)"),
+        ("400.00 ms", "13.3%", "400.00 ms", "2.400 s", "1", "tick (server.py:60)")]
     assert "3 tasks ran in the selection" in _text(dom, "tasks-caption")
 
     # The same numbers as the report's, in a window: from 2 s on, request-2's last 0.4 s.
@@ -197,8 +213,15 @@ def test_page_shows_asyncio_tasks_of_the_window_and_threads_picked(tmp_path: Pat
                    if re.match(r"\s*[\d,]+ +[\d.]+% ", line) and "(" in line}
     dom = render(url + "#from=2")
     rows = _table(dom, "task-table")
-    got = {r[4].split()[0]: r[3] for r in rows}
-    assert got == {"request-2": "400", "ticker": "400", "<no": "200"}, rows
+    got = {r[5].split()[0]: (r[3], r[4]) for r in rows}
+    assert got == {"request-2": ("-", "400"), "ticker": ("400.00 ms", "400"),
+                   "<no": ("-", "200")}, rows
+    # a window in which a task only waited: listed, with its waiting time
+    rows = _table(render(url + "#from=0.5&to=1"), "task-table")
+    got = {r[5].split()[0]: (r[0], r[3], r[4]) for r in rows}
+    assert got == {"request-1": ("500.00 ms", "-", "500"),
+                   "request-2": ("0 µs", "500.00 ms", "0"),
+                   "ticker": ("0 µs", "500.00 ms", "0")}, rows
     assert from_report.get("request-2") == "400" and from_report.get("ticker") == "400", \
         report.output
 

@@ -251,6 +251,8 @@ class Run:
         with open_recording(p.path) as rec:
             stream = p.engine.stream(rec, p.selection.from_ts, p.selection.to_ts)
             for batch in stream:
+                if p.logical is not None:
+                    p.logical.rewrite(batch)
                 cols = batch_columns(batch, "ts", "thread", "node", "status", "cpu", "weight",
                                      "task")
                 for ts, ref, node, status, cpu, weight, task in zip(*cols):
@@ -265,8 +267,11 @@ class Run:
                     out.gil_wait.append(_waiting(status) if can_wait else -1)
                     out.cpu_ns.append(cpu * tick_ns)
                     out.weight_ns.append(weight * tick_ns)
-            self._parents = array("I", stream.decoder.trie_parents())
-            self._frames = array("I", stream.decoder.trie_frames())
+            if p.logical is not None:
+                self._parents, self._frames = p.logical.parents, p.logical.frames
+            else:
+                self._parents = array("I", stream.decoder.trie_parents())
+                self._frames = array("I", stream.decoder.trie_frames())
         leaves: dict[int, str] = {}
         for node in out.stack:
             text = leaves.get(node)
@@ -288,7 +293,7 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
          pids: int | Iterable[int] = (), processes: str | Iterable[str] = (),
          start: str | float | None = None, end: str | float | None = None,
          weights: str = "time", by: str = "function", native: bool | None = None,
-         native_frames: str = "mixed") -> Run:
+         native_frames: str = "mixed", logical: bool = False) -> Run:
     """Reads a recording under a view, as ``psrec report`` does; returns a Run.
 
     path: the .psr file.
@@ -311,6 +316,9 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
     native_frames: a recording made with --native: "mixed" (native frames interleaved with
         the Python ones, the evaluation loop and call machinery left out), "all" or "python"
         (the Python frames only).
+    logical: asyncio tasks' logical stacks: a sample of a task has the task's frames under
+        the tasks that await it, each named by a frame of file "<task>" (``psrec report
+        --logical``).
 
     Raises PsrecError (with a message that says what to do) for a file or a view it cannot
     read."""
@@ -320,7 +328,7 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
                 processes=tuple(str(p) for p in _several(processes)),
                 start=None if start is None else str(start),
                 end=None if end is None else str(end), weights=weights, by=by,
-                native=native_frames)
+                native=native_frames, logical=logical)
     return Run(Profile.load(path, view, native=native))
 
 

@@ -88,6 +88,11 @@ def _view_options() -> list[click.Option]:
                           "interleaved with the Python ones, the interpreter's evaluation "
                           "loop and call machinery left out; all keeps those too; python "
                           "shows the Python frames only."),
+        click.Option(["--logical"], is_flag=True,
+                     help="asyncio tasks' logical stacks: a sample of a task shows the task's "
+                          "frames under the tasks that await it (each named by a <task> "
+                          "frame, with its coroutines down to its await), as asyncio pstree "
+                          "draws them, instead of under the event loop's frames."),
         click.Option(["-o", "--output"], type=click.Path(dir_okay=False),
                      help="Output file ('-' for stdout)."),
         click.Option(["--force"], is_flag=True, help="Overwrite an existing output file."),

@@ -98,9 +98,12 @@ def tracks(p: Profile, markers: bool = True) -> Tracks:
             stream = p.engine.stream(rec, sel.from_ts, sel.to_ts)
             timelines = {name: timeline_of(p.engine, sel, q) for name, q in wanted.items()}
             for batch in stream:
+                if p.logical is not None:
+                    p.logical.rewrite(batch)
                 for t in timelines.values():
                     t.add(batch)
-            parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
+            if p.logical is None:
+                parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
         done = {name: t.result() for name, t in timelines.items()}
     unknown = gil_wait_unknown(p.metadata)
     return Tracks(done["view"], parents, frames, done.get("gil") if markers else None,

@@ -20,6 +20,7 @@ from psrec.format.mixed_stacks import NATIVE_VIEWS
 from psrec.format.reader import Definitions
 
 from .engine import Accumulator, Engine, timeline_of
+from .logical import LogicalStacks
 from .model import CellColumns, Selection
 from .view import (
     MODES,
@@ -57,6 +58,10 @@ def resolve(view: View, rec: Recording, defs: Definitions, engine: Engine) -> Se
         if unknown is not None:
             raise SelectionError(f"{rec.path}: {unknown}",
                                  help="--mode gil shows which threads held the GIL")
+    if view.logical and not defs.tasks:
+        raise SelectionError(
+            f"--logical: {rec.path} has no asyncio tasks (its program ran none, or it was "
+            "recorded with --no-tasks)", help="leave out --logical: its stacks are as recorded")
     refs = match_threads(view.threads, rec, defs, engine) if view.threads else None
     if view.pids or view.processes:
         in_process = match_processes(view, rec, defs)
@@ -102,7 +107,10 @@ def read(
         selection = resolve(view, rec, defs, engine)
         if slice_seconds > 0:
             slice_ticks = max(1, round(slice_seconds * 1e9 / rec.tick_ns))
-        args = (rec, defs, view, selection, engine, timelines, also, more_timelines or {})
+        logical = (LogicalStacks(rec, defs, engine, selection.from_ts, selection.to_ts)
+                   if view.logical else None)
+        args = (rec, defs, view, selection, engine, timelines, also, more_timelines or {},
+                logical)
         if slice_count > 0 and slice_ticks <= 0:
             slice_ticks = _slice_for(rec, selection, slice_count, engine)
             try:
@@ -121,6 +129,7 @@ def _read(
     want_timelines: bool | str,
     also: tuple[str, ...],
     more_timelines: dict[str, dict[str, Any]],
+    logical: LogicalStacks | None,
     slice_ticks: int,
     guess: int = 0,
 ) -> Loaded:
@@ -162,6 +171,8 @@ def _read(
                         pass
                     raise _WrongGuess(*_within(_decoded_extent(stream), from_ts, to_ts))
             total += len(batch)
+            if logical is not None:
+                logical.rewrite(batch)
             add(batch)
 
     if guess and seen[0] >= 0:
@@ -181,8 +192,8 @@ def _read(
         defs=defs,
         view=view,
         selection=selection,
-        parents=stream.decoder.trie_parents(),
-        frames=stream.decoder.trie_frames(),
+        parents=stream.decoder.trie_parents() if logical is None else logical.parents,
+        frames=stream.decoder.trie_frames() if logical is None else logical.frames,
         columns=columns,
         threads=dict(defs.threads),
         selected=acc.selected,
@@ -200,6 +211,7 @@ def _read(
               else CellColumns.from_cells([]) for name in also},
         also_slices=also_slices,
         more_timelines={name: t.result() for name, t in named.items()},
+        logical=logical,
     )
     return Loaded(fields, total, acc.slice_overflow)
 

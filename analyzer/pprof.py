@@ -6,7 +6,8 @@ wall/nanoseconds (each sample's time weight) and cpu/nanoseconds (the CPU time t
 between samples, placed by spec section 5's one rule, as every output places it); labels name
 the thread (`thread`, `thread_id`, and `pid` where the recording has several processes), `gil`
 (held, released, waiting to take it where the recording knows it; attached, detached on a
-free-threaded target; unknown) and `cpu` (on, off, unknown). Locations are lines in one mapping,
+free-threaded target; unknown), `cpu` (on, off, unknown) and, with --logical, `task` (the
+asyncio task whose frames the stack ends in). Locations are lines in one mapping,
 the target's interpreter; functions are Python functions (name, file, first line). The view's
 threads and window select the samples; its mode picks the sample type a viewer shows first
 (wall or cpu): the GIL, idle and GIL-wait views are label filters (`-tagfocus gil=held`,
@@ -199,7 +200,8 @@ def build(p: Profile, sl: int | None = None) -> Any:
     empty_loc = 0
     many_pids = len({t.pid for t in p.threads.values()}) > 1
     ns = p.tick_ns
-    keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu")}
+    keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu", "task")}
+    logical = p.logical  # --logical: each stack ends in its task's frames
     for (th, node, gil, cpu), (n, w, c) in _cells(p, sl).items():
         sample = prof.sample.add()
         if node:
@@ -223,6 +225,11 @@ def build(p: Profile, sl: int | None = None) -> Any:
                 sample.label.add(key=keys["pid"], num=_int64(t.pid))
         sample.label.add(key=keys["gil"], str=strings(gil))
         sample.label.add(key=keys["cpu"], str=strings(cpu))
+        task = logical.task_of(p.stack(node)) if logical is not None and node else 0
+        if task:
+            info = p.defs.tasks.get(task)
+            sample.label.add(key=keys["task"],
+                             str=strings(info.label if info else f"task {task}"))
     if sl is None:
         lo, hi = p.first_ts, p.last_ts + p.interval_ticks
     else:

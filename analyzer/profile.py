@@ -24,6 +24,7 @@ from psrec.format.reader import Definitions
 
 from . import loading, messages
 from .engine import Engine, engine_for
+from .logical import LogicalStacks
 from .model import (
     NO_STACK,
     TRUNCATED_KEY,
@@ -110,6 +111,9 @@ class Profile:
     # needs from the same decode.
     more_timelines: dict[str, dict[int, Runs]] = field(default_factory=dict)
     _walks: Walks | None = field(default=None, repr=False)
+    # The view's logical stacks (View.logical): what rewrote the samples' stacks as they were
+    # read, for any later read of the same samples to do the same (LogicalStacks.rewrite).
+    logical: LogicalStacks | None = field(default=None, repr=False)
     _several_processes: bool | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------

@@ -116,6 +116,9 @@ class View:
     # A native recording's frames (psrec.format.mixed_stacks.NATIVE_VIEWS): "mixed", "all"
     # (--native-all) or "python" (--python-only).
     native: str = "mixed"
+    # asyncio tasks' logical stacks (analyzer/logical.py): a task's stack continues into the
+    # task that awaits it, instead of the event loop's
+    logical: bool = False
 
 
 _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,

@@ -5,6 +5,7 @@ tuples it returns. The analyzer's engine has its own stub (analyzer/_engine.pyi)
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 class DecodeError(Exception):
     pass
@@ -85,6 +86,7 @@ class SampleBatch:
     def weight(self) -> bytes: ...
     @property
     def task(self) -> bytes: ...
+    def set_node(self, node: Any) -> None: ...
 
 class Decoder:
     def __init__(self, weight_cap_ticks: int, first_weight_ticks: int) -> None: ...

@@ -134,6 +134,11 @@ NB_MODULE(_format, m) {
   columns.append(nb::make_tuple(#name, typecode));
   PSREC_SAMPLE_COLUMNS(PSREC_BIND_COLUMN)
 #undef PSREC_BIND_COLUMN
+  // Other stack nodes for the samples (the analyzer's logical stacks), one per sample.
+  batch.def("set_node", [](SampleColumns& c, const psrec::bindings::Column<uint32_t>& node) {
+    psrec::bindings::sameLength("set_node", c.size(), {node.shape(0)});
+    c.node = psrec::bindings::toVector(node);
+  }, nb::arg("node"));
   m.attr("SAMPLE_COLUMNS") = nb::tuple(columns);
 
   nb::class_<Decoder>(m, "Decoder")

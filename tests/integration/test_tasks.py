@@ -210,7 +210,6 @@ def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path
     assert running and all(t["thread"] == main_thread for t in running), (running, main_thread)
 
 
-
 def _running_times_match(out: Path, truth: dict[str, Any]) -> None:
     import psrec as api
     from psrec.analyzer.tasks import task_sums
@@ -394,3 +393,127 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
 
     waits = api.load(str(out)).waits()
     assert sum(1 for tid in waits if defs.tasks[tid].name.startswith("conn-")) > 100
+
+
+def _collapsed_names(text: str) -> dict[tuple[str, ...], int]:
+    """Collapsed stacks as the function names of their frames (a task's frame: its name)."""
+    out: dict[tuple[str, ...], int] = {}
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        names = tuple(frame.rpartition(" (")[0] or frame for frame in stack.split(";"))
+        out[names] = out.get(names, 0) + int(count)
+    return out
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_logical_stacks_follow_the_awaits(python: str, tmp_path: Path) -> None:
+    """tests/targets/async_tree.py's tasks await one another (a gather, a task awaiting the
+    task it made, a task nothing awaits), each burning CPU in a function of its own. With
+    --logical, at least 95% of each function's samples have the stack the program says: the
+    tasks awaiting it, root first, each with its coroutines down to its await, then the
+    task's own frames, none of the event loop's. Without it, the same samples are under the
+    event loop. The speedscope export of the same view names the same tasks."""
+    out = tmp_path / "tree.psr"
+    r = psrec("record", "-q", "-o", str(out), "--", python, str(TARGETS / "async_tree.py"), "3")
+    assert r.returncode == 0, r.stderr
+    truth: dict[str, list[str]] = json.loads(r.stdout.strip().splitlines()[-1])
+    logical = psrec("report", str(out), "--collapsed", "--logical", "-o", "-")
+    physical = psrec("report", str(out), "--collapsed", "-o", "-")
+    assert logical.returncode == 0 and physical.returncode == 0, logical.stderr + physical.stderr
+    stacks = _collapsed_names(logical.stdout)
+    flat = _collapsed_names(physical.stdout)
+    for leaf, want in truth.items():
+        total = matched = 0
+        for names, count in stacks.items():
+            if leaf in names:
+                total += count
+                if names[:names.index(leaf) + 1] == tuple(want):
+                    matched += count
+        assert total > 50, (leaf, total)
+        top = sorted(stacks.items(), key=lambda kv: -kv[1])[:8]
+        assert matched >= 0.95 * total, (leaf, matched, total, want, top)
+        under_loop = sum(c for names, c in flat.items() if leaf in names and any(
+            n.endswith("run_forever") for n in names))
+        assert under_loop >= 0.95 * sum(c for names, c in flat.items() if leaf in names)
+    loop_burns = {names: n for names, n in stacks.items()
+                  if "run_forever" in names and "burn" in names}
+    assert sum(loop_burns.values()) <= 0.01 * sum(n for names, n in stacks.items()
+                                                  if "burn" in names), loop_burns
+    # The same view in speedscope: the task frames are there, with their file.
+    ss = tmp_path / "tree.speedscope.json"
+    e = psrec("export", str(out), "--speedscope", "--logical", "-o", str(ss))
+    assert e.returncode == 0, e.stderr
+    frames = json.loads(ss.read_text())["shared"]["frames"]
+    named = {f["name"] for f in frames if f.get("file") == "<task>"}
+    assert {"root", "alpha", "beta", "gamma", "delta"} <= named, named
+
+
+def _stack_names(frames: list[str]) -> tuple[str, ...]:
+    """Tachyon's collapsed frames (`<task>:NAME:0`, `file:function:line`) as names."""
+    out = []
+    for f in frames:
+        if f.startswith("<task>:"):
+            out.append(f.split(":")[1])
+        else:
+            out.append(short(f.rsplit(":", 2)[1]) if f.count(":") >= 2 else f)
+    return tuple(out)
+
+
+def _share(stacks: dict[tuple[str, ...], int], leaf: str, want: list[str]
+           ) -> tuple[float, tuple[str, ...]]:
+    """The share of a function's samples whose stack, down to it, is `want`, and the most
+    common such stack."""
+    down: dict[tuple[str, ...], int] = {}
+    for names, n in stacks.items():
+        if leaf in names:
+            key = names[:names.index(leaf) + 1]
+            down[key] = down.get(key, 0) + n
+    total = sum(down.values())
+    top = max(down, key=down.__getitem__) if down else ()
+    return (down.get(tuple(want), 0) / total if total else 0.0), top
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_logical_stacks_agree_with_cpython_sampler(python: str, tmp_path: Path) -> None:
+    """On 3.15, psrec --logical and CPython's own sampler (`python -m profiling.sampling
+    attach --async-aware`, run in the target's root) on the same run of
+    tests/targets/async_tree.py: for each CPU-bound function, both give the stack the program
+    describes, task names and coroutines, to most of its samples (psrec 95%, the sampler
+    90%), and the same stack most often."""
+    import sys
+
+    if minor_of(python) < (3, 15):
+        pytest.skip("CPython's own sampler (python -m profiling.sampling) exists from 3.15")
+    proc = subprocess.Popen([python, str(TARGETS / "async_tree.py"), "5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=str(TARGETS), text=True)
+    out = tmp_path / "tree.psr"
+    theirs = tmp_path / "tachyon.txt"
+    try:
+        _wait_line(proc, "ready", 30)
+        rec = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-d", "3", "-o",
+                                str(out), str(proc.pid)], stderr=subprocess.PIPE, text=True)
+        tachyon = subprocess.run(
+            [*in_target_root(python, proc.pid), "-m", "profiling.sampling", "attach", "-r",
+             "1000", "--async-aware", "--collapsed", "-o", str(theirs), "-d", "3",
+             str(proc.pid)], capture_output=True, text=True, timeout=60, cwd="/")
+        _, err = rec.communicate(timeout=60)
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert rec.returncode == 0, err
+    assert tachyon.returncode == 0 and theirs.is_file(), tachyon.stdout + tachyon.stderr
+    truth: dict[str, list[str]] = json.loads(stdout.strip().splitlines()[-1])
+    logical = psrec("report", str(out), "--collapsed", "--logical", "-o", "-")
+    assert logical.returncode == 0, logical.stderr
+    ours = _collapsed_names(logical.stdout)
+    their: dict[tuple[str, ...], int] = {}
+    for line in theirs.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        names = _stack_names(stack.split(";")[1:])  # after its thread's frame (tid:N)
+        their[names] = their.get(names, 0) + int(n)
+    for leaf, want in truth.items():
+        our_share, our_top = _share(ours, leaf, want)
+        their_share, their_top = _share(their, leaf, want)
+        assert our_share >= 0.95 and their_share >= 0.90, (leaf, our_share, their_share)
+        assert our_top == their_top == tuple(want), (leaf, our_top, their_top)

@@ -93,6 +93,16 @@ class Synth:
         func = self.function(coroutine) if coroutine else 0
         self.task_ids[name] = self.e.define_task(4242, address, name, func, ts)
 
+    def task_snapshot(self, ts: int, states: dict[str, tuple[Any, ...]]) -> None:
+        """A snapshot of every task (spec 4.3): task name -> (state, what it waits on, its
+        coroutines root first as frame() names them, the names of the tasks it awaits)."""
+        self.e.begin_task_snapshot(4242, ts)
+        for name, (state, waits, stack, awaits) in states.items():
+            self.e.task_state(self.task_ids[name], state, waits,
+                              [self.frame(x) for x in stack],
+                              [self.task_ids[a] for a in awaits])
+        self.e.end_task_snapshot()
+
     def sample_pass(self, ts: int, entries: dict[str, tuple[Any, ...]]) -> None:
         """entries: thread name -> (stack root first, status, cpu ticks[, task name])."""
         self.e.begin_pass(ts)

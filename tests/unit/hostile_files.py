@@ -403,6 +403,26 @@ def task_flood() -> bytes:
                    zchunk(C.CHUNK_DATA, data, level=19)])
 
 
+TASK_CHAIN = 20_000
+
+
+def task_chains() -> bytes:
+    """TASK_CHAIN tasks, each awaiting the next (task_flood's), and a pass for each that runs
+    it: with --logical every sample's stack goes through the MAX_TASK_DEPTH tasks awaiting its
+    task, a new path of twice as many nodes each, far past the budget of stack nodes."""
+    defs = b"".join(record(C.REC_TASK, t, 42, 0x1000 + 64 * t, 0, 1, 1500)
+                    for t in range(1, TASK_CHAIN + 1))
+    states = b"".join(record(C.REC_TASK_STATE, t, C.TASK_SUSPENDED, 0, 1, 1)
+                      + record(C.REC_TASK_AWAITS, t, t + 1) for t in range(1, TASK_CHAIN + 1))
+    passes = b"".join(pass_(INTERVAL, entry(1, [1], status=0x03) if t == 1 else b"")
+                      + record(C.REC_PASS_TASKS, 1, t) for t in range(1, TASK_CHAIN + 1))
+    data = (begin(1, 1500) + record(C.REC_TASK_SNAPSHOT, 1500, 42, 1, 0) + states + passes
+            + record(C.REC_TASK_SNAPSHOT, 1500 + INTERVAL * (TASK_CHAIN + 1), 42, 0,
+                     INTERVAL * (TASK_CHAIN + 1)))
+    return layout([*good_chunks(), zchunk(C.CHUNK_DEFS, defs, level=19),
+                   zchunk(C.CHUNK_DATA, data, level=19)])
+
+
 UNKNOWN_CHUNKS = 4
 UNKNOWN_RECORD = bytes([0x7F, 0])  # a record of a type no reader knows, with an empty body
 
@@ -502,6 +522,7 @@ FILES: dict[str, Callable[[], bytes]] = {
     "trie_churn": trie_churn,
     "task_trie_churn": task_trie_churn,
     "task_flood": task_flood,
+    "task_chains": task_chains,
     "unknown_flood": unknown_flood,
     "samples_at_cap": samples_at_cap,
     "many_threads": many_threads,

@@ -503,6 +503,29 @@ def test_a_flood_of_task_states_is_read_within_the_bounds(tmp_path: Path) -> Non
                      re.M), r.stdout[-2000:]
 
 
+def test_logical_stacks_of_long_await_chains_stop_at_their_budget(tmp_path: Path) -> None:
+    """20,000 tasks, each awaiting the next, each run by one sample: with --logical every
+    sample's stack goes through the 256 tasks awaiting its task, 512 new nodes each. Every
+    command that shows stacks stops making them at a quarter of the file's budget of stack
+    nodes, says so once, and shows the samples after it with their recorded stacks."""
+    from psrec.analyzer.logical import LOGICAL_SHARE
+
+    path = write("task_chains", tmp_path)
+    budget = trie_budget(path) // LOGICAL_SHARE
+    said = (f"psrec: warning: {path}: --logical: the tasks' stacks would take the file past "
+            f"its budget of {budget:,} logical stack nodes")
+    commands = [c + ("--logical",) for c in BUDGET_COMMANDS[1:]] + [
+        ("report", "--html", "--logical", "-o", "{out}.html")]
+    for cmd, r in _run_all(path, tmp_path, commands).items():
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
+        assert sum(line.startswith(said) for line in lines(r.stderr)) == 1, (cmd, r.stderr)
+    r = psrec("report", path, "--logical", "--collapsed", "-o", "-")
+    stacks = {line.rpartition(" ")[0] for line in r.stdout.splitlines()}
+    # the first samples' stacks through their tasks, the last ones' as recorded
+    assert any(s.count("(<task>:0)") == 256 for s in stacks), sorted(stacks)[:3]
+    assert "work (app.py:10)" in stacks
+
+
 def test_chunks_of_unknown_records_stop_at_the_budget_of_uncompressed_bytes(
         tmp_path: Path) -> None:
     """Chunks of MAX_RAW bytes of 2-byte unknown records, 8 KB each stored (forty took every

@@ -120,3 +120,26 @@ def test_exported_profile_renders_in_speedscope(site: tuple[Path, str], tmp_path
     assert rows["gamma_leaf"][1] == "500.00ms (25%)", rows
     # both threads are offered as profiles
     assert "MainThread (tid 7)" in dom and "helper (tid 8)" in dom
+
+
+def test_logical_stacks_render_in_speedscope(site: tuple[Path, str], tmp_path: Path) -> None:
+    """--logical's task frames in speedscope: each task a symbol of its own, whose total is
+    the time of the samples of the tasks it awaited (tests/unit/test_logical_stacks.py's
+    recording)."""
+    from test_logical_stacks import recording
+
+    root, base = site
+    s = recording(str(tmp_path / "tasks.psr"))
+    out = root / "profile.json"
+    from click.testing import CliRunner
+
+    r = CliRunner().invoke(main, ["export", "--speedscope", "--logical", s.path, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    dom = render(f"{base}/index.html#profileURL={base}/profile.json&view=sandwich")
+    rows = sandwich_rows(dom)
+    assert set(rows) >= {"parent", "child-1", "child-2", "loop-a", "loop-b", "bare"}, \
+        dom[-3000:]
+    under_parent = sum(x.weight for x in s.samples if x.task in ("child-1", "child-2")
+                       and x.ts < 5000)
+    share = 100 * under_parent / sum(x.weight for x in s.samples)
+    assert rows["parent"][0] == f"{under_parent / 1000:.2f}ms ({share:.0f}%)", rows

@@ -134,6 +134,9 @@ def test_every_output_shows_the_logical_stacks(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["export", s.path, "--speedscope", "--logical", "-o", str(out)])
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
+    from test_analyzer_speedscope import validate
+
+    validate(doc)  # speedscope's own schema
     names = [f["name"] for f in doc["shared"]["frames"] if f.get("file") == "<task>"]
     assert sorted(names) == ["bare", "child-1", "child-2", "loop-a", "loop-b", "parent"]
     pb = pytest.importorskip("psrec.analyzer.proto.profile_pb2",

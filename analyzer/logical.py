@@ -33,10 +33,12 @@ if TYPE_CHECKING:
 
     from .engine import Engine
 
-__all__ = ["TASK_FILE", "LogicalStacks"]
+__all__ = ["AWAIT_FILE", "TASK_FILE", "LogicalStacks"]
 
-# The file of the frames that name a task in a logical stack.
+# The file of the frames that name a task in a logical stack, and of those that say what a
+# waiting task waits on.
 TASK_FILE = "<task>"
+AWAIT_FILE = "<await>"
 # The most tasks a logical stack goes through (a longer chain of awaits is cut there; a cycle,
 # which asyncio does not make, ends at the first task seen twice).
 MAX_TASK_DEPTH = 256
@@ -83,6 +85,7 @@ class LogicalStacks:
         self._children: dict[tuple[int, int], int] = {}
         self._task_frame: dict[int, int] = {}  # task -> the frame that names it
         self._frame_task: dict[int, int] = {}  # and back
+        self._await_frames: dict[str, int] = {}  # what a task waits on -> its frame
         self._next_frame = max(defs.frames, default=0) + 1
         self._next_function = max(defs.functions, default=0) + 1
         # (task, snapshot period) -> its prefix's node and depth
@@ -133,6 +136,24 @@ class LogicalStacks:
             batch.set_node(out)
         else:
             batch.node = out
+
+    def at_await(self, task: int, ts: int, chain: int, label: str) -> int | None:
+        """The node of a task waiting at ts: its stack as a sample would have it then (the
+        tasks awaiting it, its frame), its coroutines down to the await (chain, a recorded
+        node), and a frame that names what it waits on (label: `awaits Future`). None past
+        the budget of nodes."""
+        period = bisect_right(self._snaps, ts)
+        try:
+            p = self._prefix.get((task, period))
+            if p is None:
+                p = self._prefix[(task, period)] = self._prefix_node(task, ts, period)
+            return self._stack(p, (*self._path(chain), self._await_frame(label)))
+        except _OverBudget:
+            return None
+
+    def path(self, node: int) -> tuple[int, ...]:
+        """A node's frames, root first (a recorded node's, or a logical one's)."""
+        return self._path(node)
 
     # -- the stacks ----------------------------------------------------------------------
     def _prefix_node(self, task: int, ts: int, period: int) -> tuple[int, int]:
@@ -233,20 +254,32 @@ class LogicalStacks:
             self.frames.append(frame)
         return n
 
+    def _await_frame(self, label: str) -> int:
+        """The frame that says what a waiting task waits on (file <await>; a new definition
+        for each label)."""
+        fid = self._await_frames.get(label)
+        if fid is None:
+            fid = self._await_frames[label] = self._new_frame(AWAIT_FILE, label)
+        return fid
+
+    def _new_frame(self, filename: str, name: str) -> int:
+        from psrec.format._model import Frame, Function
+
+        fn = Function(self._next_function, filename, name, 0)
+        self._defs.functions[fn.id] = fn
+        self._next_function += 1
+        fid = self._next_frame
+        self._next_frame += 1
+        self._defs.frames[fid] = Frame(fid, fn, 0)
+        return fid
+
     def _frame_of_task(self, task: int) -> int:
         """The frame that names a task in a logical stack (one per task; a new definition)."""
         fid = self._task_frame.get(task)
         if fid is None:
-            from psrec.format._model import Frame, Function
-
             t = self._defs.tasks.get(task)
-            label = t.label if t is not None else f"task {task}"
-            fn = Function(self._next_function, TASK_FILE, label, 0)
-            self._defs.functions[fn.id] = fn
-            self._next_function += 1
-            fid = self._task_frame[task] = self._next_frame
-            self._next_frame += 1
-            self._defs.frames[fid] = Frame(fid, fn, 0)
+            fid = self._task_frame[task] = self._new_frame(
+                TASK_FILE, t.label if t is not None else f"task {task}")
             self._frame_task[fid] = task
         return fid
 

@@ -211,17 +211,27 @@ def collapsed_frame(k: FrameKey) -> str:
     return collapsed_name(f"{k.name} ({k.filename}:{k.line})")
 
 
+WAITS = Option(("--waits",),
+               help="Collapsed: where the asyncio tasks waited, not the samples: each task's "
+                    "wall time suspended at an await (or ready for its loop), in "
+                    "microseconds, under its --logical stack, its coroutines down to the "
+                    "await, then what it awaited (`awaits Future (<await>:0)`), from the "
+                    "task snapshots.")
+
+
 @register
 class CollapsedReporter(Reporter):
     name = "collapsed"
     description = "collapsed stacks for flamegraph.pl and inferno"
     flag = Option(("--collapsed",), help="Write collapsed stacks (default RECORDING.collapsed; "
                                          "-o - for stdout) for flamegraph.pl and inferno.")
-    reads = (PER_THREAD,)
+    reads = (PER_THREAD, WAITS)
     default_weights = "count"
     suffix = ".collapsed"
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        if self.options.get("waits"):
+            return _write_waits(profile, out, bool(self.options.get("per_thread")))
         per_thread = bool(self.options.get("per_thread", False))
         counts: dict[str, int] = defaultdict(int)
         names: dict[FrameKey, str] = {}
@@ -252,6 +262,51 @@ class CollapsedReporter(Reporter):
                 out.write(f"{text} {total}\n")
         unit = "samples" if as_count else "microseconds"
         return f"{len(counts):,} stacks, {sum(counts.values()):,} {unit}"
+
+
+def _write_waits(profile: Profile, out: IO[Any], per_thread: bool) -> str:
+    """`--collapsed --waits`: the tasks' waiting time by logical stack (tasks.await_stacks),
+    in integer microseconds."""
+    from .tasks import await_stacks
+    from .view import SelectionError, ViewUsageError
+
+    if per_thread:
+        raise ViewUsageError("--waits: the time tasks waited is no thread's time",
+                             help="leave out --per-thread (each task's stack starts at the "
+                                  "task nothing awaits)")
+    if profile.view.mode != "wall":
+        raise ViewUsageError(f"--waits: waiting is wall time, not --mode {profile.view.mode}'s",
+                             help="leave out --mode, or give --mode wall")
+    logical, ticks, cut = await_stacks(profile)
+    if not ticks:
+        raise SelectionError(
+            f"--waits: no asyncio task of {profile.path} waited in the view (it has no task "
+            "snapshots, or its tasks did not wait)",
+            help="psrec report --tasks shows its tasks; --collapsed without --waits, where "
+                 "they ran")
+    scale = profile.tick_ns / 1000
+    lines: dict[str, int] = defaultdict(int)
+    names: dict[FrameKey, str] = {}
+    for node, n in ticks.items():
+        parts = []
+        for fid in logical.path(node):
+            if profile.hidden(fid):
+                continue
+            k = profile.key(fid)
+            text = names.get(k)
+            if text is None:
+                text = names[k] = collapsed_frame(k)
+            parts.append(text)
+        lines[";".join(parts)] += n
+    total = 0
+    for text, n in sorted(lines.items()):
+        us = round(n * scale)
+        if us > 0:
+            out.write(f"{text} {us}\n")
+            total += us
+    cut_note = (f" (cut at the budget of logical stack nodes: "
+                f"{profile.path} is too large for all of them)" if cut else "")
+    return f"{len(lines):,} stacks, {total:,} microseconds of waiting{cut_note}"
 
 
 STRIP_LEGEND = ("# holding the GIL   = on CPU without the GIL   - partly on CPU   "

@@ -21,13 +21,14 @@ from psrec.format import TaskInfo, open_recording
 from psrec.format import _constants as FC
 from psrec.format.text import printable
 
+from .logical import LogicalStacks
 from .model import batch_columns
 from .profile import Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
 
 __all__ = ["TaskSums", "TaskWaits", "task_sums", "task_waits", "replay_task_states",
-           "page_tasks", "TasksReporter"]
+           "await_stacks", "page_tasks", "TasksReporter"]
 
 
 @dataclass
@@ -101,9 +102,10 @@ class TaskWaits:
         # the name (a string id) of the type of what it awaited (0 when ready)
         self.sites: dict[tuple[int, int, int], int] = {}
         self.awaited: frozenset[int] = frozenset()  # the tasks it waited on
-        # when asked for: each charge as (from, to, ticks), the time it was charged for
+        # when asked for: each charge as (from, to, ticks, site), the time it was charged for
         # spread over [from, to) (the HTML page sums them by slice)
-        self.spans: list[tuple[int, int, int]] | None = [] if spans else None
+        self.spans: list[tuple[int, int, int, tuple[int, int, int]]] | None = (
+            [] if spans else None)
 
     def waits_on(self) -> dict[int, int]:
         """Suspended ticks by the type of what it awaited (a string id)."""
@@ -234,13 +236,13 @@ def _charge(w: TaskWaits, st: Stretch, ticks: float, a: float, b: float) -> None
         return
     state, waits, node, awaits = st[1:5]
     n = round(ticks)
+    key = (state, node, waits)
     if w.spans is not None and n > 0:
-        w.spans.append((int(a), max(int(a) + 1, int(b)), n))
+        w.spans.append((int(a), max(int(a) + 1, int(b)), n, key))
     if state == FC.TASK_SUSPENDED:
         w.suspended += n
     else:
         w.ready += n
-    key = (state, node, waits)
     w.sites[key] = w.sites.get(key, 0) + n
     if awaits and not w.awaited.issuperset(awaits):
         w.awaited = w.awaited.union(awaits)
@@ -321,6 +323,30 @@ def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[i
     return out
 
 
+def await_stacks(profile: Profile) -> tuple[LogicalStacks, dict[int, int], bool]:
+    """The tasks' waiting time (task_waits) by logical stack: each task's stack as --logical
+    gives it when it waited (the tasks awaiting it, its own frame), its coroutines down to the
+    await, and a frame that says what it waited on (`awaits Future`, or `ready` for a task
+    waiting for its loop). Returns the LogicalStacks whose trie holds the nodes, the ticks by
+    node, and whether the budget of logical nodes cut them short."""
+    logical = profile.logical
+    if logical is None:
+        sel = profile.selection
+        with open_recording(profile.path) as rec:
+            logical = LogicalStacks(rec, profile.defs, profile.engine, sel.from_ts, sel.to_ts)
+    strings = profile.defs.strings
+    out: dict[int, int] = {}
+    for task, w in sorted(task_waits(profile, spans=True).items()):
+        for a, _, n, (state, chain, waits) in w.spans or ():
+            label = (f"awaits {strings.get(waits) or 'a future'}"
+                     if state == FC.TASK_SUSPENDED else "ready")
+            node = logical.at_await(task, a, chain, label)
+            if node is None:
+                return logical, out, True
+            out[node] = out.get(node, 0) + n
+    return logical, out, False
+
+
 # The most tasks the HTML page lists one by one: beyond it, the tasks that ran least share
 # one row.
 MAX_TASK_ROWS = 10_000
@@ -367,7 +393,7 @@ def page_tasks(profile: Profile, cell_ticks: int, base: int,
                loops_of.get(info.pid) if info is not None else None)
         if row is None:
             continue  # its loop's thread is not in the view
-        for a, b, n in w.spans or ():
+        for a, b, n, _ in w.spans or ():
             waited[task] = waited.get(task, 0) + n
             c0 = max(0, a) // cell_ticks
             while True:

@@ -439,6 +439,14 @@ def test_logical_stacks_follow_the_awaits(python: str, tmp_path: Path) -> None:
                   if "run_forever" in names and "burn" in names}
     assert sum(loop_burns.values()) <= 0.01 * sum(n for names, n in stacks.items()
                                                   if "burn" in names), loop_burns
+    # Where they waited (--waits): the root's task at its gather, beta at the task it awaits,
+    # most of the run (the program runs 3 s; the recording starts before it).
+    waits = psrec("report", str(out), "--collapsed", "--waits", "-o", "-")
+    assert waits.returncode == 0, waits.stderr
+    waited = {names: n / 1e6 for names, n in _collapsed_names(waits.stdout).items()}
+    first = tuple(truth["burn_alpha"][:4])  # the tasks and coroutines down to the gather
+    assert waited.get((*first, "awaits _GatheringFuture"), 0) >= 2.7, waited
+    assert waited.get((*first, "beta", "beta_body", "awaits Task"), 0) >= 2.7, waited
     # The same view in speedscope: the task frames are there, with their file.
     ss = tmp_path / "tree.speedscope.json"
     e = psrec("export", str(out), "--speedscope", "--logical", "-o", str(ss))

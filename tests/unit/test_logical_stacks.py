@@ -168,3 +168,35 @@ def test_a_recording_without_tasks_says_so(tmp_path: Path) -> None:
     assert r.exit_code != 0
     assert "--logical" in r.output and "has no asyncio tasks" in r.output
     assert "Traceback" not in r.output
+
+
+def test_collapsed_waits_give_each_await_its_time(tmp_path: Path) -> None:
+    """--collapsed --waits: each task's waiting time (the task snapshots' time, less its
+    running samples') under its logical stack, ending at its coroutines' await and what it
+    awaited, in microseconds; the options it cannot honour are refused."""
+    from click.testing import CliRunner
+    from psrec.cli import main
+
+    s = recording(str(tmp_path / "t.psr"))
+    r = CliRunner().invoke(main, ["report", s.path, "--collapsed", "--waits", "-o", "-"])
+    assert r.exit_code == 0, r.output
+    got = {line.rpartition(" ")[0]: int(line.rpartition(" ")[2])
+           for line in r.output.splitlines()}
+    # The parent never ran: suspended at its gather from the first snapshot (1000) to the last
+    # (7000), 6,000 ticks of 1 us.
+    assert got["parent (<task>:0);handler (app.py:20);awaits _GatheringFuture (<await>:0)"] \
+        == 6000
+    # loop-a ran some samples (100 us each): the rest of its life it waited on loop-b.
+    ran = sum(x.weight for x in s.samples if x.task == "loop-a")
+    assert got["loop-b (<task>:0);child (app.py:40);loop-a (<task>:0);child (app.py:40);"
+               "awaits Task (<await>:0)"] == 6000 - ran
+    assert got["loop-a (<task>:0);child (app.py:40);loop-b (<task>:0);child (app.py:40);"
+               "awaits Task (<await>:0)"] == 6000
+    for args, words in ((["--per-thread"], "no thread's time"), (["--mode", "cpu"], "wall time")):
+        r = CliRunner().invoke(main, ["report", s.path, "--collapsed", "--waits", *args])
+        assert r.exit_code == 2 and words in r.output, r.output
+    from analyzer_synth import two_thread_recording
+
+    plain = two_thread_recording(str(tmp_path / "plain.psr"), passes=50)
+    r = CliRunner().invoke(main, ["report", plain.path, "--collapsed", "--waits"])
+    assert r.exit_code == 1 and "no asyncio task" in r.output, r.output

@@ -91,7 +91,8 @@ class LogicalStacks:
         # (task, snapshot period) -> its prefix's node and depth
         self._prefix: dict[tuple[int, int], tuple[int, int]] = {}
         self._logical: dict[tuple[int, int], int] = {}  # (prefix node, sample node) -> node
-        self._running: dict[tuple[int, int], tuple[int, ...]] = {}  # (node, task) -> frames
+        # (node, the task's coroutine's function id) -> the task's frames of that stack
+        self._running: dict[tuple[int, int], tuple[int, ...]] = {}
 
     # -- the samples ---------------------------------------------------------------------
     def rewrite(self, batch: Any) -> None:
@@ -208,12 +209,12 @@ class LogicalStacks:
     def _running_frames(self, node: int, task: int) -> tuple[int, ...]:
         """The frames of a sample's stack that are the task's: from its coroutine's frame on
         (the whole stack where its coroutine is not found in it)."""
-        key = (node, task)
+        t = self._defs.tasks.get(task)
+        coro = t.coroutine if t is not None else None
+        key = (node, coro.id if coro is not None else -1)  # the same for its coroutine's tasks
         frames = self._running.get(key)
         if frames is None:
             path = self._path(node)
-            t = self._defs.tasks.get(task)
-            coro = t.coroutine if t is not None else None
             start = 0
             if coro is not None:
                 for i, fid in enumerate(path):

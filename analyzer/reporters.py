@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import marshal
 from collections import defaultdict
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from psrec.format.text import printable
 
@@ -212,11 +212,11 @@ def collapsed_frame(k: FrameKey) -> str:
 
 
 WAITS = Option(("--waits",),
-               help="Collapsed: where the asyncio tasks waited, not the samples: each task's "
-                    "wall time suspended at an await (or ready for its loop), in "
-                    "microseconds, under its --logical stack, its coroutines down to the "
-                    "await, then what it awaited (`awaits Future (<await>:0)`), from the "
-                    "task snapshots.")
+               help="Where the asyncio tasks waited (the task snapshots): each task's wall "
+                    "time suspended at an await (or ready for its loop) under its --logical "
+                    "stack, its coroutines down to the await, then what it awaited (`awaits "
+                    "Future (<await>:0)`). Collapsed: these stacks instead of the samples, in "
+                    "microseconds. speedscope: one more profile of them.")
 
 
 @register
@@ -264,26 +264,38 @@ class CollapsedReporter(Reporter):
         return f"{len(counts):,} stacks, {sum(counts.values()):,} {unit}"
 
 
+def check_waits(profile: Profile) -> None:
+    """--waits' view: wall time (ViewUsageError otherwise)."""
+    from .view import ViewUsageError
+
+    if profile.view.mode != "wall":
+        raise ViewUsageError(f"--waits: waiting is wall time, not --mode {profile.view.mode}'s",
+                             help="leave out --mode, or give --mode wall")
+
+
+def raise_no_waits(profile: Profile) -> NoReturn:
+    from .view import SelectionError
+
+    raise SelectionError(
+        f"--waits: no asyncio task of {profile.path} waited in the view (it has no task "
+        "snapshots, or its tasks did not wait)",
+        help="psrec report --tasks shows its tasks; leave out --waits for where they ran")
+
+
 def _write_waits(profile: Profile, out: IO[Any], per_thread: bool) -> str:
     """`--collapsed --waits`: the tasks' waiting time by logical stack (tasks.await_stacks),
     in integer microseconds."""
     from .tasks import await_stacks
-    from .view import SelectionError, ViewUsageError
+    from .view import ViewUsageError
 
     if per_thread:
         raise ViewUsageError("--waits: the time tasks waited is no thread's time",
                              help="leave out --per-thread (each task's stack starts at the "
                                   "task nothing awaits)")
-    if profile.view.mode != "wall":
-        raise ViewUsageError(f"--waits: waiting is wall time, not --mode {profile.view.mode}'s",
-                             help="leave out --mode, or give --mode wall")
+    check_waits(profile)
     logical, ticks, cut = await_stacks(profile)
     if not ticks:
-        raise SelectionError(
-            f"--waits: no asyncio task of {profile.path} waited in the view (it has no task "
-            "snapshots, or its tasks did not wait)",
-            help="psrec report --tasks shows its tasks; --collapsed without --waits, where "
-                 "they ran")
+        raise_no_waits(profile)
     scale = profile.tick_ns / 1000
     lines: dict[str, int] = defaultdict(int)
     names: dict[FrameKey, str] = {}

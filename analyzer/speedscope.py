@@ -13,6 +13,7 @@ from psrec.format.version import psrec_version
 
 from .profile import FrameKey, Profile
 from .registry import Option, Reporter, register
+from .reporters import WAITS, raise_no_waits
 
 __all__ = ["SCHEMA_URL", "SpeedscopeExporter", "check_consistency"]
 
@@ -30,10 +31,12 @@ class SpeedscopeExporter(Reporter):
     flag = Option(("--speedscope",), help="speedscope JSON (default RECORDING.speedscope.json): "
                                           "one sampled profile per thread, samples in time "
                                           "order. The default format.")
+    reads = (WAITS,)
     suffix = ".speedscope.json"
     needs_timelines = True
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
+        waits = _waits(profile) if self.options.get("waits") else None
         timelines = profile.timelines
         assert timelines is not None
         unit = _UNITS.get(profile.tick_ns, "nanoseconds")
@@ -77,15 +80,61 @@ class SpeedscopeExporter(Reporter):
                 out.write(chunk)
             out.write("]}")
             nprofiles += 1
-        frames = [_frame(k) for k in text.frame_keys()]
+        keys = list(text.frame_keys())
+        said = ""
+        if waits is not None:
+            said = _write_waits(waits, out, keys, unit, scale, nprofiles)
+            nprofiles += 1
+        frames = [_frame(k) for k in keys]
         out.write('], "shared": {"frames": ')
         out.write(json.dumps(frames))
         out.write("}}\n")
         return (f"{nprofiles} thread profiles, {len(frames):,} frames, "
-                f"{total_samples:,} samples")
+                f"{total_samples:,} samples{said}")
 
 
 _CHUNK = 1 << 20
+WAITS_PROFILE = "asyncio tasks waiting"
+
+
+def _waits(profile: Profile) -> tuple[list[tuple[list[FrameKey], int]], bool]:
+    """--waits: the tasks' waiting time by logical stack down to the await
+    (tasks.await_stacks), as (report keys root first, ticks); and whether the budget of
+    logical nodes cut them short. Raises SelectionError where no task waited."""
+    from .reporters import check_waits
+    from .tasks import await_stacks
+
+    check_waits(profile)
+    logical, ticks, cut = await_stacks(profile)
+    if not ticks:
+        raise_no_waits(profile)
+    return [([profile.key(f) for f in logical.path(node) if not profile.hidden(f)], n)
+            for node, n in sorted(ticks.items())], cut
+
+
+def _write_waits(waits: tuple[list[tuple[list[FrameKey], int]], bool], out: IO[Any],
+                 keys: list[FrameKey], unit: str, scale: int, written: int) -> str:
+    """One more sampled profile, of the tasks' waiting time: a sample per stack weighing its
+    time; its frames are added to keys. Returns what the summary says of it."""
+    stacks, cut = waits
+    index = {k: i for i, k in enumerate(keys)}
+    samples, weights = [], []
+    for stack_keys, n in stacks:
+        stack = []
+        for k in stack_keys:
+            i = index.get(k)
+            if i is None:
+                i = index[k] = len(keys)
+                keys.append(k)
+            stack.append(i)
+        samples.append(stack)
+        weights.append(n * scale)
+    head = json.dumps({"type": "sampled", "name": WAITS_PROFILE, "unit": unit,
+                       "startValue": 0, "endValue": sum(weights)})
+    out.write((",\n" if written else "") + head[:-1] + ', "samples": ')
+    out.write(json.dumps(samples) + ', "weights": ' + json.dumps(weights) + "}")
+    note = ", cut at the budget of logical stack nodes" if cut else ""
+    return f"; {WAITS_PROFILE}: {len(samples):,} stacks{note}"
 
 
 def _frame(k: FrameKey) -> dict[str, Any]:

@@ -4,8 +4,9 @@ each sample; CPython 3.15's own sampler (Tachyon, 3.15 targets only) is its peer
 --async-aware --async-mode all, which gives each sample every task's stack; py-spy, which knows
 no tasks, gives the cost of a plain sample beside them. Per rate (1 and 10 kHz): CPU per
 sample while sampling, the rate achieved, the heavy tasks' share of the samples against the
-share of the run they measured (points), and psrec's own cost of recording tasks (with tasks
-less --no-tasks).
+share of the run they measured (points), their share of the run spent waiting (psrec's task
+snapshots, Tachyon's samples of them suspended) against the rest of the run, and psrec's own
+cost of recording tasks (with tasks less --no-tasks).
 """
 
 from __future__ import annotations
@@ -25,8 +26,13 @@ def _per_sample(r: Recorded, samples: int) -> float | None:
     return None if r.steady_util is None else 1e6 * r.steady_util * r.duration_s / max(1, samples)
 
 
-def _psrec_shares(path: str) -> dict[str, float]:
-    """Each task's share of the loop thread's time from its first task sample to its last."""
+Shares = tuple[dict[str, float], dict[str, float]]  # each task's running and waiting shares
+
+
+def _psrec_shares(path: str) -> Shares:
+    """Each task's share of the loop thread's time from its first task sample to its last in
+    which it ran (its samples), and in which it waited (the task snapshots: suspended at an
+    await, or ready)."""
     import psrec
     from psrec.analyzer.tasks import task_sums
 
@@ -34,19 +40,24 @@ def _psrec_shares(path: str) -> dict[str, float]:
     s = run.samples
     in_task = [i for i in range(len(s)) if s.task[i]]
     if not in_task:
-        return {}
+        return {}, {}
     loop = s.thread[in_task[0]]
     span = sum(s.weight_ns[i] for i in range(in_task[0], in_task[-1] + 1)
                if s.thread[i] == loop)
-    tasks = run.tasks
-    return {tasks[tid].name: v.weight * run.profile.tick_ns / span
-            for tid, v in task_sums(run.profile).items() if tid and tid in tasks}
+    tasks, tick = run.tasks, run.profile.tick_ns
+    ran = {tasks[tid].name: v.weight * tick / span
+           for tid, v in task_sums(run.profile).items() if tid and tid in tasks}
+    waited = {tasks[tid].name: (w.suspended + w.ready) * tick / span
+              for tid, w in run.waits().items() if tid in tasks}
+    return ran, waited
 
 
-def _tachyon_shares(path: str, passes: int) -> dict[str, float]:
-    """Each task's share of Tachyon's samples in which it ran: in --async-mode all a sample
-    gives every task's stack, a suspended one ending in asyncio's own code (its await)."""
+def _tachyon_shares(path: str, passes: int) -> Shares:
+    """Each task's share of Tachyon's samples in which it ran, and in which it waited: in
+    --async-mode all a sample gives every task's stack, a suspended one ending in asyncio's
+    own code (its await)."""
     running: dict[str, int] = {}
+    waiting: dict[str, int] = {}
     for stack, n in _collapsed_lines(path):
         parts = stack.split(";")
         for i, part in enumerate(parts):
@@ -54,10 +65,12 @@ def _tachyon_shares(path: str, passes: int) -> dict[str, float]:
                 continue
             name = part.split(":")[1]
             rest = parts[i + 1:]
-            if rest and not any(p.startswith("<task>:") for p in rest) and \
-                    not rest[-1].startswith(("tasks.py:", "base_events.py:")):
-                running[name] = running.get(name, 0) + n
-    return {name: n / max(1, passes) for name, n in running.items()}
+            if not rest or any(p.startswith("<task>:") for p in rest):
+                continue
+            into = waiting if rest[-1].startswith(("tasks.py:", "base_events.py:")) else running
+            into[name] = into.get(name, 0) + n
+    return ({name: n / max(1, passes) for name, n in running.items()},
+            {name: n / max(1, passes) for name, n in waiting.items()})
 
 
 def fig_tasks(ctx: Ctx) -> None:
@@ -70,6 +83,7 @@ def fig_tasks(ctx: Ctx) -> None:
     target = start_workload(ctx, "async_work", truth_path)
     runs: dict[tuple[str, int], list[Recorded]] = {}
     shares: dict[tuple[str, int], list[float]] = {}
+    waits: dict[tuple[str, int], list[float]] = {}
     try:
         for _ in range(reps):
             for rate in RATES:
@@ -84,14 +98,15 @@ def fig_tasks(ctx: Ctx) -> None:
                                       extra=extra)
                     runs.setdefault((tool, rate), []).append(r)
                     if r.result is not None and r.error is None:
-                        got = {}
+                        got: Shares = ({}, {})
                         if tool == "psrec":
                             got = _psrec_shares(r.out)
                         elif tool == "tachyon":
                             got = _tachyon_shares(r.out, r.result.passes)
-                        if got:
-                            shares.setdefault((tool, rate), []).append(
-                                sum(got.get(h, 0.0) for h in HEAVY) / len(HEAVY))
+                        for into, part in zip((shares, waits), got):
+                            if part:
+                                into.setdefault((tool, rate), []).append(
+                                    sum(part.get(h, 0.0) for h in HEAVY) / len(HEAVY))
                     _remove_outputs(ctx)
     finally:
         target.stop()
@@ -99,7 +114,8 @@ def fig_tasks(ctx: Ctx) -> None:
         truth = json.load(f)
     truth_share = sum(truth["running"].get(h, 0.0) for h in HEAVY) / len(HEAVY) / truth["elapsed"]
     raw: dict[str, Any] = {"truth": truth, "heavy_share": truth_share,
-                           "shares": {f"{t}@{r}": v for (t, r), v in shares.items()}}
+                           "shares": {f"{t}@{r}": v for (t, r), v in shares.items()},
+                           "waits": {f"{t}@{r}": v for (t, r), v in waits.items()}}
     for rate in RATES:
         def samples(tool: str, r: Recorded) -> int:
             # Tachyon's --async-mode all writes every task's stack per sample: its passes
@@ -122,6 +138,16 @@ def fig_tasks(ctx: Ctx) -> None:
                     "closer0", error, "within 2 points",
                     lambda p, b: abs(p.median) <= 2.0,
                     note=f"the program measured {100 * truth_share:.1f} % each"))
+        # The heavy tasks live the whole run: the rest of it they waited (a sleep, or ready
+        # while the others ran).
+        error = {t: summarize([100.0 * (v - (1 - truth_share)) for v in waits.get((t, rate), [])])
+                 for t in ("psrec", "tachyon") if t in tools}
+        ctx.add(Row("T", f"async_work.py at {rate} Hz: heavy tasks' waiting share, error",
+                    "points", "closer0", error, "within 2 points",
+                    lambda p, b: abs(p.median) <= 2.0,
+                    note=f"the program ran them {100 * truth_share:.1f} % each: the rest "
+                         "waiting (psrec: task snapshots; Tachyon: samples of the task "
+                         "suspended)"))
         with_tasks = runs.get(("psrec", rate), [])
         without = runs.get(("psrec --no-tasks", rate), [])
         a = _vals(with_tasks, lambda r: _per_sample(r, r.result.thread_samples))

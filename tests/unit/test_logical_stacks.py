@@ -200,3 +200,32 @@ def test_collapsed_waits_give_each_await_its_time(tmp_path: Path) -> None:
     plain = two_thread_recording(str(tmp_path / "plain.psr"), passes=50)
     r = CliRunner().invoke(main, ["report", plain.path, "--collapsed", "--waits"])
     assert r.exit_code == 1 and "no asyncio task" in r.output, r.output
+
+
+def test_speedscope_waits_profile(tmp_path: Path) -> None:
+    """export --speedscope --waits: one more profile, of the tasks' waiting time by stack down
+    to the await (the same stacks and microseconds as --collapsed --waits), within speedscope's
+    schema."""
+    from click.testing import CliRunner
+    from psrec.analyzer.speedscope import WAITS_PROFILE, check_consistency
+    from psrec.cli import main
+    from test_analyzer_speedscope import validate
+
+    s = recording(str(tmp_path / "t.psr"))
+    out = tmp_path / "t.speedscope.json"
+    r = CliRunner().invoke(main, ["export", s.path, "--speedscope", "--waits", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    validate(doc)
+    assert not check_consistency(doc)
+    frames = doc["shared"]["frames"]
+    waits = [p for p in doc["profiles"] if p["name"] == WAITS_PROFILE]
+    assert len(waits) == 1 and waits[0]["unit"] == "microseconds"
+    got = {";".join(frames[i]["name"] for i in stack): w
+           for stack, w in zip(waits[0]["samples"], waits[0]["weights"])}
+    c = CliRunner().invoke(main, ["report", s.path, "--collapsed", "--waits", "-o", "-"])
+    want = {";".join(f.rpartition(" (")[0] for f in line.rpartition(" ")[0].split(";")):
+            int(line.rpartition(" ")[2]) for line in c.output.splitlines()}
+    assert got == want and got["parent;handler;awaits _GatheringFuture"] == 6000, got
+    # the threads' profiles are there as ever
+    assert any(p["name"].startswith("MainThread") for p in doc["profiles"])

@@ -310,7 +310,7 @@ def _write(params: dict[str, Any]) -> None:
         # BASE.1.pb.gz, ...), where every other output writes one.
         from psrec.analyzer.pprof import write_windows
 
-        written = write_windows(profile, output, force)
+        written = write_windows(profile, output, force, reporter.options)
         click.echo(f"psrec: wrote {len(written)} profiles: {written[0]} ... {written[-1]}"
                    if len(written) > 1 else f"psrec: wrote {written[0]}", err=True)
         return

@@ -29,6 +29,7 @@ from psrec.format.writer import Output, is_stream, write_failed
 
 from .profile import CellColumns, Profile
 from .registry import Length, Option, Reporter, default_output, register
+from .reporters import WAITS
 from .view import ViewUsageError
 
 __all__ = ["PprofExporter", "build", "write_windows"]
@@ -135,8 +136,9 @@ def _interpreter(p: Profile) -> str:
     return "python"
 
 
-def build(p: Profile, sl: int | None = None) -> Any:
-    """The pprof Profile message of a profile (or of one of its slices)."""
+def build(p: Profile, sl: int | None = None, waits: bool = False) -> Any:
+    """The pprof Profile message of a profile (or of one of its slices); waits: with the
+    asyncio tasks' waiting time too (--waits)."""
     pb = _pb()
     prof = pb.Profile()
     strings = _Strings()
@@ -200,7 +202,8 @@ def build(p: Profile, sl: int | None = None) -> Any:
     empty_loc = 0
     many_pids = len({t.pid for t in p.threads.values()}) > 1
     ns = p.tick_ns
-    keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu", "task")}
+    keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu", "task",
+                                     "task_state")}
     logical = p.logical  # --logical: each stack ends in its task's frames
     for (th, node, gil, cpu), (n, w, c) in _cells(p, sl).items():
         sample = prof.sample.add()
@@ -234,6 +237,23 @@ def build(p: Profile, sl: int | None = None) -> Any:
         lo, hi = p.first_ts, p.last_ts + p.interval_ticks
     else:
         lo, hi = sl * p.slice_ticks, (sl + 1) * p.slice_ticks
+    if waits:
+        # The tasks' waiting time: samples of wall time only, on each task's logical stack
+        # down to its await, labelled with the task and its state (suspended or ready).
+        from .tasks import await_stacks
+
+        stacks, ticks, _ = await_stacks(p, *((None, None) if sl is None else (lo, hi)))
+        for node, n in sorted(ticks.items()):
+            path = [f for f in stacks.path(node) if not p.hidden(f)]
+            sample = prof.sample.add()
+            sample.location_id.extend(location(f) for f in reversed(path))
+            sample.value.extend((0, _int64(n * ns), 0))
+            task = stacks.task_of(tuple(path))
+            info = p.defs.tasks.get(task)
+            sample.label.add(key=keys["task"], str=strings(info.label if info else f"task {task}"))
+            leaf = p.defs.frame(path[-1]).function.name if path else ""
+            sample.label.add(key=keys["task_state"],
+                             str=strings("ready" if leaf == "ready" else "suspended"))
     prof.time_nanos = _int64(p.created_wall_ns + lo * ns)
     prof.duration_nanos = _int64(max(0, hi - lo) * ns)
     prof.comment.append(strings(f"psrec {p.path}: {p.describe()}"))
@@ -263,7 +283,7 @@ class PprofExporter(Reporter):
                     length=Length(("10s",), "a single profile", in_ns=True),
                     refusal=("--window is for pprof profiles", "add --pprof"),
                     help="pprof: one profile per window of this length (e.g. 10s), written "
-                         "as BASE.0.pb.gz, BASE.1.pb.gz, ..."),)
+                         "as BASE.0.pb.gz, BASE.1.pb.gz, ..."), WAITS)
     groups = False
     suffix = SUFFIX
     binary = True
@@ -277,15 +297,31 @@ class PprofExporter(Reporter):
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         _check_mode(profile)
-        data = build(profile).SerializeToString()
+        data = build(profile, waits=_waits(profile, self.options)).SerializeToString()
         out.write(gzip.compress(data, mtime=0))
         return f"{len(data):,} bytes before gzip"
 
 
-def write_windows(p: Profile, output: str | None, force: bool) -> list[str]:
+def _waits(p: Profile, options: dict[str, Any]) -> bool:
+    """--waits, checked: the view is wall time, and some task waited."""
+    if not options.get("waits"):
+        return False
+    from .reporters import check_waits, raise_no_waits
+    from .tasks import await_stacks
+
+    check_waits(p)
+    if not await_stacks(p)[1]:
+        raise_no_waits(p)
+    return True
+
+
+def write_windows(p: Profile, output: str | None, force: bool,
+                  options: dict[str, Any] | None = None) -> list[str]:
     """One profile per slice of the profile (every window with samples): BASE.N.pb.gz, BASE
-    from -o (its .pb.gz left off) or the recording's name. Returns the files written."""
+    from -o (its .pb.gz left off) or the recording's name; options: the exporter's (--waits).
+    Returns the files written."""
     _check_mode(p)
+    waits = _waits(p, options or {})
     if output is not None and is_stream(output):
         raise ViewUsageError(f"--window writes one file per window; -o {output} names a stream",
                              help="give -o a base name: -o run writes run.0.pb.gz, run.1.pb.gz, "
@@ -301,7 +337,7 @@ def write_windows(p: Profile, output: str | None, force: bool) -> list[str]:
             raise PsrecError(f"{name} is the recording itself", help="choose another -o")
         out = Output(name, force)
         try:
-            out.file.write(gzip.compress(build(p, sl).SerializeToString(), mtime=0))
+            out.file.write(gzip.compress(build(p, sl, waits).SerializeToString(), mtime=0))
             out.commit()
         except BaseException as exc:
             out.discard()

@@ -216,7 +216,8 @@ WAITS = Option(("--waits",),
                     "time suspended at an await (or ready for its loop) under its --logical "
                     "stack, its coroutines down to the await, then what it awaited (`awaits "
                     "Future (<await>:0)`). Collapsed: these stacks instead of the samples, in "
-                    "microseconds. speedscope: one more profile of them.")
+                    "microseconds. speedscope: one more profile of them. pprof: samples of "
+                    "wall time more, labelled task and task_state (suspended, ready).")
 
 
 @register

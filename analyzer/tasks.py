@@ -323,28 +323,41 @@ def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[i
     return out
 
 
-def await_stacks(profile: Profile) -> tuple[LogicalStacks, dict[int, int], bool]:
+def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None
+                 ) -> tuple[LogicalStacks, dict[int, int], bool]:
     """The tasks' waiting time (task_waits) by logical stack: each task's stack as --logical
     gives it when it waited (the tasks awaiting it, its own frame), its coroutines down to the
     await, and a frame that says what it waited on (`awaits Future`, or `ready` for a task
-    waiting for its loop). Returns the LogicalStacks whose trie holds the nodes, the ticks by
-    node, and whether the budget of logical nodes cut them short."""
+    waiting for its loop); within [lo, hi) where given (a wait's time spread evenly over the
+    time it was charged for). Returns the LogicalStacks whose trie holds the nodes, the ticks
+    by node, and whether the budget of logical nodes cut them short."""
     logical = profile.logical
     if logical is None:
         sel = profile.selection
         with open_recording(profile.path) as rec:
             logical = LogicalStacks(rec, profile.defs, profile.engine, sel.from_ts, sel.to_ts)
     strings = profile.defs.strings
-    out: dict[int, int] = {}
+    sums: dict[int, float] = {}
+    cut = False
     for task, w in sorted(task_waits(profile, spans=True).items()):
-        for a, _, n, (state, chain, waits) in w.spans or ():
+        for a, b, n, (state, chain, waits) in w.spans or ():
+            part: float = n
+            if lo is not None or hi is not None:
+                a0, b0 = max(a, lo if lo is not None else a), min(b, hi if hi is not None else b)
+                if b0 <= a0:
+                    continue
+                part, a = n * (b0 - a0) / (b - a), a0
             label = (f"awaits {strings.get(waits) or 'a future'}"
                      if state == FC.TASK_SUSPENDED else "ready")
             node = logical.at_await(task, a, chain, label)
             if node is None:
-                return logical, out, True
-            out[node] = out.get(node, 0) + n
-    return logical, out, False
+                cut = True
+                break
+            sums[node] = sums.get(node, 0) + part
+        if cut:
+            break
+    out = {node: round(t) for node, t in sums.items() if round(t) > 0}
+    return logical, out, cut
 
 
 # The most tasks the HTML page lists one by one: beyond it, the tasks that ran least share

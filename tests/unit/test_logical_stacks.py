@@ -229,3 +229,51 @@ def test_speedscope_waits_profile(tmp_path: Path) -> None:
     assert got == want and got["parent;handler;awaits _GatheringFuture"] == 6000, got
     # the threads' profiles are there as ever
     assert any(p["name"].startswith("MainThread") for p in doc["profiles"])
+
+
+def test_pprof_waits_samples(tmp_path: Path) -> None:
+    """export --pprof --waits: samples of wall time only for the tasks' waits, labelled with
+    the task and its state, on each task's stack down to its await; the same time spread over
+    --window's profiles."""
+    import gzip
+
+    from click.testing import CliRunner
+    from psrec.cli import main
+
+    pb = pytest.importorskip("psrec.analyzer.proto.profile_pb2",
+                             reason="the protobuf package (>= 7.35, Python 3.10+) is not "
+                                    "installed")
+    s = recording(str(tmp_path / "t.psr"))
+
+    def waits_of(path: Path) -> dict[tuple[str, str, str], int]:
+        prof = pb.Profile()
+        prof.ParseFromString(gzip.decompress(path.read_bytes()))
+        st = list(prof.string_table)
+        funcs = {f.id: st[f.name] for f in prof.function}
+        locs = {loc.id: funcs[loc.line[0].function_id] for loc in prof.location}
+        out: dict[tuple[str, str, str], int] = {}
+        for smp in prof.sample:
+            labels = {st[lb.key]: st[lb.str] for lb in smp.label if lb.str}
+            if "task_state" not in labels:
+                continue
+            assert smp.value[0] == 0 and smp.value[2] == 0
+            stack = ";".join(locs[i] for i in reversed(smp.location_id))
+            key = (stack, labels["task"], labels["task_state"])
+            out[key] = out.get(key, 0) + smp.value[1]
+        return out
+
+    out = tmp_path / "t.pb.gz"
+    r = CliRunner().invoke(main, ["export", s.path, "--pprof", "--waits", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    got = waits_of(out)
+    assert got[("parent;handler;awaits _GatheringFuture", "parent", "suspended")] == 6_000_000
+    ran = sum(x.weight for x in s.samples if x.task == "loop-a")
+    assert got[("loop-b;child;loop-a;child;awaits Task", "loop-a", "suspended")] \
+        == (6000 - ran) * 1000
+    r = CliRunner().invoke(main, ["export", s.path, "--pprof", "--waits", "--window", "0.002",
+                                  "-o", str(tmp_path / "w")])
+    assert r.exit_code == 0, r.output
+    windows = sorted(tmp_path.glob("w.*.pb.gz"))
+    assert len(windows) == 4, windows
+    parent = ("parent;handler;awaits _GatheringFuture", "parent", "suspended")
+    assert sum(waits_of(w).get(parent, 0) for w in windows) == 6_000_000

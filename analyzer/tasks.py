@@ -399,6 +399,8 @@ def page_tasks(profile: Profile, cell_ticks: int, base: int,
         if t is not None:
             loops_of.setdefault(t.pid, ref)
     waited: dict[int, int] = {}
+    sites: dict[tuple[int, int], int] = {}  # (state, coroutines' node) -> its index
+    at: dict[tuple[int, int, int], float] = {}  # (cell slice, thread, site) -> ticks
     for task, w in task_waits(profile, spans=True).items():
         ran_on = threads_of.get(task)
         info = tasks.get(task)
@@ -406,13 +408,16 @@ def page_tasks(profile: Profile, cell_ticks: int, base: int,
                loops_of.get(info.pid) if info is not None else None)
         if row is None:
             continue  # its loop's thread is not in the view
-        for a, b, n, _ in w.spans or ():
+        for a, b, n, (state, node, _) in w.spans or ():
             waited[task] = waited.get(task, 0) + n
+            site = sites.setdefault((state, node), len(sites))
             c0 = max(0, a) // cell_ticks
             while True:
                 lo, hi = c0 * cell_ticks, (c0 + 1) * cell_ticks
-                cells.setdefault((c0 - base, row, task), [0, 0, 0, 0])[3] += n * (
-                    min(b, hi) - max(a, lo)) / (b - a)
+                part = n * (min(b, hi) - max(a, lo)) / (b - a)
+                cells.setdefault((c0 - base, row, task), [0, 0, 0, 0])[3] += part
+                key = (c0 - base, row_of(row), site)
+                at[key] = at.get(key, 0.0) + part
                 if hi >= b:
                     break
                 c0 += 1
@@ -439,6 +444,7 @@ def page_tasks(profile: Profile, cell_ticks: int, base: int,
         for i in range(4):
             m[i] += c[i]
     keys = sorted(merged)
+    at_keys = sorted(at)
     return {
         # [label, coroutine (an index in coroutines), TASK id (0: none, -1: the others)]
         "rows": rows,
@@ -449,6 +455,13 @@ def page_tasks(profile: Profile, cell_ticks: int, base: int,
                   "wall": [int(merged[k][1]) for k in keys],
                   "cpu": [int(merged[k][2]) for k in keys],
                   "wait": [round(merged[k][3]) for k in keys]},
+        # Where the tasks waited: each await (its coroutines down to it, and whether the task
+        # was ready rather than suspended), and its wall ticks per (cell slice, thread row).
+        "sites": [_await_chain(profile, node) + ("" if state == FC.TASK_SUSPENDED else
+                                                  "  (ready, waiting for its loop)")
+                  for (state, node) in sites],
+        "site_cells": {"s": [k[0] for k in at_keys], "t": [k[1] for k in at_keys],
+                       "k": [k[2] for k in at_keys], "wait": [round(at[k]) for k in at_keys]},
     }
 
 

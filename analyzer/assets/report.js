@@ -500,6 +500,23 @@
       g.wall += wall[k]; g.cpu += cpu[k]; g.waited += waited[k]; g.tasks += 1;
       groups.set(coroutine, g);
     }
+    // Where the tasks waited: each await's waiting time in the selection.
+    const W = TK.site_cells, atSite = new Float64Array(TK.sites.length);
+    for (let i = 0; i < W.s.length; i++) {
+      if (W.s[i] < c0 || W.s[i] > c1 || (th && !th.has(W.t[i]))) continue;
+      atSite[W.k[i]] += W.wait[i];
+    }
+    const allWaits = atSite.reduce((a, b) => a + b, 0) || 1;
+    const abody = $("#await-table tbody");
+    abody.innerHTML = "";
+    const awaits = [...TK.sites.keys()].filter((k) => atSite[k] > 0)
+      .sort((a, b) => atSite[b] - atSite[a]);
+    for (const k of awaits.slice(0, 300)) {
+      abody.appendChild(psrecPage.row([waitText(atSite[k]),
+                                       (100 * atSite[k] / allWaits).toFixed(1) + "%"],
+                                      TK.sites[k], ""));
+    }
+    $("#await-table").hidden = awaits.length === 0;
     const gbody = $("#coroutine-table tbody");
     gbody.innerHTML = "";
     for (const [coroutine, g] of [...groups].sort((a, b) => b[1].wall - a[1].wall).slice(0, 300)) {

@@ -137,6 +137,7 @@ def test_page_shows_threads_states_flame_and_table(tmp_path: Path) -> None:
 
 HANDLE = ("server.py", "handle", 52)
 HANDLE_AWAIT = ("server.py", "handle", 55)
+TICK_AWAIT = ("server.py", "tick", 65)
 TICK = ("server.py", "tick", 62)
 POLL = ("asyncio/base_events.py", "_run_once", 1922)
 
@@ -161,7 +162,8 @@ def _task_page(tmp_path: Path) -> Path:
             for name, begin, end in (("request-1", 0, 1500), ("request-2", 1500, 2400),
                                      ("ticker", 2400, 2800)):
                 if i < begin:
-                    states[name] = (C.TASK_SUSPENDED, "Future", (HANDLE_AWAIT,), ())
+                    at = TICK_AWAIT if name == "ticker" else HANDLE_AWAIT
+                    states[name] = (C.TASK_SUSPENDED, "Future", (at,), ())
                 elif i < end:
                     states[name] = (C.TASK_RUNNING, "", (), ())
             s.task_snapshot(i * 1000, states)
@@ -203,6 +205,9 @@ def test_page_shows_asyncio_tasks_of_the_window_and_threads_picked(tmp_path: Pat
         ("2.400 s", "80.0%", "2.400 s", "1.500 s", "2", "handle (server.py:50)"),
         ("400.00 ms", "13.3%", "400.00 ms", "2.400 s", "1", "tick (server.py:60)")]
     assert "3 tasks ran in the selection" in _text(dom, "tasks-caption")
+    # Where they waited: each await with its time.
+    assert _table(dom, "await-table") == [("2.400 s", "61.5%", "tick (server.py:65)"),
+                                          ("1.500 s", "38.5%", "handle (server.py:55)")]
 
     # The same numbers as the report's, in a window: from 2 s on, request-2's last 0.4 s.
     report = CliRunner().invoke(main, ["report", "--tasks", str(tmp_path / "tasks.psr"),
@@ -216,6 +221,7 @@ def test_page_shows_asyncio_tasks_of_the_window_and_threads_picked(tmp_path: Pat
     got = {r[5].split()[0]: (r[3], r[4]) for r in rows}
     assert got == {"request-2": ("-", "400"), "ticker": ("400.00 ms", "400"),
                    "<no": ("-", "200")}, rows
+    assert _table(dom, "await-table") == [("400.00 ms", "100.0%", "tick (server.py:65)")]
     # a window in which a task only waited: listed, with its waiting time
     rows = _table(render(url + "#from=0.5&to=1"), "task-table")
     got = {r[5].split()[0]: (r[0], r[3], r[4]) for r in rows}
@@ -228,7 +234,7 @@ def test_page_shows_asyncio_tasks_of_the_window_and_threads_picked(tmp_path: Pat
     # Threads picked: the worker alone ran no task.
     ref = _threads(dom)["worker (tid 8)"][0]
     dom = render(url + f"#threads={ref}")
-    assert _table(dom, "task-table") == []
+    assert _table(dom, "task-table") == [] and _table(dom, "await-table") == []
     assert "0 tasks ran in the selection" in _text(dom, "tasks-caption")
 
     # A recording of no asyncio program: no tasks section.

@@ -30,6 +30,7 @@ from .engine import timeline_of
 from .model import NO_STACK, TRUNCATED_KEY, Runs
 from .profile import Profile
 from .registry import Option, Reporter, register
+from .reporters import WAITS
 from .view import MODES, gil_wait_unknown, short_command
 from .walks import TrieOrder
 
@@ -45,6 +46,7 @@ CATEGORIES = [
 ]
 OTHER, IDLE, PYTHON, NATIVE = 0, 1, 2, 3
 MARKER_CAP = 200_000  # GIL intervals per thread; beyond it the rest are left out (and said)
+WAITS_TRACK = "asyncio tasks waiting"  # --waits' track
 _CPU_BITS = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
 
 
@@ -165,11 +167,26 @@ def _intervals(p: Profile, by_ref: dict[int, Runs] | None, ref: int
     return out
 
 
-def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
+def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
+          ) -> tuple[dict[str, Any], str]:
     """The processed profile of a Profile and its Tracks (read here when not given, with
-    markers); returns it with a summary."""
+    markers); tasks_waiting: one more track, the asyncio tasks' waiting time (--waits).
+    Returns it with a summary."""
     if tr is None:
         tr = tracks(p)
+    waited: list[tuple[int, int, int]] = []
+    if tasks_waiting:
+        # Each wait at its time, on its task's logical stack down to the await: the stacks
+        # are in the logical stacks' trie, whose first nodes are the recording's own.
+        from .reporters import check_waits, raise_no_waits
+        from .tasks import await_stacks
+
+        check_waits(p)
+        logical, _, _ = await_stacks(p, times=waited)
+        if not waited:
+            raise_no_waits(p)
+        waited.sort()
+        tr = Tracks(tr.runs, logical.parents, logical.frames, tr.gil, tr.wait, tr.wait_unknown)
     strings = _Strings()
     ms = p.tick_ns / 1e6  # milliseconds per tick
     origin = p.extent[0] if p.extent[0] >= 0 else 0
@@ -324,6 +341,24 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
         nsamples += sum(counts)
         nmarkers += len(spans) - len(waits[:MARKER_CAP])
         nwait += len(waits[:MARKER_CAP])
+    if waited:
+        # The tasks' waits: a sample at each wait's start, weighing its time in ms.
+        threads.append({
+            "processType": "default", "processStartupTime": 0, "processShutdownTime": None,
+            "registerTime": 0.0, "unregisterTime": None, "pausedRanges": [],
+            "name": WAITS_TRACK, "isMainThread": False,
+            "processName": _process_name(p, None),
+            "pid": str(p.metadata.get("pid", 0)), "tid": 0,
+            "samples": {"stack": [order.add(node) for _, node, _ in waited],
+                        "time": to_ms(a for a, _, _ in waited),
+                        "weight": [n * ms for _, _, n in waited],
+                        "weightType": "tracing-ms",
+                        "threadCPUDelta": [0] * len(waited),
+                        "length": len(waited)},
+            "markers": {"data": [], "name": [], "startTime": [], "endTime": [], "phase": [],
+                        "category": [], "length": 0},
+        })
+        cpu_used.append(-1)  # never the thread selected at open
     stack_frame = [frame(trie_frames[n] if n else -1) for n in order.nodes]
     stack_prefix_offset = [i - up if up >= 0 else 0 for i, up in enumerate(order.parent)]
     base = len(stack_frame)
@@ -382,6 +417,8 @@ def build(p: Profile, tr: Tracks | None = None) -> tuple[dict[str, Any], str]:
     }
     summary = (f"{len(threads)} threads, {nsamples:,} samples in {len(stack_frame):,} stacks, "
                f"{nmarkers:,} GIL markers")
+    if waited:
+        summary += f", {len(waited):,} waits of asyncio tasks ({WAITS_TRACK!r})"
     if tr.gil is not None and tr.wait is not None:
         summary += f", {nwait:,} GIL-wait markers"
     elif tr.wait_unknown is not None:
@@ -401,6 +438,7 @@ class FirefoxExporter(Reporter):
                                        "a track per thread with its samples, CPU use and GIL "
                                        "markers; open it at profiler.firefox.com (Load a "
                                        "profile from file).")
+    reads = (WAITS,)
     groups = False
     suffix = ".firefox.json"
 
@@ -408,7 +446,8 @@ class FirefoxExporter(Reporter):
         return _queries(profile_mode, _markers(profile_mode))
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        doc, summary = build(profile, tracks(profile, markers=_markers(profile.view.mode)))
+        doc, summary = build(profile, tracks(profile, markers=_markers(profile.view.mode)),
+                             tasks_waiting=bool(self.options.get("waits")))
         # json.dumps, not json.dump: dump encodes in Python, dumps in C (2.5x faster here).
         # Thread by thread, so that one thread's text is in memory at a time.
         threads = doc.pop("threads")

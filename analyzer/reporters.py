@@ -217,7 +217,8 @@ WAITS = Option(("--waits",),
                     "stack, its coroutines down to the await, then what it awaited (`awaits "
                     "Future (<await>:0)`). Collapsed: these stacks instead of the samples, in "
                     "microseconds. speedscope: one more profile of them. pprof: samples of "
-                    "wall time more, labelled task and task_state (suspended, ready).")
+                    "wall time more, labelled task and task_state (suspended, ready). "
+                    "Firefox: one more track, each wait at its time.")
 
 
 @register

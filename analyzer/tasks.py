@@ -323,14 +323,16 @@ def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[i
     return out
 
 
-def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None
+def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None,
+                 times: list[tuple[int, int, int]] | None = None
                  ) -> tuple[LogicalStacks, dict[int, int], bool]:
     """The tasks' waiting time (task_waits) by logical stack: each task's stack as --logical
     gives it when it waited (the tasks awaiting it, its own frame), its coroutines down to the
     await, and a frame that says what it waited on (`awaits Future`, or `ready` for a task
     waiting for its loop); within [lo, hi) where given (a wait's time spread evenly over the
     time it was charged for). Returns the LogicalStacks whose trie holds the nodes, the ticks
-    by node, and whether the budget of logical nodes cut them short."""
+    by node, and whether the budget of logical nodes cut them short; times, if given, gets
+    each wait as (from, node, ticks)."""
     logical = profile.logical
     if logical is None:
         sel = profile.selection
@@ -354,6 +356,8 @@ def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None
                 cut = True
                 break
             sums[node] = sums.get(node, 0) + part
+            if times is not None:
+                times.append((a, node, round(part)))
         if cut:
             break
     out = {node: round(t) for node, t in sums.items() if round(t) > 0}

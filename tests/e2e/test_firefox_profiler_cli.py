@@ -100,3 +100,37 @@ def test_profiler_loads_threads_cpu_functions_and_gil(python: str, tmp_path: Pat
                 on_cpu, running)
     finally:
         pq("stop")
+
+
+def test_profiler_shows_where_tasks_waited(tmp_path: Path) -> None:
+    """export --firefox --waits: one more track, the asyncio tasks' waits, each on its task's
+    logical stack down to the await, weighing its time: the profiler's own totals are
+    `report --collapsed --waits`'s (tests/unit/test_logical_stacks.py's recording)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+    from psrec.analyzer.firefox import WAITS_TRACK
+    from test_logical_stacks import recording
+
+    pq = profiler_cli(tmp_path)
+    s = recording(str(tmp_path / "tasks.psr"))
+    out = tmp_path / "tasks.firefox.json"
+    r = CliRunner().invoke(main, ["export", "--firefox", "--waits", s.path, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    c = CliRunner().invoke(main, ["report", s.path, "--collapsed", "--waits", "-o", "-"])
+    want: dict[str, float] = {}
+    for line in c.output.splitlines():
+        stack, _, us = line.rpartition(" ")
+        leaf = stack.rsplit(";", 1)[-1].rpartition(" (")[0]
+        want[leaf] = want.get(leaf, 0.0) + int(us) / 1000
+    pq("load", str(out))
+    try:
+        info = pq("profile", "info")
+        handle = re.search(rf"(t-\d+): {re.escape(WAITS_TRACK)} ", info)
+        assert handle, info
+        pq("thread", "select", handle.group(1))
+        samples = pq("thread", "samples")
+        got = {name: float(ms) for name, ms in
+               re.findall(r"f-\d+\. (awaits \S+|ready) - self: ([\d.]+)ms", samples)}
+        assert got == pytest.approx(want, abs=0.01), (got, want, samples[-2000:])
+        assert got["awaits _GatheringFuture"] == pytest.approx(6.0)
+    finally:
+        pq("stop")

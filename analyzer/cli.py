@@ -318,7 +318,10 @@ def _write(params: dict[str, Any]) -> None:
             os.path.exists(output) and os.path.samefile(output, base):
         raise PsrecError(f"{output} is the base recording itself",
                          help="choose another name with -o")
+    said = len(profile.warnings)
     where, summary = write_output(reporter, profile, output, force, base=base_profile)
+    for w in profile.warnings[said:]:  # what the output found as it was written
+        click.echo(f"psrec: warning: {w}", err=True)
     if where != "<stdout>":
         click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
 

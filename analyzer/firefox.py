@@ -175,6 +175,7 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
     if tr is None:
         tr = tracks(p)
     waited: list[tuple[int, int, int]] = []
+    cut = False
     if tasks_waiting:
         # Each wait at its time, on its task's logical stack down to the await: the stacks
         # are in the logical stacks' trie, whose first nodes are the recording's own.
@@ -182,7 +183,7 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
         from .tasks import await_stacks
 
         check_waits(p)
-        logical, _, _ = await_stacks(p, times=waited)
+        logical, _, cut = await_stacks(p, times=waited)
         if not waited:
             raise_no_waits(p)
         waited.sort()
@@ -418,7 +419,8 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
     summary = (f"{len(threads)} threads, {nsamples:,} samples in {len(stack_frame):,} stacks, "
                f"{nmarkers:,} GIL markers")
     if waited:
-        summary += f", {len(waited):,} waits of asyncio tasks ({WAITS_TRACK!r})"
+        summary += f", {len(waited):,} waits of asyncio tasks ({WAITS_TRACK!r}" + (
+            ", cut at the budget of frames of logical stacks)" if cut else ")")
     if tr.gil is not None and tr.wait is not None:
         summary += f", {nwait:,} GIL-wait markers"
     elif tr.wait_unknown is not None:

@@ -107,7 +107,7 @@ def read(
         selection = resolve(view, rec, defs, engine)
         if slice_seconds > 0:
             slice_ticks = max(1, round(slice_seconds * 1e9 / rec.tick_ns))
-        logical = (LogicalStacks(rec, defs, engine, selection.from_ts, selection.to_ts)
+        logical = (LogicalStacks.read(rec, defs, engine, selection.from_ts, selection.to_ts)
                    if view.logical else None)
         args = (rec, defs, view, selection, engine, timelines, also, more_timelines or {},
                 logical)

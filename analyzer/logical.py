@@ -42,39 +42,57 @@ AWAIT_FILE = "<await>"
 # The most tasks a logical stack goes through (a longer chain of awaits is cut there; a cycle,
 # which asyncio does not make, ends at the first task seen twice).
 MAX_TASK_DEPTH = 256
-# The logical stacks' nodes may be this fraction of the reader's budget of stack nodes.
+# The logical stacks may hold this fraction of the reader's budget of stack nodes, in frames:
+# every distinct stack made counts its depth (what writing it out costs), and every node.
 LOGICAL_SHARE = 4
 
 
 class LogicalStacks:
-    """The logical stacks of one read of a recording (its window's chunks): made from a first
-    read of the same chunks, which gives the whole trie and every task snapshot; then
-    ``rewrite`` each batch of the read that sums, and take the trie (``parents``,
-    ``frames``) with the logical nodes after the recording's."""
+    """The logical stacks of one read of a recording (its window's chunks), made from the
+    whole trie and every task snapshot of those chunks: ``read`` takes them from a first read
+    of the same chunks, for a read that then ``rewrite``s each batch it sums; ``of_profile``
+    from a profile read already. The trie (``parents``, ``frames``) holds the logical nodes
+    after the recording's."""
 
-    def __init__(self, rec: Recording, defs: Definitions, engine: Engine,
-                 from_ts: int | None, to_ts: int | None) -> None:
-        from .tasks import replay_task_states
-
+    @classmethod
+    def read(cls, rec: Recording, defs: Definitions, engine: Engine, from_ts: int | None,
+             to_ts: int | None) -> LogicalStacks:
         stream = engine.stream(rec, from_ts, to_ts)
         for _ in stream:
             pass
-        self._rec = rec
+        return cls(rec, defs, stream.decoder.trie_parents(), stream.decoder.trie_frames(),
+                   stream.events)
+
+    @classmethod
+    def of_profile(cls, profile: Any) -> LogicalStacks:
+        """For a profile read without them (the Profile's trie and events)."""
+        from psrec.format import open_recording
+
+        with open_recording(profile.path) as rec:
+            return cls(rec, profile.defs, profile.parents, profile.frames, profile.events)
+
+    def __init__(self, rec: Recording, defs: Definitions, parents: Any, frames: Any,
+                 events: list[tuple[int, int, int, int, int]]) -> None:
+        from .tasks import replay_task_states
+
+        self._rec = rec  # for its budgets, and to warn
         self._defs = defs
-        self.parents = array("I", stream.decoder.trie_parents())
-        self.frames = array("I", stream.decoder.trie_frames())
-        # The logical nodes are held in Python (about 100 bytes each): at most a quarter of
-        # the reader's budget of stack nodes (spec 9.3), as PSREC_BUDGET scales it.
-        self._budget = len(self.parents) + rec.budgets.nodes // LOGICAL_SHARE
+        self.parents = array("I", parents)
+        self.frames = array("I", frames)
+        # The logical stacks are made in Python (a node is about 100 bytes) and each distinct
+        # one is written out whole by a report: the frames of the distinct stacks made, and
+        # the nodes, at most a quarter of the reader's budget of stack nodes (spec 9.3), as
+        # PSREC_BUDGET scales it.
+        self.budget = rec.budgets.nodes // LOGICAL_SHARE
+        self._spent = 0
         # Where the budget stopped the logical stacks: samples from this time on keep their
         # recorded stacks, in every read (the earlier ones' stacks are all known by then).
         self._stop_ts: int | None = None
-        self._snaps = sorted({ts for rtype, ts, *_ in stream.events
-                              if rtype == FC.REC_TASK_SNAPSHOT})
+        self._snaps = sorted({ts for rtype, ts, *_ in events if rtype == FC.REC_TASK_SNAPSHOT})
         # who awaits each task: (start, end, awaiting task, its coroutines' node), by start
         by_task: dict[int, list[tuple[int, int, int, int]]] = {}
         for task, _state, _waits, node, awaits, start, end, _seen in replay_task_states(
-                stream.events):
+                events):
             for t in awaits:
                 if t != task:
                     by_task.setdefault(t, []).append((start, end, task, node))
@@ -88,9 +106,10 @@ class LogicalStacks:
         self._await_frames: dict[str, int] = {}  # what a task waits on -> its frame
         self._next_frame = max(defs.frames, default=0) + 1
         self._next_function = max(defs.functions, default=0) + 1
-        # (task, snapshot period) -> its prefix's node and depth
-        self._prefix: dict[tuple[int, int], tuple[int, int]] = {}
+        # (task, snapshot period) -> its prefix's node, depth and tasks
+        self._prefix: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._logical: dict[tuple[int, int], int] = {}  # (prefix node, sample node) -> node
+        self._at: dict[tuple[int, int, str], int] = {}  # (prefix node, chain, label) -> node
         # (node, the task's coroutine's function id) -> the task's frames of that stack
         self._running: dict[tuple[int, int], tuple[int, ...]] = {}
 
@@ -114,11 +133,13 @@ class LogicalStacks:
                 period = bisect_right(snaps, ts)
                 p = prefix.get((task, period))
                 if p is None:
-                    p = prefix[(task, period)] = self._prefix_node(task, ts, period)
+                    p = self._prefix_node(task, ts, period)
                 node = node_col[i]
                 n = logical.get((p[0], node))
                 if n is None:
-                    n = logical[(p[0], node)] = self._stack(p, self._running_frames(node, task))
+                    frames = self._running_frames(node, task)
+                    self._spend(min(FC.MAX_DEPTH, p[1] + len(frames)))
+                    n = logical[(p[0], node)] = self._stack(p, frames)
                 out[i] = n
         except _OverBudget:
             # Samples can share a time (a pass): those of this one keep their stacks too.
@@ -129,10 +150,9 @@ class LogicalStacks:
                 out[j] = node_col[j]
             self._rec._warn(
                 "--logical: the tasks' stacks would take the file past its budget of "
-                f"{self._rec.budgets.nodes // LOGICAL_SHARE:,} logical stack nodes (a quarter "
-                "of its stack nodes', spec section 9.3): from there on, samples keep "
-                "their recorded stacks. For a file you trust, PSREC_BUDGET=10 raises the "
-                "budgets tenfold", always=True)
+                f"{self.budget:,} frames of logical stacks (a quarter of its stack nodes', "
+                "spec section 9.3): from there on, samples keep their recorded stacks. For "
+                "a file you trust, PSREC_BUDGET=10 raises the budgets tenfold", always=True)
         if hasattr(batch, "set_node"):  # the native batch
             batch.set_node(out)
         else:
@@ -147,8 +167,14 @@ class LogicalStacks:
         try:
             p = self._prefix.get((task, period))
             if p is None:
-                p = self._prefix[(task, period)] = self._prefix_node(task, ts, period)
-            return self._stack(p, (*self._path(chain), self._await_frame(label)))
+                p = self._prefix_node(task, ts, period)
+            key = (p[0], chain, label)
+            n = self._at.get(key)
+            if n is None:
+                frames = (*self._path(chain), self._await_frame(label))
+                self._spend(min(FC.MAX_DEPTH, p[1] + len(frames)))
+                n = self._at[key] = self._stack(p, frames)
+            return n
         except _OverBudget:
             return None
 
@@ -157,32 +183,38 @@ class LogicalStacks:
         return self._path(node)
 
     # -- the stacks ----------------------------------------------------------------------
-    def _prefix_node(self, task: int, ts: int, period: int) -> tuple[int, int]:
-        """The node (and depth) of the tasks that await `task` at ts, root first, each with
-        its coroutines, ending at the frame that names `task`; at most MAX_DEPTH frames, the
-        outermost cut (a truncated stack)."""
-        parts: list[tuple[int, ...]] = []  # each task's frames, innermost task first
-        depth = 0
-        seen = {task}
-        t, node = task, 0
-        while len(parts) < MAX_TASK_DEPTH and depth < FC.MAX_DEPTH:
-            part = (self._frame_of_task(t), *(self._path(node) if node else ()))
-            parts.append(part)
-            depth += len(part)
-            by = self._awaiter(t, ts, period)
-            if by is None or by[0] in seen:
-                break
-            t, node = by
-            seen.add(t)
-        frames = tuple(f for part in reversed(parts) for f in part)
-        if len(frames) > FC.MAX_DEPTH:
-            frames = (FC.TRUNCATED_FRAME, *frames[len(frames) - FC.MAX_DEPTH + 1:])
-        return self._intern(0, frames), len(frames)
+    def _prefix_node(self, task: int, ts: int, period: int,
+                     seen: frozenset[int] = frozenset()) -> tuple[int, int, int]:
+        """The node, depth and task count of the tasks that await `task` at ts, root first,
+        each with its coroutines, ending at the frame that names `task`; at most MAX_DEPTH
+        frames and MAX_TASK_DEPTH tasks, the outermost cut (a truncated stack). The awaiting
+        task's own is its prefix in the same snapshot period (kept: a chain of tasks each
+        awaiting the next costs a few nodes a task); seen: the tasks below on the chain (a
+        cycle, which asyncio does not make, ends at the first task seen twice)."""
+        key = (task, period)
+        hit = self._prefix.get(key)
+        if hit is not None:
+            return hit
+        own = self._frame_of_task(task)
+        by = self._awaiter(task, ts, period)
+        seen = seen | {task}
+        if by is None or by[0] in seen:
+            found = (self._child(0, own), 1, 1)
+        else:
+            above = self._prefix_node(by[0], ts, period, seen)
+            if above[2] >= MAX_TASK_DEPTH:  # a chain of tasks too long: cut above this one
+                found = (self._child(self._child(0, FC.TRUNCATED_FRAME), own), 2, 1)
+            else:
+                frames = (*self._path(by[1]), own)
+                found = (self._stack(above, frames),
+                         min(FC.MAX_DEPTH, above[1] + len(frames)), above[2] + 1)
+        self._prefix[key] = found
+        return found
 
-    def _stack(self, prefix: tuple[int, int], frames: tuple[int, ...]) -> int:
-        """The node of a task's frames under its prefix (node, depth): at most MAX_DEPTH
-        frames, the outermost cut."""
-        node, depth = prefix
+    def _stack(self, prefix: tuple[int, int, int], frames: tuple[int, ...]) -> int:
+        """The node of a task's frames under its prefix (node, depth, tasks): at most
+        MAX_DEPTH frames, the outermost cut."""
+        node, depth, _ = prefix
         if depth + len(frames) <= FC.MAX_DEPTH:
             return self._intern(node, frames)
         whole = self._path(node) + frames
@@ -239,6 +271,11 @@ class LogicalStacks:
         out.reverse()
         return tuple(out)
 
+    def _spend(self, frames: int) -> None:
+        self._spent += frames
+        if self._spent > self.budget:
+            raise _OverBudget()
+
     def _intern(self, parent: int, frames: tuple[int, ...]) -> int:
         for fid in frames:
             parent = self._child(parent, fid)
@@ -248,8 +285,7 @@ class LogicalStacks:
         key = (parent, frame)
         n = self._children.get(key)
         if n is None:
-            if len(self.parents) >= self._budget:
-                raise _OverBudget()
+            self._spend(1)
             n = self._children[key] = len(self.parents)
             self.parents.append(parent)
             self.frames.append(frame)

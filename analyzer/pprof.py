@@ -297,22 +297,25 @@ class PprofExporter(Reporter):
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         _check_mode(profile)
-        data = build(profile, waits=_waits(profile, self.options)).SerializeToString()
+        waits, said = _waits(profile, self.options)
+        data = build(profile, waits=waits).SerializeToString()
         out.write(gzip.compress(data, mtime=0))
-        return f"{len(data):,} bytes before gzip"
+        return f"{len(data):,} bytes before gzip{said}"
 
 
-def _waits(p: Profile, options: dict[str, Any]) -> bool:
-    """--waits, checked: the view is wall time, and some task waited."""
+def _waits(p: Profile, options: dict[str, Any]) -> tuple[bool, str]:
+    """--waits, checked (the view is wall time, and some task waited), and what the summary
+    says of it."""
     if not options.get("waits"):
-        return False
+        return False, ""
     from .reporters import check_waits, raise_no_waits
     from .tasks import await_stacks
 
     check_waits(p)
-    if not await_stacks(p)[1]:
+    _, ticks, cut = await_stacks(p)
+    if not ticks:
         raise_no_waits(p)
-    return True
+    return True, " (the tasks' waits cut at the budget of frames of logical stacks)" * cut
 
 
 def write_windows(p: Profile, output: str | None, force: bool,
@@ -321,7 +324,7 @@ def write_windows(p: Profile, output: str | None, force: bool,
     from -o (its .pb.gz left off) or the recording's name; options: the exporter's (--waits).
     Returns the files written."""
     _check_mode(p)
-    waits = _waits(p, options or {})
+    waits = _waits(p, options or {})[0]
     if output is not None and is_stream(output):
         raise ViewUsageError(f"--window writes one file per window; -o {output} names a stream",
                              help="give -o a base name: -o run writes run.0.pb.gz, run.1.pb.gz, "

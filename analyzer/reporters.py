@@ -318,8 +318,7 @@ def _write_waits(profile: Profile, out: IO[Any], per_thread: bool) -> str:
         if us > 0:
             out.write(f"{text} {us}\n")
             total += us
-    cut_note = (f" (cut at the budget of logical stack nodes: "
-                f"{profile.path} is too large for all of them)" if cut else "")
+    cut_note = " (cut at the budget of frames of logical stacks)" if cut else ""
     return f"{len(lines):,} stacks, {total:,} microseconds of waiting{cut_note}"
 
 

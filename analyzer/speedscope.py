@@ -133,7 +133,7 @@ def _write_waits(waits: tuple[list[tuple[list[FrameKey], int]], bool], out: IO[A
                        "startValue": 0, "endValue": sum(weights)})
     out.write((",\n" if written else "") + head[:-1] + ', "samples": ')
     out.write(json.dumps(samples) + ', "weights": ' + json.dumps(weights) + "}")
-    note = ", cut at the budget of logical stack nodes" if cut else ""
+    note = ", cut at the budget of frames of logical stacks" if cut else ""
     return f"; {WAITS_PROFILE}: {len(samples):,} stacks{note}"
 
 

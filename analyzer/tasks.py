@@ -333,11 +333,7 @@ def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None,
     time it was charged for). Returns the LogicalStacks whose trie holds the nodes, the ticks
     by node, and whether the budget of logical nodes cut them short; times, if given, gets
     each wait as (from, node, ticks)."""
-    logical = profile.logical
-    if logical is None:
-        sel = profile.selection
-        with open_recording(profile.path) as rec:
-            logical = LogicalStacks(rec, profile.defs, profile.engine, sel.from_ts, sel.to_ts)
+    logical = profile.logical or LogicalStacks.of_profile(profile)
     strings = profile.defs.strings
     sums: dict[int, float] = {}
     cut = False
@@ -361,6 +357,13 @@ def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None,
         if cut:
             break
     out = {node: round(t) for node, t in sums.items() if round(t) > 0}
+    if cut:
+        said = (f"{profile.path}: --waits: the tasks' waits would take the file past its budget "
+                f"of {logical.budget:,} frames of logical stacks (a quarter of its stack nodes', "
+                "spec section 9.3): the rest of them are left out. For a file you trust, "
+                "PSREC_BUDGET=10 raises the budgets tenfold")
+        if said not in profile.warnings:
+            profile.warnings.append(said)
     return logical, out, cut
 
 

@@ -501,6 +501,14 @@ def test_a_flood_of_task_states_is_read_within_the_bounds(tmp_path: Path) -> Non
     # Where they waited: all at one await, 898.5 ms each.
     assert re.search(rf"^ *269,550\.0s +{TASK_FLOOD:,} +work \(app\.py:11\)$", r.stdout,
                      re.M), r.stdout[-2000:]
+    # The same waits as stacks, each task under the 255 awaiting it: cut at the budget of
+    # frames of logical stacks, and said (12 s and 720 MB here).
+    r = psrec("report", path, "--collapsed", "--waits", "-o", "-")
+    no_crash(r)
+    assert r.returncode == 0, r.stderr
+    said = (f"psrec: warning: {path}: --waits: the tasks' waits would take the file past its "
+            "budget of")
+    assert sum(line.startswith(said) for line in lines(r.stderr)) == 1, r.stderr
 
 
 def test_logical_stacks_of_long_await_chains_stop_at_their_budget(tmp_path: Path) -> None:
@@ -513,7 +521,7 @@ def test_logical_stacks_of_long_await_chains_stop_at_their_budget(tmp_path: Path
     path = write("task_chains", tmp_path)
     budget = trie_budget(path) // LOGICAL_SHARE
     said = (f"psrec: warning: {path}: --logical: the tasks' stacks would take the file past "
-            f"its budget of {budget:,} logical stack nodes")
+            f"its budget of {budget:,} frames of logical stacks")
     commands = [c + ("--logical",) for c in BUDGET_COMMANDS[1:]] + [
         ("report", "--html", "--logical", "-o", "{out}.html")]
     for cmd, r in _run_all(path, tmp_path, commands).items():

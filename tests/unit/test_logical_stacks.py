@@ -190,8 +190,10 @@ def test_collapsed_waits_give_each_await_its_time(tmp_path: Path) -> None:
     ran = sum(x.weight for x in s.samples if x.task == "loop-a")
     assert got["loop-b (<task>:0);child (app.py:40);loop-a (<task>:0);child (app.py:40);"
                "awaits Task (<await>:0)"] == 6000 - ran
-    assert got["loop-a (<task>:0);child (app.py:40);loop-b (<task>:0);child (app.py:40);"
-               "awaits Task (<await>:0)"] == 6000
+    # (a cycle of awaits, which asyncio does not make, ends at a task seen twice)
+    assert sum(n for stack, n in got.items()
+               if stack.endswith("loop-b (<task>:0);child (app.py:40);awaits Task (<await>:0)")
+               ) == 6000
     for args, words in ((["--per-thread"], "no thread's time"), (["--mode", "cpu"], "wall time")):
         r = CliRunner().invoke(main, ["report", s.path, "--collapsed", "--waits", *args])
         assert r.exit_code == 2 and words in r.output, r.output

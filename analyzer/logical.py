@@ -162,7 +162,7 @@ class LogicalStacks:
         """The node of a task waiting at ts: its stack as a sample would have it then (the
         tasks awaiting it, its frame), its coroutines down to the await (chain, a recorded
         node), and a frame that names what it waits on (label: `awaits Future`). None past
-        the budget of nodes."""
+        the budget of frames."""
         period = bisect_right(self._snaps, ts)
         try:
             p = self._prefix.get((task, period))

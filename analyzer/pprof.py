@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from psrec.format import PsrecError
 from psrec.format import constants as C
@@ -30,6 +30,9 @@ from psrec.format.writer import Output, is_stream, write_failed
 from .profile import CellColumns, Profile
 from .registry import Length, Option, Reporter, default_output, register
 from .reporters import WAITS
+
+if TYPE_CHECKING:
+    from .tasks import WaitSpan
 from .view import ViewUsageError
 
 __all__ = ["PprofExporter", "build", "write_windows"]
@@ -136,9 +139,9 @@ def _interpreter(p: Profile) -> str:
     return "python"
 
 
-def build(p: Profile, sl: int | None = None, waits: bool = False) -> Any:
+def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None) -> Any:
     """The pprof Profile message of a profile (or of one of its slices); waits: with the
-    asyncio tasks' waiting time too (--waits)."""
+    asyncio tasks' waiting time too (--waits: tasks.wait_spans, read once for every slice)."""
     pb = _pb()
     prof = pb.Profile()
     strings = _Strings()
@@ -237,12 +240,13 @@ def build(p: Profile, sl: int | None = None, waits: bool = False) -> Any:
         lo, hi = p.first_ts, p.last_ts + p.interval_ticks
     else:
         lo, hi = sl * p.slice_ticks, (sl + 1) * p.slice_ticks
-    if waits:
+    if waits is not None:
         # The tasks' waiting time: samples of wall time only, on each task's logical stack
         # down to its await, labelled with the task and its state (suspended or ready).
         from .tasks import await_stacks
 
-        stacks, ticks, _ = await_stacks(p, *((None, None) if sl is None else (lo, hi)))
+        stacks, ticks, _ = await_stacks(p, None if sl is None else lo,
+                                        None if sl is None else hi, spans=waits)
         for node, n in sorted(ticks.items()):
             path = [f for f in stacks.path(node) if not p.hidden(f)]
             sample = prof.sample.add()
@@ -303,19 +307,20 @@ class PprofExporter(Reporter):
         return f"{len(data):,} bytes before gzip{said}"
 
 
-def _waits(p: Profile, options: dict[str, Any]) -> tuple[bool, str]:
-    """--waits, checked (the view is wall time, and some task waited), and what the summary
-    says of it."""
+def _waits(p: Profile, options: dict[str, Any]) -> tuple[list[WaitSpan] | None, str]:
+    """--waits, checked (the view is wall time, and some task waited): the tasks' waits, and
+    what the summary says of them (None: not asked for)."""
     if not options.get("waits"):
-        return False, ""
+        return None, ""
     from .reporters import check_waits, raise_no_waits
-    from .tasks import await_stacks
+    from .tasks import await_stacks, wait_spans
 
     check_waits(p)
-    _, ticks, cut = await_stacks(p)
+    spans = wait_spans(p)
+    _, ticks, cut = await_stacks(p, spans=spans)
     if not ticks:
         raise_no_waits(p)
-    return True, " (the tasks' waits cut at the budget of frames of logical stacks)" * cut
+    return spans, " (the tasks' waits cut at the budget of frames of logical stacks)" * cut
 
 
 def write_windows(p: Profile, output: str | None, force: bool,

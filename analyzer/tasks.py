@@ -28,7 +28,7 @@ from .registry import Option, Reporter, register
 from .reporters import format_seconds
 
 __all__ = ["TaskSums", "TaskWaits", "task_sums", "task_waits", "replay_task_states",
-           "await_stacks", "page_tasks", "TasksReporter"]
+           "await_stacks", "wait_spans", "page_tasks", "TasksReporter"]
 
 
 @dataclass
@@ -323,8 +323,21 @@ def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[i
     return out
 
 
+# One wait of one task (task_waits' spans): (task, from, to, ticks, (state, coroutines'
+# node, what it awaited)).
+WaitSpan = tuple[int, int, int, int, tuple[int, int, int]]
+
+
+def wait_spans(profile: Profile) -> list[WaitSpan]:
+    """Every task's waits in the view, by task (task_waits, with when each wait was): one
+    more read of the recording, which await_stacks can be spared by passing them."""
+    return [(task, a, b, n, key) for task, w in sorted(task_waits(profile, spans=True).items())
+            for a, b, n, key in w.spans or ()]
+
+
 def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None,
-                 times: list[tuple[int, int, int]] | None = None
+                 times: list[tuple[int, int, int]] | None = None,
+                 spans: list[WaitSpan] | None = None
                  ) -> tuple[LogicalStacks, dict[int, int], bool]:
     """The tasks' waiting time (task_waits) by logical stack: each task's stack as --logical
     gives it when it waited (the tasks awaiting it, its own frame), its coroutines down to the
@@ -332,30 +345,27 @@ def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None,
     waiting for its loop); within [lo, hi) where given (a wait's time spread evenly over the
     time it was charged for). Returns the LogicalStacks whose trie holds the nodes, the ticks
     by node, and whether the budget of logical nodes cut them short; times, if given, gets
-    each wait as (from, node, ticks)."""
+    each wait as (from, node, ticks). spans: wait_spans(profile), when known already."""
     logical = profile.logical or LogicalStacks.of_profile(profile)
     strings = profile.defs.strings
     sums: dict[int, float] = {}
     cut = False
-    for task, w in sorted(task_waits(profile, spans=True).items()):
-        for a, b, n, (state, chain, waits) in w.spans or ():
-            part: float = n
-            if lo is not None or hi is not None:
-                a0, b0 = max(a, lo if lo is not None else a), min(b, hi if hi is not None else b)
-                if b0 <= a0:
-                    continue
-                part, a = n * (b0 - a0) / (b - a), a0
-            label = (f"awaits {strings.get(waits) or 'a future'}"
-                     if state == FC.TASK_SUSPENDED else "ready")
-            node = logical.at_await(task, a, chain, label)
-            if node is None:
-                cut = True
-                break
-            sums[node] = sums.get(node, 0) + part
-            if times is not None:
-                times.append((a, node, round(part)))
-        if cut:
+    for task, a, b, n, (state, chain, waits) in wait_spans(profile) if spans is None else spans:
+        part: float = n
+        if lo is not None or hi is not None:
+            a0, b0 = max(a, lo if lo is not None else a), min(b, hi if hi is not None else b)
+            if b0 <= a0:
+                continue
+            part, a = n * (b0 - a0) / (b - a), a0
+        label = (f"awaits {strings.get(waits) or 'a future'}"
+                 if state == FC.TASK_SUSPENDED else "ready")
+        node = logical.at_await(task, a, chain, label)
+        if node is None:
+            cut = True
             break
+        sums[node] = sums.get(node, 0) + part
+        if times is not None:
+            times.append((a, node, round(part)))
     out = {node: round(t) for node, t in sums.items() if round(t) > 0}
     if cut:
         said = (f"{profile.path}: --waits: the tasks' waits would take the file past its budget "

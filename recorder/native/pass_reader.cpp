@@ -142,8 +142,9 @@ ReadStatus PassReader::readPassHead(PassHead& out) {
 bool PassReader::calibratePthreadTid(uint64_t thread_id) {
   // glibc keeps the kernel thread id in struct pthread (pthread_t points at it); its offset
   // depends on the glibc build. Find the int32 equal to one of the process's task ids,
-  // preferring the offset current x86-64 glibc uses.
-  pthread_calibrated_ = true;
+  // preferring the offset current x86-64 glibc uses. A thread that has ended has none (the
+  // kernel clears it): then the next thread read tries again.
+  pthread_calibrated_ = ++pthread_tries_ >= kPthreadTries;
   std::set<int32_t> tids = taskIds(proc_.pid());
   uint8_t buf[2048];
   if (proc_.mem().read(thread_id, buf, sizeof buf) != ReadStatus::kOk) return false;
@@ -154,6 +155,7 @@ bool PassReader::calibratePthreadTid(uint64_t thread_id) {
     if (v > 0 && tids.count(v)) hits.push_back(static_cast<int32_t>(off));
   }
   if (hits.empty()) return false;
+  pthread_calibrated_ = true;
   pthread_tid_offset_ = std::find(hits.begin(), hits.end(), 0x2d0) != hits.end() ? 0x2d0 : hits[0];
   return true;
 }

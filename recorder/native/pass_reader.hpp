@@ -67,8 +67,11 @@ class PassReader {
   }
   // A state in the list whose thread has not started yet (no ids, or no kernel id where one
   // is known for every started thread): no thread of the process to sample.
+  // While the pthread offset is still being looked for, a thread whose id could not be read
+  // is passed over: it is one ending (its tid cleared), and recording it would give it none.
   bool notStarted(const ThreadHead& t) const {
-    return (!t.thread_id && !t.native_tid) || (!t.native_tid && nativeTidKnown());
+    return (!t.thread_id && !t.native_tid) ||
+           (!t.native_tid && (nativeTidKnown() || pthreadTidPending()));
   }
   // Whether, read now, the list still begins at `first` and ends at `last` (its next is null).
   bool listEnds(uint64_t first, uint64_t last);
@@ -89,6 +92,13 @@ class PassReader {
   // 3.8-3.10: offset of the kernel tid inside glibc's struct pthread (found at run time).
   int32_t pthread_tid_offset_ = -1;
   bool pthread_calibrated_ = false;
+  // A thread caught ending has its tid cleared: the search is tried again on the next threads
+  // read, up to kPthreadTries, before the ids are left unknown.
+  static constexpr int kPthreadTries = 32;
+  int pthread_tries_ = 0;
+  bool pthreadTidPending() const {
+    return l_.tstate_native_thread_id == cpython::kAbsent && !pthread_calibrated_;
+  }
   bool calibratePthreadTid(uint64_t thread_id);
 
   // What readPass read for each thread (offsets into pf_buf_), in the previous pass's order.

@@ -173,7 +173,8 @@ class Sampler {
   bool pauseTarget(PassPause& p, uint64_t ts);
   void passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors);
   void sampleThread(Target& t, ThreadHead& th_head, Thread* known, const PassHead& head,
-                    uint64_t interp, uint64_t ts);
+                    uint64_t interp, uint64_t ts, bool walked = true);
+  void sampleNewThreads(Target& t, const PassHead& head, uint64_t interp, uint64_t ts);
   void settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts, uint64_t* errors);
   void settleNative(Target& t);
   // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
@@ -226,6 +227,7 @@ class Sampler {
   bool threads_full_ = false;  // a thread was seen after max_threads had been named
   std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
   std::vector<uint32_t> ended_;   // threads of the current target that ended while read
+  std::vector<ThreadHead> new_;   // states met by the walk not as a known thread's, in its order
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

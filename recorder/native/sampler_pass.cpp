@@ -169,8 +169,10 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
     known = it != t.threads.end() ? &it->second : nullptr;
     return known ? &known->stack.hint : nullptr;
   };
+  new_.clear();
   while (list.next(th_head, hint_of)) sampleThread(t, th_head, known, head, interp, ts);
   const bool list_ok = list.whole();
+  sampleNewThreads(t, head, interp, ts);
   // Threads that ended while read have their THREAD_EXIT already.
   if (!ended_.empty()) {
     for (auto it = t.threads.begin(); it != t.threads.end();) {
@@ -423,7 +425,7 @@ void Sampler::settleNative(Target& t) {
 // One thread state the list walk met: a thread known already or a new one, sampled unless it
 // was sampled before the walk began again, has not started, or has no ref left for it.
 void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
-                           const PassHead& head, uint64_t interp, uint64_t ts) {
+                           const PassHead& head, uint64_t interp, uint64_t ts, bool walked) {
   const uint64_t tstate = th_head.tstate;
   // (Also where a known thread's state now holds other ids: its memory was reused. A thread
   // ending unbinds its state one id at a time: one id gone and the other its own is still
@@ -437,6 +439,10 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     th_head.native_tid = known->native_tid;
   }
   if (same && known->seen_pass == pass_) return;  // sampled before the walk began again
+  if (!same && walked) {
+    new_.push_back(th_head);  // sampled after the walk: sampleNewThreads
+    return;
+  }
   if (!same && unstarted(t, tstate, th_head)) return;
   if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
     threads_full_ = true;
@@ -461,6 +467,27 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     failed_.push_back(th.ref);
   }
   t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
+}
+
+// The states the walk met that are not a known thread's, sampled once the list has been walked,
+// oldest first. A state a thread creates for the one it starts is newer than its own (the
+// list is newest first) and may carry its ids (Sampler::unstarted): met first, it would be
+// taken for a thread, and the creator for the state not started. Each is read again (the walk
+// has read others since), and left for the next pass if it no longer holds the ids it had.
+void Sampler::sampleNewThreads(Target& t, const PassHead& head, uint64_t interp, uint64_t ts) {
+  for (auto walked = new_.rbegin(); walked != new_.rend(); ++walked) {
+    const uint64_t tstate = walked->tstate;
+    if (std::any_of(new_.rbegin(), walked, [&](const ThreadHead& o) { return o.tstate == tstate; }))
+      continue;  // met twice (the walk began again)
+    ThreadHead now;
+    if (t.unwinder->pass.readThread(tstate, now, nullptr) != ReadStatus::kOk ||
+        now.interp != interp || now.thread_id != walked->thread_id ||
+        now.native_tid != walked->native_tid)
+      continue;
+    auto it = t.threads.find(tstate);
+    sampleThread(t, now, it != t.threads.end() ? &it->second : nullptr, head, interp, ts, false);
+  }
+  new_.clear();
 }
 
 // The known threads the walk did not meet: ended (their state left the list) where the list

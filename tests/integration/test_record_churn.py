@@ -77,6 +77,33 @@ def test_thread_churn_keeps_threads_apart(python: str, rate: str, tmp_path: Path
     assert raw * 4 <= C.DATA_RAW_PER_BYTE * size and nodes * 4 <= C.TRIE_PER_BYTE * size
 
 
+
+@pytest.mark.parametrize("python", python_params())
+def test_attaching_amid_churn_gives_every_thread_its_kernel_id(python: str,
+                                                                tmp_path: Path) -> None:
+    """Attached while threads start and end back to back, the first thread state read may be
+    one ending, its kernel id already cleared (3.8-3.10 find the id's place in the pthread
+    from the first threads read): the main thread is still recorded under its own id, and no
+    thread without one. Several attaches, so a recorder that trusts the first thread fails."""
+    proc = subprocess.Popen([python, "rec_churn.py", "60", "8", "0"], cwd=str(TARGETS),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline().split()
+        assert ready[:1] == ["ready"], ready
+        main = int(ready[1])
+        for n in range(6):
+            out = tmp_path / f"attach-{n}.psr"
+            r = psrec("record", "-q", "-r", "1000", "-d", "0.3", "-o", str(out), str(proc.pid))
+            assert r.returncode == 0, r.stderr
+            with open_recording(out) as rec:
+                tids = [t.os_tid for t in rec.definitions().threads.values()]
+            assert tids.count(main) == 1, (n, main, tids[:20])
+            assert 0 not in tids, (n, tids[:20])
+    finally:
+        proc.kill()
+        proc.wait()
+
 def _budget_use(path: Path) -> tuple[int, int, int, int]:
     """Uncompressed DATA bytes, stack-trie nodes and thread refs a reader keeps for a file,
     and the file's size."""

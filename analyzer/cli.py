@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .registry import Option, Reporter
 
 __all__ = ["COMMANDS", "CliUsageError", "diff", "dump_file", "export", "info", "length",
-           "report", "warn_all"]
+           "report", "snapshot", "warn_all"]
 
 
 class CliUsageError(PsrecError):
@@ -178,6 +178,28 @@ def dump_file(recording: str, as_json: bool = False) -> None:
         for line in dump_lines(rec):
             click.echo(line)
         warn_all(rec.warnings)
+
+
+@click.command()
+@click.argument("recording", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The copy to write (.psr).")
+@click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
+def snapshot(recording: str, output: str, force: bool) -> None:
+    """A closed copy of a recording that is still being written (a flight recording, or any
+    other), as it stands now; the recording goes on.
+
+    \b
+      psrec record -o last.psr --keep 10m 1234 &
+      psrec snapshot last.psr -o incident.psr
+    """
+    from psrec.format.writer import snapshot as copy
+
+    if os.path.abspath(recording) == os.path.abspath(output):
+        raise CliUsageError(f"the snapshot of {recording} cannot be written over it",
+                            help="give the copy another name with -o")
+    chunks, samples = copy(recording, output, force)
+    click.echo(f"psrec: wrote {output} ({samples:,} samples in {chunks:,} chunks)", err=True)
 
 
 # -- report, export and diff ------------------------------------------------------------------
@@ -354,4 +376,4 @@ def diff(**params: Any) -> None:
 
 
 # The commands psrec.cli puts into the psrec command (it adds `dump`, which dump_file serves).
-COMMANDS = (info, report, export, diff)
+COMMANDS = (info, report, export, diff, snapshot)

@@ -55,6 +55,7 @@ class SampleStream:
         self.errors = 0
         self.duplicates = 0  # data chunks skipped: their sequence number came before
         self._seqs: dict[int, int] = {}  # sequence number -> offset of its chunk
+        self.current: ChunkInfo | None = None  # the chunk of the batch yielded last
 
     def __iter__(self) -> Iterator[Any]:
         first_duplicate: tuple[int, int, int] | None = None
@@ -106,6 +107,7 @@ class SampleStream:
             self.events.extend(events)
             self.summaries.append(summary)
             self.errors += summary["errors"]
+            self.current = info
             yield self.batch
         if first_duplicate is not None:
             off, seq, earlier = first_duplicate

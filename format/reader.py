@@ -189,6 +189,10 @@ class Recording:
             self._skipped(info, str(exc).split(": ", 1)[-1] + "; skipped")
             return None
 
+    def raw_chunk(self, info: ChunkInfo) -> bytes:
+        """One chunk as the file stores it, header and payload (for copying it elsewhere)."""
+        return self._file.read_at(info.offset, C.CHUNK_HEADER_SIZE + info.length)
+
     def payloads(self, ctype: int) -> Iterator[tuple[ChunkInfo, bytes]]:
         """Payloads of the chunks of one type; damaged ones are skipped with a warning."""
         for info in self.chunks:

@@ -13,12 +13,14 @@ import stat
 import sys
 import tempfile
 import zlib
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import msgpack
 import zstandard
 
 from . import _constants as C
+from ._codec import chunk_seq
 from ._layout import ChunkHeader, Header, pack_trailer
 from .errors import FormatError, OutputExistsError, PsrecError
 from .reference import thread_renames as _ref_thread_renames
@@ -28,7 +30,8 @@ try:
 except ImportError:  # the native codec could not be built or loaded here
     _thread_renames = _ref_thread_renames
 
-__all__ = ["PsrWriter", "open_output", "is_stream", "Output", "check_link", "write_failed"]
+__all__ = ["PsrWriter", "Retention", "snapshot", "open_output", "is_stream", "Output",
+           "check_link", "write_failed"]
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
@@ -219,6 +222,42 @@ def _holds_renames(raw: bytes) -> bool:
         return True
 
 
+@dataclass(frozen=True)
+class Retention:
+    """What a flight recording keeps on disk (spec section 7.1): the samples of the last
+    `seconds` and/or at most `max_bytes` in all. The oldest DATA chunks are dropped, whole,
+    by writing the file anew beside its name (its header, METADATA, every DEFS chunk, the
+    DATA chunks kept) and renaming it over the old one: whoever opens the name at any moment
+    finds a whole recording, never one being cut."""
+
+    seconds: float | None = None
+    max_bytes: int | None = None
+
+    # Past `seconds`, a file is written anew once its oldest chunk is this share of `seconds`
+    # older than the bound: each rewrite copies the file, so its cost is spread over that time.
+    SLACK = 1 / 20
+    # A file over `max_bytes` is cut to this share of it, for the same reason.
+    CUT_TO = 0.9
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _record(rtype: int, *fields: int) -> bytes:
+    """A record of varint fields (spec section 3)."""
+    body = b"".join(_varint(f) for f in fields)
+    return bytes([rtype]) + _varint(len(body)) + body
+
+
 class PsrWriter:
     def __init__(
         self,
@@ -230,27 +269,33 @@ class PsrWriter:
         tick_ns: int = 1000,
         force: bool = False,
         level: int = 3,
+        retention: Retention | None = None,
     ) -> None:
         self.path = os.fspath(path)
         # Written where it will stay, chunk by chunk, so that a writer killed at any point
         # leaves a readable file at its name; '-' and other streams in place (see Output).
         if self.path == "-" or is_stream(self.path):
+            if retention is not None:
+                raise PsrecError(f"{self.path} is a stream: a flight recording drops its oldest "
+                                 "chunks, which a stream cannot take back",
+                                 help="give a file name with -o")
             self._file = Output(self.path, binary_to_terminal=False).file
         else:
             self._file = open_output(self.path, force)
         self._zstd = zstandard.ZstdCompressor(level=level, write_content_size=True)
-        self._index: list[list[int]] = []
-        self._renamed: list[int] = []  # offsets of the DATA chunks that rename a thread
+        self.retention = retention
         self._closed = False
-        self.bytes_written = 0
-        self.samples = 0
-        self.passes = 0
+        self.metadata = metadata
         self.header = Header(
             C.FORMAT_MAJOR, C.FORMAT_MINOR, created_wall_ns, created_mono_ns, tick_ns
         )
+        self._start()
+        self._names: dict[int, tuple[int, int]] = {}  # thread ref -> last rename (ts, name)
+        self._last_seq = 0  # the highest DATA sequence number written
+        self.dropped_chunks = 0  # DATA chunks dropped by the retention (all files)
+        self.dropped_samples = 0
         try:
-            self._write(self.header.pack())
-            self.write_chunk(C.CHUNK_METADATA, msgpack.packb(metadata, use_bin_type=True))
+            self._write(self._prefix())
         except OSError:
             # Not even the header and metadata could be written (a disk full from the start):
             # the empty or torn file psrec just created holds nothing, and is removed.
@@ -262,9 +307,43 @@ class PsrWriter:
                     pass
             raise
 
+    def _start(self) -> None:
+        """The counts of a file just begun."""
+        # One entry per chunk written: [offset, type, first_ts, last_ts, passes, samples]
+        self._index: list[list[int]] = []
+        self._sizes: list[int] = []  # each chunk's bytes, header included
+        self._renamed: list[int] = []  # offsets of the DATA chunks that rename a thread
+        self.bytes_written = 0
+        self.samples = 0
+        self.passes = 0
+
+    def _prefix(self) -> bytes:
+        """The file header and the METADATA chunk: how every file of the recording begins."""
+        meta = self._pack(C.CHUNK_METADATA, msgpack.packb(self.metadata, use_bin_type=True))
+        self._index.append([C.HEADER_SIZE, C.CHUNK_METADATA, 0, 0, 0, 0])
+        self._sizes.append(len(meta))
+        return self.header.pack() + meta
+
     def _write(self, data: bytes) -> None:
         self._file.write(data)
         self.bytes_written += len(data)
+
+    def _pack(self, ctype: int, raw: bytes) -> bytes:
+        """One chunk: its header and its zstandard payload."""
+        payload = self._zstd.compress(raw)
+        return ChunkHeader(ctype, C.CHUNK_FLAG_ZSTD, len(payload), len(raw),
+                           zlib.crc32(payload)).pack() + payload
+
+    def _append(self, chunk: bytes, entry: list[int], renames: bool, flush: bool) -> int:
+        offset = self.bytes_written
+        self._write(chunk)
+        if flush:
+            self._file.flush()
+        self._index.append([offset, *entry])
+        self._sizes.append(len(chunk))
+        if renames:
+            self._renamed.append(offset)
+        return offset
 
     def write_chunk(
         self,
@@ -280,39 +359,156 @@ class PsrWriter:
         """Appends one chunk; returns its offset."""
         if self._closed:
             raise FormatError(f"{self.path}: write after close")
-        payload = self._zstd.compress(raw)
-        head = ChunkHeader(ctype, C.CHUNK_FLAG_ZSTD, len(payload), len(raw), zlib.crc32(payload))
-        offset = self.bytes_written
-        self._write(head.pack() + payload)
-        if flush:
-            self._file.flush()
-        self._index.append([offset, ctype, first_ts, last_ts, passes, samples])
-        if ctype == C.CHUNK_DATA and _holds_renames(raw):
-            self._renamed.append(offset)
-        return offset
+        return self._append(self._pack(ctype, raw), [ctype, first_ts, last_ts, passes, samples],
+                            ctype == C.CHUNK_DATA and self._note_renames(raw), flush)
+
+    def _note_renames(self, raw: bytes) -> bool:
+        """Whether a DATA payload renames a thread (for the index), noting each thread's last
+        name: a file begun anew (a flight recording, a window) carries them, whatever chunk
+        held them. Also notes the chunk's sequence number."""
+        seq = chunk_seq(raw)
+        if seq is not None:
+            self._last_seq = max(self._last_seq, seq)
+        if not _holds_renames(raw):
+            return False
+        try:
+            for _, ts, ref, name, _ in _thread_renames(raw):
+                self._names[ref] = (ts, name)
+        except Exception:  # noqa: BLE001 - records that do not read: the reader says so
+            pass
+        return True
 
     def write_sealed(
         self, defs: bytes, data: bytes, first_ts: int, last_ts: int, passes: int, samples: int
     ) -> None:
-        """Appends a sealed chunk pair from the native encoder: definitions, then data."""
+        """Appends a sealed chunk pair from the native encoder: definitions, then data. With a
+        retention, the oldest DATA chunks are dropped first where the pair would pass it."""
+        if self._closed:
+            raise FormatError(f"{self.path}: write after close")
+        defs_chunk = self._pack(C.CHUNK_DEFS, defs) if defs else b""
+        data_chunk = self._pack(C.CHUNK_DATA, data) if data else b""
+        if self.retention is not None and data:
+            self._make_room(len(defs_chunk) + len(data_chunk), last_ts)
         if defs:
-            self.write_chunk(C.CHUNK_DEFS, defs, flush=not data)
+            self._append(defs_chunk, [C.CHUNK_DEFS, 0, 0, 0, 0], False, flush=not data)
         if data:
-            self.write_chunk(
-                C.CHUNK_DATA,
-                data,
-                first_ts=first_ts,
-                last_ts=last_ts,
-                passes=passes,
-                samples=samples,
-            )
+            self._append(data_chunk, [C.CHUNK_DATA, first_ts, last_ts, passes, samples],
+                         self._note_renames(data), flush=True)
             self.samples += samples
             self.passes += passes
 
-    def close(self, stats: dict[str, Any] | None = None) -> None:
-        """Writes final statistics, the index and the trailer. Safe to call twice."""
-        if self._closed:
+    # -- flight recording and windows ----------------------------------------------------
+    def _make_room(self, incoming: int, newest_ts: int) -> None:
+        """Drops the oldest DATA chunks the retention no longer keeps, once enough of them
+        are due (Retention.SLACK, CUT_TO), before `incoming` bytes ending at `newest_ts`."""
+        r = self.retention
+        assert r is not None
+        data = [i for i, e in enumerate(self._index) if e[1] == C.CHUNK_DATA]
+        drop = 0
+        if r.seconds is not None and data:
+            ticks = r.seconds * 1e9 / self.header.tick_ns
+            horizon = newest_ts - ticks
+            while drop < len(data) and self._index[data[drop]][3] < horizon:
+                drop += 1
+            if drop and self._index[data[0]][3] >= horizon - ticks * r.SLACK:
+                drop = 0  # not due yet
+        if r.max_bytes is not None and self.bytes_written + incoming > r.max_bytes:
+            need = self.bytes_written + incoming - int(r.max_bytes * r.CUT_TO)
+            freed = sum(self._sizes[i] for i in data[:drop])
+            while drop < len(data) and freed < need:
+                freed += self._sizes[data[drop]]
+                drop += 1
+        if not drop:
             return
+        gone = set(data[:drop])
+        self.dropped_chunks += drop
+        self.dropped_samples += sum(self._index[i][5] for i in gone)
+        kept = self._read([i for i, e in enumerate(self._index)
+                           if e[1] == C.CHUNK_DEFS or (e[1] == C.CHUNK_DATA and i not in gone)])
+        folder = os.path.dirname(os.path.abspath(self.path))
+        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".keep",
+                                    dir=folder)
+        old = self._file
+        last_dropped = self._read([data[drop - 1]])[0][1]
+        seq = chunk_seq(zstandard.ZstdDecompressor().decompress(
+            last_dropped[C.CHUNK_HEADER_SIZE:])) or 0
+        try:
+            self._begin(os.fdopen(fd, "wb"), kept, seq)
+            os.chmod(temp, 0o666 & ~_umask())
+            os.replace(temp, self.path)
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        old.close()
+
+    def _read(self, chosen: list[int]) -> list[tuple[list[int], bytes, bool]]:
+        """The chunks `chosen` (positions in the index) as the current file holds them."""
+        self._file.flush()
+        src = os.open(f"/proc/self/fd/{self._file.fileno()}", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return [(self._index[i][1:], os.pread(src, self._sizes[i], self._index[i][0]),
+                     self._index[i][0] in self._renamed) for i in chosen]
+        finally:
+            os.close(src)
+
+    def _begin(self, file: BinaryIO, chunks: list[tuple[list[int], bytes, bool]],
+               seq: int) -> None:
+        """Goes on in `file`: the header, METADATA, then `chunks`, copied as they are."""
+        self._file = file
+        self._start()
+        self._write(self._prefix())
+        names = None
+        for entry, chunk, renames in chunks:
+            if entry[0] == C.CHUNK_DATA and names is None:
+                names = self._carry_names(seq)
+            self._append(chunk, entry, renames, flush=False)
+            if entry[0] == C.CHUNK_DATA:
+                self.samples += entry[4]
+                self.passes += entry[3]
+        if names is None:
+            self._carry_names(seq)
+        self._file.flush()
+
+    def _carry_names(self, seq: int) -> bool:
+        """Writes, after the definitions, a DATA chunk of no passes that gives each thread
+        renamed so far its last name (its THREAD_RENAMEs at their times), under the sequence
+        number `seq` of a chunk the new file does not hold (spec section 7.1)."""
+        if not self._names:
+            return True
+        body = bytearray()
+        first = min(ts for ts, _ in self._names.values())
+        body += _record(C.REC_BEGIN, seq, first, 0)
+        for ref, (ts, name) in sorted(self._names.items(), key=lambda kv: kv[1][0]):
+            body += _record(C.REC_THREAD_RENAME, ref, ts, name)
+        last = max(ts for ts, _ in self._names.values())
+        self._append(self._pack(C.CHUNK_DATA, bytes(body)), [C.CHUNK_DATA, first, last, 0, 0],
+                     True, flush=False)
+        return True
+
+    def rotate(self, path: str, stats: dict[str, Any] | None = None, force: bool = False,
+               metadata: dict[str, Any] | None = None) -> None:
+        """Closes the current file (with `stats`, its index and trailer) and goes on in a new
+        one at `path`, which begins with the header, METADATA (`metadata`, if given) and every
+        definition so far, so that each file reads alone (spec section 7.2)."""
+        if self._closed:
+            raise FormatError(f"{self.path}: write after close")
+        new = open_output(path, force)
+        defs = self._read([i for i, e in enumerate(self._index) if e[1] == C.CHUNK_DEFS])
+        try:
+            self._finish(stats)
+        except BaseException:
+            new.close()
+            raise
+        self.path = path
+        if metadata is not None:
+            self.metadata = metadata
+        self._begin(new, defs, self._last_seq)
+
+    def _finish(self, stats: dict[str, Any] | None) -> None:
+        """Writes STATS, the index and the trailer, and closes the file."""
         try:
             if stats is not None:
                 self.write_chunk(C.CHUNK_STATS, msgpack.packb(stats, use_bin_type=True))
@@ -324,8 +520,16 @@ class PsrWriter:
             self._write(pack_trailer(index_offset, data_chunks))
             self._file.flush()
         finally:
-            self._closed = True
             self._file.close()
+
+    def close(self, stats: dict[str, Any] | None = None) -> None:
+        """Writes final statistics, the index and the trailer. Safe to call twice."""
+        if self._closed:
+            return
+        try:
+            self._finish(stats)
+        finally:
+            self._closed = True
 
     def abandon(self) -> None:
         """Closes the file without index or trailer, as a killed writer would leave it. What
@@ -342,3 +546,54 @@ class PsrWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
+             force: bool = False) -> tuple[int, int]:
+    """Writes a closed copy of a recording, running or not (spec section 7.3): its header, and
+    every chunk it holds whole at this moment (its METADATA, DEFS and DATA chunks, in file
+    order; a DATA chunk only if it decodes), then an index and the trailer. The source is
+    read through one open file, so a flight recording renamed over meanwhile is copied as it
+    was. Returns the DATA chunks and thread-samples copied."""
+    from .reader import open_recording
+
+    with open_recording(source) as rec:
+        summary: dict[int, tuple[int, int, int, int]] = {}
+        stream = rec.stream()
+        for batch in stream:
+            assert stream.current is not None
+            s = stream.summaries[-1]
+            summary[stream.current.offset] = (s["first_ts"], s["last_ts"], s["passes"], len(batch))
+        out = Output(output, force)
+        try:
+            out.file.write(rec.header.pack())
+            at = C.HEADER_SIZE
+            index: list[list[int]] = []
+            renamed: list[int] = []
+            for info in rec.chunks:
+                if info.type in (C.CHUNK_STATS, C.CHUNK_INDEX):
+                    continue  # the source's own end, if it has one: the copy gets its own
+                if info.type == C.CHUNK_DATA and info.offset not in summary:
+                    continue  # damaged, or a repeat of an earlier chunk
+                chunk = rec.raw_chunk(info)
+                entry = [at, info.type, 0, 0, 0, 0]
+                if info.type == C.CHUNK_DATA:
+                    entry[2:] = summary[info.offset]
+                    payload = rec.payload(info)
+                    if payload is not None and _holds_renames(payload):
+                        renamed.append(at)
+                out.file.write(chunk)
+                index.append(entry)
+                at += len(chunk)
+            data = [e for e in index if e[1] == C.CHUNK_DATA]
+            zstd = zstandard.ZstdCompressor(level=3, write_content_size=True)
+            raw = msgpack.packb({"chunks": index, "renames": renamed}, use_bin_type=True)
+            payload = zstd.compress(raw)
+            out.file.write(ChunkHeader(C.CHUNK_INDEX, C.CHUNK_FLAG_ZSTD, len(payload), len(raw),
+                                       zlib.crc32(payload)).pack() + payload)
+            out.file.write(pack_trailer(at, len(data)))
+            out.commit()
+        except BaseException:
+            out.discard()
+            raise
+        return len(data), sum(e[5] for e in data)

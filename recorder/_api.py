@@ -8,11 +8,12 @@ the status line in _status.py. The names other parts import are all here.
 from __future__ import annotations
 
 import sys
+import time
 from types import ModuleType
 from typing import Any, TextIO
 
 from ._options import MAX_RATE_HZ as MAX_RATE_HZ  # the fastest rate, for psrec.recorder.cli
-from ._options import RecordOptions, RecordResult, parse_rate
+from ._options import RecordOptions, RecordResult, parse_rate, window_name
 from ._output import check_output
 from ._session import Session
 from .errors import NativeRecorderMissingError
@@ -36,7 +37,11 @@ def record(opts: RecordOptions, *, stream: TextIO | None = None) -> RecordResult
     no file, and the result says so (``stopped_by`` "not_python")."""
     stream = stream or sys.stderr
     rec = native()
-    check_output(opts.output, opts.force)  # before anything is started
+    first = opts.output
+    if opts.window_s is not None:
+        first = window_name(opts.output, 0, time.time_ns())
+    bounded = opts.window_s is not None or opts.keep_s is not None or opts.max_bytes is not None
+    check_output(first, opts.force, needs_file=bounded)  # before anything is started
     session = Session(opts, stream, rec)
     session.start_target()
     session.start_sampler()

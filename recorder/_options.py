@@ -9,11 +9,53 @@ from typing import Any
 
 from .errors import RecorderUsageError
 
-__all__ = ["MAX_RATE_HZ", "RecordOptions", "RecordResult", "parse_rate"]
+__all__ = ["MAX_RATE_HZ", "RecordOptions", "RecordResult", "parse_duration", "parse_rate",
+           "parse_size", "window_name"]
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k)?\s*(hz)?\s*$", re.IGNORECASE)
 MAX_RATE_HZ = 1_000_000.0  # "max": passes back to back, no sleeping (the sampler's floor)
 DEFAULT_TASK_RATE_HZ = 1000.0  # task snapshots a second at most, unless asked otherwise
+# The rate of a flight recording (--keep, --max-size) unless -r says otherwise: always on, its
+# cost to the target stays within the noise (tests/perf figure K).
+ALWAYS_ON_RATE_HZ = 100.0
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+                   "d": 86400.0}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+               "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_duration(option: str, text: str, least: float = 1.0) -> float:
+    """'90', '20s', '10m', '1h', '500ms' -> seconds, at least `least` (wrong usage otherwise)."""
+    m = _DURATION.match(text)
+    seconds = float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "").lower() or None] if m else 0
+    if not m or seconds < least:
+        raise RecorderUsageError(
+            f"{option} {text!r} is not a duration of {least:g} s or more",
+            help=f"give seconds, minutes or hours: {option} 90, {option} 10m, {option} 1h")
+    return seconds
+
+
+def parse_size(option: str, text: str, least: int = 1 << 16) -> int:
+    """'200M', '1G', '500k', '1048576' -> bytes (units of 1024), at least `least`."""
+    m = _SIZE.match(text)
+    size = int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower() or None]) if m else 0
+    if not m or size < least:
+        raise RecorderUsageError(
+            f"{option} {text!r} is not a size of {least >> 10} KiB or more",
+            help=f"give bytes with a unit: {option} 200M, {option} 1G")
+    return size
+
+
+def window_name(pattern: str, n: int, wall_ns: int) -> str:
+    """The name of window n (from 0) of --window: -o's pattern with {n} (the window's number)
+    and {time} (when it began, UTC, 20261128T023000Z) filled in."""
+    import time
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(wall_ns / 1e9))
+    return pattern.replace("{n}", str(n)).replace("{time}", stamp)
 
 
 def parse_rate(text: str | float | int) -> float:
@@ -59,6 +101,11 @@ class RecordOptions:
     tasks: bool = True  # the asyncio task each thread runs, once asyncio is imported
     # How often every task's state is read at most (None: the sampling rate, at most 1 kHz).
     task_rate_hz: float | None = None
+    # A flight recording: only the last keep_s seconds and/or max_bytes stay in the file.
+    keep_s: float | None = None
+    max_bytes: int | None = None
+    # Windows: a new file every window_s seconds, output being a pattern (window_name).
+    window_s: float | None = None
 
     @property
     def task_rate(self) -> float:
@@ -76,4 +123,5 @@ class RecordResult:
     stats: dict[str, Any] = field(default_factory=dict)
     bytes_written: int = 0
     stopped_by: str = ""  # "exit", "duration", "interrupt", "terminate", "exec", ...
+    files: list[str] = field(default_factory=list)  # every file written (--window: several)
 

@@ -24,8 +24,12 @@ def to_stdout(path: str) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def check_output(path: str, force: bool) -> None:
-    """Fails before anything is started if the output cannot be written."""
+def check_output(path: str, force: bool, needs_file: bool = False) -> None:
+    """Fails before anything is started if the output cannot be written (needs_file: --keep,
+    --max-size and --window write files, which a stream is not)."""
+    if needs_file and (path == "-" or is_stream(path)):
+        raise PsrecError(f"{path} is a stream: --keep, --max-size and --window write files",
+                         help="give a file name with -o")
     if is_stream(path):
         # '-', a device or a pipe: written in place, nothing to overwrite. A terminal cannot
         # take a binary recording.

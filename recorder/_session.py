@@ -22,10 +22,11 @@ from typing import Any, TextIO
 from psrec.format import PsrWriter
 from psrec.format.errors import PsrecError
 from psrec.format.version import psrec_version
+from psrec.format.writer import Retention
 
 from ._children import Guard, end_marked
 from ._launch import Waiting, exit_status, launch, stop_child
-from ._options import RecordOptions, RecordResult
+from ._options import RecordOptions, RecordResult, window_name
 from ._output import to_stdout
 from ._status import StatusLine
 from .errors import RecorderError
@@ -58,6 +59,10 @@ class Session:
         self.sampler: Any = None
         self.created_wall_ns = self.created_mono_ns = 0
         self.writer: PsrWriter | None = None
+        # the files written: one, or with --window one a window (the current one last)
+        self.files: list[str] = [opts.output]
+        self.window_end: float | None = None  # in ticks, once the first chunk came
+        self.stats_before: dict[str, Any] = {}  # the sampler's figures when the file began
         self.write_error: list[BaseException] = []
         self.writer_thread = threading.Thread(target=self._write_loop, name="psrec-writer",
                                               daemon=True)
@@ -66,6 +71,7 @@ class Session:
         # signals: "interrupt" or "terminate" once one asked the recording to end
         self.stop_request: str | None = None
         self.old_handlers: dict[int, Any] = {}
+        self.snapshots_asked = self.snapshots_taken = 0  # SIGUSR1
 
     # -- the target ----------------------------------------------------------------------
     def start_target(self) -> None:
@@ -129,9 +135,13 @@ class Session:
                                              and current is not signal.default_int_handler):
                 continue
             self.old_handlers[sig] = signal.signal(sig, self._on_signal)
+        # SIGUSR1: a snapshot of the file as it stands, beside it (see _snapshot).
+        self.old_handlers[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self.stop_request is None:
+        if signum == signal.SIGUSR1:
+            self.snapshots_asked += 1
+        elif self.stop_request is None:
             self.stop_request = "interrupt" if signum == signal.SIGINT else "terminate"
 
     def restore_signals(self) -> None:
@@ -140,17 +150,82 @@ class Session:
 
     # -- the file ------------------------------------------------------------------------
     def _write_loop(self) -> None:
-        """The writer thread: writes the chunks the sampler seals until it has no more."""
+        """The writer thread: writes the chunks the sampler seals until it has no more; with
+        --window, goes on in the next file at the first chunk of each window."""
         assert self.writer is not None
         try:
             while True:
                 chunk = self.sampler.pop_chunk(200)
                 if chunk is not None:
+                    if self.opts.window_s is not None and chunk[1]:
+                        self._next_window(chunk[2])
                     self.writer.write_sealed(*chunk)
                 elif self.sampler.chunks_done():
                     return
+                if self.snapshots_taken < self.snapshots_asked:
+                    self.snapshots_taken = self.snapshots_asked
+                    self._snapshot()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.write_error.append(exc)
+
+    def _snapshot(self) -> None:
+        """SIGUSR1: a closed copy of the file as it stands (psrec snapshot), written beside it
+        as NAME.snapshot-TIME.psr (UTC), taken between two chunks; the recording goes on."""
+        from psrec.format.writer import snapshot
+
+        stem = self.files[-1][:-4] if self.files[-1].endswith(".psr") else self.files[-1]
+        path = f"{stem}.snapshot-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.psr"
+        try:
+            chunks, samples = snapshot(self.files[-1], path)
+        except PsrecError as exc:  # the copy failed: the recording itself goes on
+            print(f"psrec: snapshot not written: {exc}", file=self.stream)
+            return
+        print(f"psrec: wrote the snapshot {path} ({samples:,} samples)", file=self.stream)
+
+    def _next_window(self, first_ts: int) -> None:
+        """Closes the window's file and opens the next one's, once a chunk begins past its end
+        (windows are counted from the recording's start; each file ends at a chunk, within
+        a second of its window's end)."""
+        assert self.writer is not None and self.opts.window_s is not None
+        window_ticks = self.opts.window_s * 1e9 / self.writer.header.tick_ns
+        if self.window_end is None:
+            self.window_end = window_ticks * (first_ts // window_ticks + 1)
+            return
+        if first_ts < self.window_end:
+            return
+        self.window_end = window_ticks * (first_ts // window_ticks + 1)
+        path = window_name(self.opts.output, len(self.files),
+                           self.created_wall_ns + int(first_ts * self.writer.header.tick_ns))
+        self.writer.rotate(path, self._file_stats("window")[0], force=self.opts.force)
+        self.files.append(path)
+
+    def _file_stats(self, stopped_by: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The STATS of the file being closed (the sampler's figures since the file began, with
+        --window), and the recording's so far; both say why it ended."""
+        def with_means(st: dict[str, Any]) -> dict[str, Any]:
+            st["lateness_ns_mean"] = st["lateness_ns_total"] // max(1, st["passes"])
+            st["sampling_ns_per_pass"] = st["sampling_ns_total"] // max(1, st["passes"])
+            return st
+
+        now = {_TRAILER_NAMES.get(k, k): v
+               for k, v in self.sampler.stats().items() if k != "finished"}
+        stats = dict(now)
+        if self.opts.window_s is not None:
+            for k, v in now.items():
+                if isinstance(v, int) and not isinstance(v, bool) and k in self.stats_before:
+                    stats[k] = v - self.stats_before[k]
+            self.stats_before = dict(now)
+            assert self.writer is not None
+            stats["passes"], stats["samples"] = self.writer.passes, self.writer.samples
+        with_means(now)
+        with_means(stats)
+        if self.writer is not None and self.writer.dropped_chunks:
+            stats["dropped_chunks"] = self.writer.dropped_chunks
+            stats["dropped_samples"] = self.writer.dropped_samples
+            now.update(dropped_chunks=self.writer.dropped_chunks,
+                       dropped_samples=self.writer.dropped_samples)
+        stats["stopped_by"] = now["stopped_by"] = stopped_by
+        return stats, now
 
     def _open_file(self, info: dict[str, Any]) -> None:
         """Opens the output, once the target runs Python (info: what the sampler found in
@@ -158,15 +233,20 @@ class Session:
         if info["layout_warning"]:
             print(f"psrec: warning: {info['layout_warning']}", file=self.stream)
         try:
+            if self.opts.window_s is not None:
+                self.files[0] = window_name(self.opts.output, 0, self.created_wall_ns)
             self.writer = PsrWriter(
-                self.opts.output,
+                self.files[0],
                 metadata=_metadata(info, self.opts, self.pid, self.command, self.interval_ns),
                 created_wall_ns=self.created_wall_ns,
                 created_mono_ns=self.created_mono_ns,
                 force=True,  # checked before anything started
+                retention=(Retention(self.opts.keep_s, self.opts.max_bytes)
+                           if self.opts.keep_s is not None or self.opts.max_bytes is not None
+                           else None),
             )
         except OSError as exc:
-            raise RecorderError(f"cannot write {self.opts.output}: {exc.strerror or exc}",
+            raise RecorderError(f"cannot write {self.files[-1]}: {exc.strerror or exc}",
                                 help=_write_help(exc)) from None
         self.writer_thread.start()
 
@@ -187,7 +267,7 @@ class Session:
                 if self.guard is not None:  # and what it started, as if psrec had died
                     end_marked(self.guard.token)
             if self.write_error and self.child is not None and self.child.poll() is None:
-                print(f"psrec: writing {self.opts.output} failed ({_why(self.write_error[0])}): "
+                print(f"psrec: writing {self.files[-1]} failed ({_why(self.write_error[0])}): "
                       f"recording stopped; waiting for {self._name} to exit (Ctrl-C stops it)",
                       file=self.stream)
             state = self.sampler.state()
@@ -269,20 +349,16 @@ class Session:
         if self.writer_thread.ident is None:  # stopped between opening the file and starting it
             self.writer_thread.start()
         self.writer_thread.join()
-        st = self.sampler.stats()
         self.status.clear()
         # Every figure the sampler keeps (one list: PSREC_SAMPLER_STATS in
         # recorder/native/sampler.hpp), two under the names the spec gives them, and means.
-        final_stats = {_TRAILER_NAMES.get(k, k): v for k, v in st.items() if k != "finished"}
-        final_stats["lateness_ns_mean"] = st["lateness_ns_total"] // max(1, st["passes"])
-        final_stats["sampling_ns_per_pass"] = st["sampling_ns_total"] // max(1, st["passes"])
-        final_stats["stopped_by"] = self.stopped_by
+        file_stats, final_stats = self._file_stats(self.stopped_by)
         if self.exit_code is not None:
-            final_stats["exit_code"] = self.exit_code
+            file_stats["exit_code"] = final_stats["exit_code"] = self.exit_code
         if self.write_error:
             writer.abandon()
         else:
-            writer.close(final_stats)
+            writer.close(file_stats)
         return final_stats
 
     def result(self, stats: dict[str, Any]) -> RecordResult:
@@ -296,7 +372,7 @@ class Session:
             if child is not None:
                 exit_status(child.wait())
             raise RecorderError(
-                f"writing {self.opts.output} failed: {_why(err)}; the file keeps every chunk "
+                f"writing {self.files[-1]} failed: {_why(err)}; the file keeps every chunk "
                 "written whole", help=_write_help(err)) from err
         if child is not None and self.exit_code is None:
             if self.stopped_by == "duration" and child.poll() is None:
@@ -314,7 +390,8 @@ class Session:
         if self.guard is not None:
             self.guard.release()
         return RecordResult(
-            output=self.opts.output,
+            output=self.files[-1],
+            files=list(self.files),
             pid=self.pid,
             exit_code=self.exit_code,
             stats=stats,

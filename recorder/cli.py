@@ -11,6 +11,7 @@ import difflib
 import math
 import shlex
 import sys
+from typing import Any
 
 import click
 
@@ -60,8 +61,9 @@ def _seconds(text: str) -> float:
                                  "ignore_unknown_options": True})
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The recording to write (.psr).")
-@click.option("-r", "--rate", default="1000", show_default=True,
-              help="Samples per second: 1000, 10k or 10khz; max: as fast as possible.")
+@click.option("-r", "--rate", default=None,
+              help="Samples per second: 1000, 10k or 10khz; max: as fast as possible "
+                   "(default: 1000; 100 with --keep or --max-size).")
 @click.option("-d", "--duration", metavar="SECONDS", default=None,
               help="Seconds to record (default: until the target exits or Ctrl-C).")
 @click.option("--subprocesses", is_flag=True,
@@ -97,27 +99,62 @@ def _seconds(text: str) -> float:
                    "time tasks spend waiting: 100, 1k (default: the sampling rate, at most "
                    "1k). Reading thousands of tasks is slower: psrec then reads them less "
                    "often, spending at most a tenth of its time on it.")
+@click.option("--keep", metavar="DURATION", default=None,
+              help="A flight recorder: record until stopped, keeping in the file only the "
+                   "samples of the last DURATION (90, 20s, 10m, 1h); the oldest are dropped a "
+                   "chunk at a time, and the file read at any moment is a whole recording. "
+                   "The rate is 100 Hz unless -r says otherwise.")
+@click.option("--max-size", metavar="SIZE", default=None,
+              help="A flight recorder whose file never grows past SIZE (200M, 1G); with "
+                   "--keep, both bounds hold.")
+@click.option("--window", metavar="DURATION", default=None,
+              help="Close the file every DURATION and go on in the next: -o is a pattern with "
+                   "{n} (the window's number, from 0) or {time} (when it began, UTC), e.g. "
+                   "-o 'run-{n}.psr'. Each file reads alone.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx: click.Context, output: str, rate: str, duration: str | None,
+def record(ctx: click.Context, output: str, rate: str | None, duration: str | None,
            subprocesses: bool, blocking: bool, native: bool, realtime: bool, cpu_source: str,
-           frame_cache: bool, tasks: bool, task_rate: str | None, force: bool, quiet: bool,
+           frame_cache: bool, tasks: bool, task_rate: str | None, keep: str | None,
+           max_size: str | None, window: str | None, force: bool, quiet: bool,
            verbose: bool, target: tuple[str, ...]) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b
       psrec record -o run.psr 1234
       psrec record -o run.psr -r 10k -- python app.py args...
+      psrec record -o last.psr --keep 10m 1234
+      psrec record -o 'run-{n}.psr' --window 60s 1234
     """
     # -v (verbose) is read by the error handling psrec.cli gives every command.
     seconds = None if duration is None else _seconds(duration)
     sys.exit(_record(output, rate, seconds, subprocesses, blocking, force, quiet, target,
                      realtime=realtime, cpu_source=cpu_source, native=native,
                      frame_cache=frame_cache, tasks=tasks, task_rate=task_rate,
-                     after_dashdash=ctx.meta.get(_AFTER_DASHDASH)))
+                     after_dashdash=ctx.meta.get(_AFTER_DASHDASH),
+                     bounds=_bounds(keep, max_size, window, output)))
+
+
+def _bounds(keep: str | None, max_size: str | None, window: str | None,
+            output: str) -> dict[str, Any]:
+    """--keep, --max-size and --window, checked: RecordOptions' keep_s, max_bytes, window_s."""
+    from ._options import parse_duration, parse_size
+
+    if window is not None and (keep is not None or max_size is not None):
+        raise RecorderUsageError("--window cannot be given with --keep or --max-size",
+                                 help="record windows, or one flight recording, not both")
+    if window is not None and "{n}" not in output and "{time}" not in output:
+        raise RecorderUsageError(
+            f"--window: the output {output!r} names one file",
+            help="put {n} (the window's number) or {time} in -o, e.g. -o 'run-{n}.psr'")
+    return {
+        "keep_s": None if keep is None else parse_duration("--keep", keep),
+        "max_bytes": None if max_size is None else parse_size("--max-size", max_size),
+        "window_s": None if window is None else parse_duration("--window", window),
+    }
 
 
 def _task_rate(text: str) -> float:
@@ -172,20 +209,26 @@ def _target(output: str, words: tuple[str, ...],
     return pid, ()
 
 
-def _record(output: str, rate: str, duration: float | None, subprocesses: bool, blocking: bool,
-            force: bool, quiet: bool, target: tuple[str, ...], realtime: bool = False,
-            cpu_source: str = "auto", after_dashdash: int | None = None,
+def _record(output: str, rate: str | None, duration: float | None, subprocesses: bool,
+            blocking: bool, force: bool, quiet: bool, target: tuple[str, ...],
+            realtime: bool = False, cpu_source: str = "auto", after_dashdash: int | None = None,
             native: bool = False, frame_cache: bool = True, tasks: bool = True,
-            task_rate: str | None = None) -> int:
+            task_rate: str | None = None, bounds: dict[str, Any] | None = None) -> int:
     from ._api import MAX_RATE_HZ, RecordOptions, parse_rate
     from ._api import record as run
+    from ._options import ALWAYS_ON_RATE_HZ
 
+    bounds = bounds or {}
     pid, command = _target(output, target, after_dashdash)
+    if rate is None:
+        always_on = bounds.get("keep_s") is not None or bounds.get("max_bytes") is not None
+        rate = str(ALWAYS_ON_RATE_HZ) if always_on else "1000"
     opts = RecordOptions(
         output=output,
         pid=pid,
         command=command,
         rate_hz=parse_rate(rate),
+        **bounds,
         duration=duration,
         subprocesses=subprocesses,
         blocking=blocking,
@@ -213,11 +256,20 @@ def _record(output: str, rate: str, duration: float | None, subprocesses: bool, 
             f"{err:.2f}% errors",
             err=True,
         )
-        click.echo(
-            f"psrec: wrote {result.output} ({result.bytes_written:,} bytes, "
-            f"{per:.2f} bytes per sample)",
-            err=True,
-        )
+        if len(result.files) > 1:
+            click.echo(f"psrec: wrote {len(result.files)} files, {result.files[0]} to "
+                       f"{result.files[-1]}", err=True)
+        elif st.get("dropped_chunks"):
+            click.echo(
+                f"psrec: wrote {result.output} ({result.bytes_written:,} bytes), which keeps "
+                f"the last {st['samples'] - st['dropped_samples']:,} samples "
+                f"({st['dropped_samples']:,} older ones dropped)", err=True)
+        else:
+            click.echo(
+                f"psrec: wrote {result.output} ({result.bytes_written:,} bytes, "
+                f"{per:.2f} bytes per sample)",
+                err=True,
+            )
         late = st.get("late_passes", 0) / st["passes"] if st["passes"] else 0.0
         if late >= LATE_HINT_SHARE and not st.get("realtime") and opts.rate_hz != MAX_RATE_HZ:
             click.echo(

@@ -30,6 +30,7 @@ from ._figures import (
     fig_rate,
     fig_size,
 )
+from ._keep import fig_keep
 from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
@@ -39,9 +40,9 @@ from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native", "depth", "tasks")
+           "dump", "native", "depth", "tasks", "keep")
 LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
-        "depth", "tasks"}
+        "depth", "tasks", "keep"}
 
 
 def _log(msg: str) -> None:
@@ -166,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_depth(ctx)
                 elif fig == "tasks":
                     fig_tasks(ctx)
+                elif fig == "keep":
+                    fig_keep(ctx, args.cache)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

@@ -167,16 +167,18 @@ def write_synthetic(path: str, samples: int, *, threads: int = 8, rate_hz: int =
     return stats
 
 
-def _cached_synthetic(ctx: Ctx, cache: str, samples: int, native: bool = False) -> str:
+def _cached_synthetic(ctx: Ctx, cache: str, samples: int, native: bool = False,
+                      rate_hz: int = 10000) -> str:
     os.makedirs(cache, exist_ok=True)
     kind = "synth-native" if native else "synth"
-    path = os.path.join(cache, f"{kind}-v{GENERATOR_VERSION}-{samples}.psr")
+    rate = "" if rate_hz == 10000 else f"-{rate_hz}hz"
+    path = os.path.join(cache, f"{kind}-v{GENERATOR_VERSION}-{samples}{rate}.psr")
     if not os.path.exists(path):
         ctx.log(f"  writing a synthetic recording of {samples:,} "
                 f"{'native ' if native else ''}samples: {path}")
         t0 = time.perf_counter()
         tmp = path + ".tmp"
-        write_synthetic(tmp, samples, native=native)
+        write_synthetic(tmp, samples, native=native, rate_hz=rate_hz)
         os.replace(tmp, path)
         ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
     return path

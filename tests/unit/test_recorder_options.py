@@ -51,3 +51,56 @@ def test_task_rate_defaults_to_the_sampling_rate_at_most_1_khz() -> None:
     assert RecordOptions(output="x", rate_hz=10_000.0).task_rate == 1000.0
     assert RecordOptions(output="x", rate_hz=10_000.0, task_rate_hz=5.0).task_rate == 5.0
     assert _task_rate("2k") == 2000.0
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("20s", 20.0), ("10m", 600.0),
+                                               ("1h", 3600.0), ("1.5min", 90.0),
+                                               ("1500ms", 1.5)])
+def test_durations_of_keep_and_window(text: str, seconds: float) -> None:
+    from psrec.recorder._options import parse_duration
+
+    assert parse_duration("--keep", text) == seconds
+
+
+@pytest.mark.parametrize(("text", "size"), [("200M", 200 << 20), ("1G", 1 << 30),
+                                            ("64k", 64 << 10), ("100000", 100000)])
+def test_sizes_of_max_size(text: str, size: int) -> None:
+    from psrec.recorder._options import parse_size
+
+    assert parse_size("--max-size", text) == size
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--keep", "0"], "--keep '0' is not a duration of 1 s or more"),
+        (["--keep", "soon"], "--keep 'soon' is not a duration of 1 s or more"),
+        (["--max-size", "1k"], "--max-size '1k' is not a size of 64 KiB or more"),
+        (["--window", "10s"], "--window: the output 'run.psr' names one file"),
+        (["--window", "10s", "--keep", "1m", "-o", "r-{n}.psr"],
+         "--window cannot be given with --keep or --max-size"),
+    ],
+)
+def test_bad_bounds_are_one_line_and_usage_errors(args: list[str], message: str,
+                                                  tmp_path: object) -> None:
+    """Wrong --keep, --max-size or --window: exit status 2 and one line that says what to
+    give, before any target is looked at (pid 1 is never attached to here)."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "psrec", "record", "-o", "run.psr", *args, "1"]
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=str(tmp_path), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"psrec: error: {message}" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2
+
+
+def test_a_flight_recording_is_a_file_not_a_stream(tmp_path: object) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "psrec", "record", "-o", "-", "--keep", "10s",
+                        "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "psrec: error: - is a stream: --keep, --max-size and --window write files" \
+        in r.stderr, r.stderr

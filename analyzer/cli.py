@@ -302,6 +302,7 @@ def _write(params: dict[str, Any]) -> None:
     outputs = outputs_of(command.name or "")
     *bases, recording = [params.pop(r) for r in ("base", "new", "recording") if r in params]
     base = bases[0] if bases else None
+    recordings = list(recording) if isinstance(recording, tuple) else [recording]
     output, force, fmt = params.pop("output"), params.pop("force"), params.pop("fmt", None)
     flags = {cls.flag.param: (cls.flag, name) for name, cls in outputs.items() if cls.flag}
     given = [(f"--format {fmt}", fmt)] if fmt is not None else []
@@ -313,6 +314,13 @@ def _write(params: dict[str, Any]) -> None:
     _refuse_unread(ctx, command, chosen, spelled, output)
     options = {opt.param: params.pop(opt.param) for opt in command_options(outputs)}
     view_args = params  # what is left: the view options
+    if chosen.many:
+        _write_many(ctx, chosen, spelled, recordings, view_args, output, force)
+        return
+    if len(recordings) > 1:
+        raise CliUsageError(f"{spelled} reads one recording; {len(recordings)} were given",
+                            help="give one recording (export --parquet takes several)")
+    recording = recordings[0]
     flag = chosen.flag
     if flag is not None and flag.length is not None and options[flag.param] is None:
         # Chosen with --format, without the flag that gives its value.
@@ -348,6 +356,28 @@ def _write(params: dict[str, Any]) -> None:
         click.echo(f"psrec: wrote {where}" + (f" ({summary})" if summary else ""), err=True)
 
 
+def _write_many(ctx: click.Context, chosen: type[Reporter], spelled: str,
+                recordings: list[str], view_args: dict[str, Any], output: str | None,
+                force: bool) -> None:
+    """An output of every sample of several recordings (Reporter.many): a view would leave
+    samples out, so its options are refused rather than ignored."""
+    from click.core import ParameterSource
+
+    for param in view_args:
+        if ctx.get_parameter_source(param) not in (None, ParameterSource.DEFAULT):
+            option = next(p for p in ctx.command.params if p.name == param).opts[-1]
+            raise CliUsageError(f"{option} does nothing with {spelled}: it writes every sample",
+                                help="leave it out, and select in the engine that reads it")
+    if output is None or output == "-":
+        if output == "-":
+            raise CliUsageError(f"{spelled} writes a folder, not standard output",
+                                help="give a folder name with -o")
+        stem = recordings[0].rstrip("/")
+        output = (stem[:-4] if stem.endswith(".psr") else stem) + f".{chosen.name}"
+    summary = chosen().write_folder(recordings, output, force)
+    click.echo(f"psrec: wrote {output} ({summary})", err=True)
+
+
 @click.command(cls=OutputCommand, default="table")
 def report(**params: Any) -> None:
     """Where the time went: a table of functions, or pstats, collapsed stacks, time slices,
@@ -360,7 +390,8 @@ def report(**params: Any) -> None:
 
 @click.command(cls=OutputCommand, default="speedscope")
 def export(**params: Any) -> None:
-    """Export a recording for another tool (speedscope, Firefox Profiler, pprof)."""
+    """Export a recording for another tool (speedscope, Firefox Profiler, pprof), or
+    recordings for an engine that reads many (Parquet: DuckDB, Dask, Spark)."""
     _write(params)
 
 

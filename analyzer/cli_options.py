@@ -93,8 +93,9 @@ def _view_options() -> list[click.Option]:
                           "frames under the tasks that await it (each named by a <task> "
                           "frame, with its coroutines down to its await), as asyncio pstree "
                           "draws them, instead of under the event loop's frames."),
-        click.Option(["-o", "--output"], type=click.Path(dir_okay=False),
-                     help="Output file ('-' for stdout)."),
+        # A folder is refused by the outputs that write a file, with their own words.
+        click.Option(["-o", "--output"], type=click.Path(),
+                     help="Output file ('-' for stdout), or folder."),
         click.Option(["--force"], is_flag=True, help="Overwrite an existing output file."),
     ]
 
@@ -151,9 +152,14 @@ class OutputCommand(click.Command):
         if len(compares) != 1 or self.default not in outputs:
             raise ValueError(f"psrec {self.name}: its outputs ({', '.join(outputs)}) must all "
                              f"compare recordings or none, and include {self.default}")
-        recordings = ["base", "new"] if compares.pop() else ["recording"]
-        params: list[click.Parameter] = [click.Argument([r], type=click.Path(dir_okay=True))
-                                         for r in recordings]
+        if compares.pop():
+            params: list[click.Parameter] = [click.Argument([r], type=click.Path(dir_okay=True))
+                                             for r in ("base", "new")]
+        elif any(cls.many for cls in outputs.values()):  # several, for an output that reads
+            params = [click.Argument(["recording"], type=click.Path(dir_okay=True), nargs=-1,
+                                     required=True)]  # many (Reporter.many)
+        else:
+            params = [click.Argument(["recording"], type=click.Path(dir_okay=True))]
         if self.format_option:
             params.append(_format_option(outputs, self.default))
         params += [click_option(opt) for opt in command_options(outputs)]

@@ -97,6 +97,9 @@ class Reporter:
     binary: ClassVar[bool] = False
     needs_timelines: ClassVar[bool] = False
     slice_count: ClassVar[int] = 0  # > 0: about this many slices across the selected span
+    # Whether it reads every sample of one recording or several itself, into a folder
+    # (write_folder), rather than a Profile of one under a view.
+    many: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -117,6 +120,11 @@ class Reporter:
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         """Writes the output; returns a short summary for stderr, or None."""
+        raise NotImplementedError
+
+    def write_folder(self, recordings: list[str], out_dir: str, force: bool) -> str:
+        """An output that reads many (Reporter.many): writes every sample of the recordings
+        into out_dir; returns a short summary for stderr."""
         raise NotImplementedError
 
     def compare(self, base: Profile, profile: Profile, out: IO[Any]) -> str | None:

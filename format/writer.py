@@ -101,6 +101,8 @@ class Output:
                                          help="give a file name with -o")
             self.file = open_output(self.path, force=True)
             return
+        if os.path.isdir(self.path) and not os.path.islink(self.path):
+            raise PsrecError(f"{self.path} is a directory", help="give a file name with -o")
         if not force:
             check_link(self.path)
             if os.path.lexists(self.path):

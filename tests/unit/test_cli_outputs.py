@@ -49,7 +49,8 @@ def test_each_output_flag_and_option_is_in_its_command_help(command: str) -> Non
     choices = re.search(r"--mode \[(.*?)\]", out)
     assert choices and choices.group(1).split("|") == list(MODES)
     assert all(f"{mode}: " in flat(out) for mode in MODES), "--mode's help says what each is"
-    arguments = "BASE NEW" if all(c.compares for c in offered.values()) else "RECORDING"
+    arguments = ("BASE NEW" if all(c.compares for c in offered.values())
+                 else "RECORDING..." if any(c.many for c in offered.values()) else "RECORDING")
     assert out.startswith(f"Usage: main {command} [OPTIONS] {arguments}\n"), out
 
 

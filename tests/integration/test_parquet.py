@@ -1,0 +1,155 @@
+"""`psrec export --parquet`: recordings of live targets as one Parquet dataset, read back by
+DuckDB and by Dask on a distributed LocalCluster. Each engine's time per function, wall and
+CPU, own and total, equals what psrec's own reports give for the same recordings."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from rec_live import SYSTEM_PYTHON, TARGETS, one_python, psrec
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+
+Key = tuple[str, str, int]  # function, file, first line
+Times = dict[Key, list[float]]  # own wall, total wall, own CPU, total CPU (seconds)
+
+TOTALS_SQL = """
+WITH s AS (SELECT * FROM read_parquet('{d}/samples/**/*.parquet', hive_partitioning = true)),
+     k AS (SELECT * FROM read_parquet('{d}/stacks/*.parquet')),
+     own AS (SELECT k.function, k.file, k.first_line,
+                    sum(s.wall_ns) AS own_wall, sum(s.cpu_ns) AS own_cpu
+             FROM s JOIN k USING (recording, stack_id) WHERE k.leaf GROUP BY ALL),
+     fs AS (SELECT DISTINCT recording, stack_id, function, file, first_line FROM k),
+     total AS (SELECT fs.function, fs.file, fs.first_line,
+                      sum(s.wall_ns) AS total_wall, sum(s.cpu_ns) AS total_cpu
+               FROM s JOIN fs USING (recording, stack_id) GROUP BY ALL)
+SELECT function, file, first_line, coalesce(own_wall, 0), total_wall,
+       coalesce(own_cpu, 0), total_cpu
+FROM total LEFT JOIN own USING (function, file, first_line)
+"""
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three recordings of two programs on two interpreters: per_second.py (one thread that
+    spins in a function a second) twice, and rec_churn.py (short threads, most of the time
+    off a CPU), so that functions repeat across recordings and CPU time is not wall time."""
+    folder = tmp_path_factory.mktemp("fleet")
+    python = one_python()[0].values[0]  # type: ignore[attr-defined]
+    runs = [(python, "per_second.py", "2"), (SYSTEM_PYTHON, "per_second.py", "2"),
+            (python, "rec_churn.py", "1", "2", "300")]
+    out = []
+    for n, (py, script, *args) in enumerate(runs):
+        path = folder / f"r{n}.psr"
+        r = psrec("record", "-q", "-r", "1000", "-o", str(path), "--", py,
+                  str(TARGETS / script), *args)
+        assert r.returncode == 0, r.stderr
+        out.append(path)
+    return out
+
+
+def _psrec_times(paths: list[Path]) -> Times:
+    """Each function's times as psrec.load's function table gives them, summed over the
+    recordings (a function's samples are in one recording or another)."""
+    import psrec
+
+    times: Times = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for path in paths:
+        for mode, at in (("wall", 0), ("cpu", 2)):
+            for row in psrec.load(str(path), mode).functions():
+                t = times[(row.name, row.filename, row.line)]
+                t[at] += row.own_s
+                t[at + 1] += row.total_s
+    return dict(times)
+
+
+def _export(paths: list[Path], out: Path) -> None:
+    r = psrec("export", "--parquet", *map(str, paths), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert f"psrec: wrote {out} (" in r.stderr
+
+
+def _same(engine: Times, ours: Times) -> None:
+    """Equal within rounding: a nanosecond a sample, at most."""
+    wrong = {}
+    for key in set(engine) | set(ours):
+        a, b = engine.get(key, [0.0] * 4), ours.get(key, [0.0] * 4)
+        if any(not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-5) for x, y in zip(a, b)):
+            wrong[key] = (a, b)
+    assert not wrong, json.dumps({str(k): v for k, v in list(wrong.items())[:10]}, indent=1)
+    assert sum(t[1] for t in ours.values()) > 0 and sum(t[3] for t in ours.values()) > 0
+
+
+def test_duckdb_gives_each_function_the_time_psrec_report_gives(recordings: list[Path],
+                                                                 tmp_path: Path) -> None:
+    import duckdb
+
+    out = tmp_path / "fleet"
+    _export(recordings, out)
+    rows = duckdb.sql(TOTALS_SQL.format(d=out)).fetchall()
+    engine = {(f, file, line): [ow / 1e9, tw / 1e9, oc / 1e9, tc / 1e9]
+              for f, file, line, ow, tw, oc, tc in rows}
+    _same(engine, _psrec_times(recordings))
+    # The partitions are columns; every recording is there, with its threads and host.
+    parts = duckdb.sql(f"SELECT count(DISTINCT recording), count(DISTINCT host), "
+                       f"count(DISTINCT date) FROM read_parquet('{out}/samples/**/*.parquet', "
+                       "hive_partitioning = true)").fetchall()
+    assert parts[0][0] == 3 and parts[0][1] == 1 and parts[0][2] >= 1, parts
+    named = duckdb.sql(f"SELECT DISTINCT name FROM read_parquet('{out}/threads/*.parquet')"
+                       ).fetchall()
+    assert ("phases",) in named
+
+
+def test_a_dask_cluster_gives_each_function_the_time_psrec_report_gives(
+        recordings: list[Path], tmp_path: Path) -> None:
+    """The same question, on Dask's distributed scheduler (a LocalCluster of two worker
+    processes), as a fleet's would be asked on many machines."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    out = tmp_path / "fleet"
+    _export(recordings, out)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster):
+        s = dd.read_parquet(str(out / "samples"), columns=["recording", "stack_id", "wall_ns",
+                                                           "cpu_ns"])
+        s["recording"] = s["recording"].astype(str)
+        k = dd.read_parquet(str(out / "stacks"))
+        k["recording"] = k["recording"].astype(str)
+        keys = ["function", "file", "first_line"]
+        own = (s.merge(k[k["leaf"]], on=["recording", "stack_id"])
+               .groupby(keys)[["wall_ns", "cpu_ns"]].sum().compute())
+        fs = k[["recording", "stack_id", *keys]].drop_duplicates()
+        total = (s.merge(fs, on=["recording", "stack_id"])
+                 .groupby(keys)[["wall_ns", "cpu_ns"]].sum().compute())
+    engine: Times = {}
+    for key, row in total.iterrows():
+        o = own.loc[key] if key in own.index else None
+        engine[(key[0], key[1], int(key[2]))] = [
+            (o["wall_ns"] if o is not None else 0) / 1e9, row["wall_ns"] / 1e9,
+            (o["cpu_ns"] if o is not None else 0) / 1e9, row["cpu_ns"] / 1e9]
+    _same(engine, _psrec_times(recordings))
+
+
+def test_parquet_usage_errors(recordings: list[Path], tmp_path: Path) -> None:
+    """A view would leave samples out: refused, not ignored. Other outputs read one
+    recording. A folder of recordings is its .psr files."""
+    r = psrec("export", "--parquet", "--mode", "cpu", str(recordings[0]), "-o",
+              str(tmp_path / "x"))
+    assert r.returncode == 2
+    assert "psrec: error: --mode does nothing with --parquet: it writes every sample" in r.stderr
+    r = psrec("export", "--speedscope", *map(str, recordings[:2]))
+    assert r.returncode == 2
+    assert "psrec: error: --speedscope reads one recording; 2 were given" in r.stderr
+    out = tmp_path / "d"
+    r = psrec("export", "--parquet", str(recordings[0].parent), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "samples of 3 recordings" in r.stderr
+    r = psrec("export", "--parquet", str(recordings[0]), "-o", str(out))
+    assert r.returncode == 1 and f"psrec: error: {out} exists" in r.stderr
+    r = psrec("export", "--parquet", str(recordings[0]), "-o", str(out), "--force")
+    assert r.returncode == 0, r.stderr

@@ -32,6 +32,12 @@ __all__ = ["ParquetExporter", "SCHEMA_VERSION", "TABLES", "recordings_in", "writ
 
 SCHEMA_VERSION = 1
 TABLES = ("samples", "stacks", "threads", "recordings")
+# The samples' row groups: engines read and skip a row group at a time.
+ROW_GROUP = 1 << 20
+# Columns of few values, dictionary-encoded; those whose statistics let an engine skip row
+# groups (a time window, a process, a thread). The rest is written as it is, which is cheaper.
+DICTIONARY = ["recording", "pid", "thread", "stack_id", "task"]
+STATISTICS = ["ts", "pid", "thread"]
 
 
 def _arrow() -> Any:
@@ -106,11 +112,32 @@ def write_dataset(paths: list[str], out_dir: str, force: bool = False) -> tuple[
             raise PsrecError(f"{out_dir} exists and is not a psrec dataset",
                              help="give a new folder with -o")
         raise PsrecError(f"{out_dir} exists", help="pass --force to add the recordings to it")
-    schemas = _schemas(pa)
+    paths = list(dict.fromkeys(os.path.realpath(p) for p in paths))
+    os.makedirs(out_dir, exist_ok=True)
+    workers = min(len(paths), os.cpu_count() or 1)
+    if workers <= 1:
+        schemas = _schemas(pa)
+        return len(paths), sum(_write_one(pa, pq, schemas, path, out_dir) for path in paths)
+    # One recording a process, as many at once as there are CPUs: pyarrow writes a file on
+    # one thread, and the recordings are independent.
+    from concurrent.futures import ProcessPoolExecutor
+
     total = 0
-    for path in paths:
-        total += _write_one(pa, pq, schemas, path, out_dir)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for written, error in pool.map(_write_path, paths, [out_dir] * len(paths)):
+            if error is not None:
+                raise PsrecError(error[0], help=error[1])
+            total += written
     return len(paths), total
+
+
+def _write_path(path: str, out_dir: str) -> tuple[int, tuple[str, str | None] | None]:
+    """_write_one in a worker process: its error as (message, help), which pickles."""
+    pa, pq = _arrow()
+    try:
+        return _write_one(pa, pq, _schemas(pa), path, out_dir), None
+    except PsrecError as exc:
+        return 0, (str(exc), exc.help)
 
 
 def _write_one(pa: Any, pq: Any, schemas: dict[str, Any], path: str, out_dir: str) -> int:
@@ -136,17 +163,27 @@ def _write_one(pa: Any, pq: Any, schemas: dict[str, Any], path: str, out_dir: st
         used: set[int] = set()
         written = 0
         samples_file = os.path.join(part, f"{rid}.parquet")
-        with pq.ParquetWriter(samples_file + ".part", schemas["samples"]) as writer:
+        group: list[Any] = []  # tables of the row group being gathered
+        with pq.ParquetWriter(samples_file + ".part", schemas["samples"],
+                              use_dictionary=DICTIONARY, write_statistics=STATISTICS) as writer:
+            def add(cols: dict[str, Any], last_one: bool = False) -> None:
+                table = _table(pa, schemas, cols, rid, created, tick, pids)
+                if table is not None:
+                    group.append(table)
+                if group and (last_one or sum(len(t) for t in group) >= ROW_GROUP):
+                    writer.write_table(pa.concat_tables(group))
+                    group.clear()
+
             for batch in stream:
                 cols = _columns(np, batch, tick)
                 _attribute_cpu(np, cols, last)
                 used.update(np.unique(cols["node"]).tolist())
+                written += len(cols["ts"])
                 if pending is not None:
-                    written += _write_batch(pa, writer, schemas, pending, rid, created, tick,
-                                            pids)
+                    add(pending)  # its CPU times are final once the next batch is seen
                 pending = cols
             if pending is not None:
-                written += _write_batch(pa, writer, schemas, pending, rid, created, tick, pids)
+                add(pending, last_one=True)
         os.replace(samples_file + ".part", samples_file)
         defs.apply_renames(list(stream.events) + stream.outside_renames)
         parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
@@ -219,7 +256,11 @@ def _attribute_cpu(np: Any, cols: dict[str, Any],
     n = len(thread)
     if not n:
         return
-    order = np.argsort(thread, kind="stable")
+    # A stable sort of 16-bit keys is a radix sort: refs past 65,535 (a file names up to
+    # 2^24 threads) are ranked first.
+    keys = thread if int(thread.max()) <= 0xFFFF else np.unique(thread, return_inverse=True)[1]
+    order = np.argsort(keys.astype(np.uint16) if int(keys.max()) <= 0xFFFF else keys,
+                       kind="stable")
     t_sorted = thread[order]
     first_of_thread = np.ones(n, dtype=bool)
     first_of_thread[1:] = t_sorted[1:] != t_sorted[:-1]
@@ -246,19 +287,20 @@ def _attribute_cpu(np: Any, cols: dict[str, Any],
         last[int(thread[i])] = (bool(on[i]), cols, i)
 
 
-def _write_batch(pa: Any, writer: Any, schemas: dict[str, Any], cols: dict[str, Any],
-                 rid: str, created: int, tick: int, pids: dict[int, int]) -> int:
+def _table(pa: Any, schemas: dict[str, Any], cols: dict[str, Any], rid: str, created: int,
+           tick: int, pids: dict[int, int]) -> Any:
+    """A batch's samples as a table of the samples schema (None for none)."""
     import numpy as np
 
     n = len(cols["ts"])
     if not n:
-        return 0
+        return None
     status = cols["status"]
     thread = cols["thread"]
     pid_of = np.zeros(max(pids, default=0) + 1, dtype=np.uint32)
     for ref, pid in pids.items():
         pid_of[ref] = pid
-    table = pa.table({
+    return pa.table({
         "recording": pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [rid]),
         "pid": pid_of[np.minimum(thread, len(pid_of) - 1)],
         "thread": thread,
@@ -272,8 +314,6 @@ def _write_batch(pa: Any, writer: Any, schemas: dict[str, Any], cols: dict[str, 
         "stack_id": cols["node"],
         "task": cols["task"],
     }, schema=schemas["samples"])
-    writer.write_table(table)
-    return n
 
 
 def _stack_rows(defs: Any, parents: Any, frames: Any, used: set[int],

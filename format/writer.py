@@ -410,9 +410,15 @@ class PsrWriter:
         if r.seconds is not None and data:
             ticks = r.seconds * 1e9 / self.header.tick_ns
             horizon = newest_ts - ticks
-            while drop < len(data) and self._index[data[drop]][3] < horizon:
+            # A chunk of no passes (the names carried at the front of a file begun anew) goes
+            # with the chunks after it: the next file carries its names again.
+            index = self._index
+            while drop < len(data) and (not index[data[drop]][4]
+                                        or index[data[drop]][3] < horizon):
                 drop += 1
-            if drop and self._index[data[0]][3] >= horizon - ticks * r.SLACK:
+            oldest = next((index[i][3] for i in data if index[i][4]), newest_ts)
+            if not any(index[i][4] for i in data[:drop]) or \
+                    oldest >= horizon - ticks * r.SLACK:
                 drop = 0  # not due yet
         if r.max_bytes is not None and self.bytes_written + incoming > r.max_bytes:
             need = self.bytes_written + incoming - int(r.max_bytes * r.CUT_TO)

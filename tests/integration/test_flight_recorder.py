@@ -65,10 +65,10 @@ def test_keep_holds_the_last_seconds_of_what_the_target_did(python: str,
     """--keep 20s over a 60 s run (at the flight recorder's own rate, 100 Hz): the file
     covers the last 20 s, give or take a chunk (and the 1 s a file may run past its bound
     before it is written anew: Retention.SLACK), and each of those seconds holds what the
-    target said it did in it."""
+    target said it did in it; its thread has the name it was last given."""
     out = tmp_path / "last.psr"
     r = psrec("record", "-q", "-o", str(out), "--keep", "20s", "--", python,
-              str(TARGETS / "per_second.py"), "60", timeout=150)
+              str(TARGETS / "per_second.py"), "60", "45", timeout=150)
     assert r.returncode == 0, r.stderr
     printed = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     assert len(printed) == 60
@@ -78,7 +78,9 @@ def test_keep_holds_the_last_seconds_of_what_the_target_did(python: str,
         st = rec.stats
         assert st is not None and st["dropped_samples"] > 0
         assert st["samples"] - st["dropped_samples"] == len(samples)
-        assert {s.thread for s in samples} == {"phases"}  # renamed in a dropped chunk
+    # Named at the start (in a dropped chunk), renamed at 45 s (in the window): the names
+    # carried into each file begun anew do not hold its oldest chunks back.
+    assert {s.thread for s in samples} == {"phases-2"}
     end = int(printed[-1]["end"])
     first = base + samples[0].ts * tick
     covered = end - first

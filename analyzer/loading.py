@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from typing import Any
 
 from psrec.format import Recording, open_recording
@@ -84,7 +85,7 @@ class Loaded:
 
 
 def read(
-    path: str,
+    path: str | Recording,
     view: View,
     engine: Engine,
     *,
@@ -94,17 +95,22 @@ def read(
     also: tuple[str, ...] = (),
     slice_count: int = 0,
     more_timelines: dict[str, dict[str, Any]] | None = None,
+    since_ts: int | None = None,
 ) -> Loaded:
     """Reads the recording once and sums the samples the view selects (Profile.load's
-    arguments, which say what each asks for)."""
+    arguments, which say what each asks for). A Recording already open is read as it is and
+    left open (one refreshed as it grows: only its chunks from since_ts on are decoded)."""
     if view.mode not in MODES:  # before the file is opened
         raise SelectionError(f"unknown mode {view.mode!r}", help="use wall, cpu, gil or idle")
     if view.native not in NATIVE_VIEWS:
         raise SelectionError(f"unknown native frames view {view.native!r}",
                              help=f"use {', '.join(NATIVE_VIEWS)}")
-    with open_recording(path) as rec:
+    opened = nullcontext(path) if isinstance(path, Recording) else open_recording(path)
+    with opened as rec:
         defs = rec.definitions()
         selection = resolve(view, rec, defs, engine)
+        if since_ts is not None and (selection.from_ts or 0) < since_ts:
+            selection = replace(selection, from_ts=since_ts)
         if slice_seconds > 0:
             slice_ticks = max(1, round(slice_seconds * 1e9 / rec.tick_ns))
         logical = (LogicalStacks.read(rec, defs, engine, selection.from_ts, selection.to_ts)
@@ -311,7 +317,14 @@ def _index_extent(rec: Recording) -> tuple[int, int]:
 
 def _extent(rec: Recording, stream: Any) -> tuple[int, int]:
     lo, hi = _index_extent(rec)
-    return (lo, hi) if lo >= 0 else _decoded_extent(stream)
+    if lo >= 0:
+        return lo, hi
+    # Without an index: the times of every chunk decoded so far (a recording read again as it
+    # grows knows those of chunks an earlier read decoded), the stream's among them.
+    spans = [(a, b) for a, b, passes in rec.spans.values() if passes and a >= 0]
+    if not spans:
+        return _decoded_extent(stream)
+    return (min(a for a, _ in spans), max(b for _, b in spans))
 
 
 def _decoded_extent(stream: Any) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from typing import Any
 from psrec.format import ThreadInfo
 from psrec.format import constants as C
 from psrec.format.mixed_stacks import hides
-from psrec.format.reader import Definitions
+from psrec.format.reader import Definitions, Recording
 
 from . import loading, messages
 from .engine import Engine, engine_for
@@ -120,7 +120,7 @@ class Profile:
     @classmethod
     def load(
         cls,
-        path: str,
+        path: str | Recording,
         view: View | None = None,
         *,
         slice_ticks: int = 0,
@@ -131,6 +131,7 @@ class Profile:
         also: tuple[str, ...] = (),
         slice_count: int = 0,
         more_timelines: dict[str, dict[str, Any]] | None = None,
+        since_ts: int | None = None,
     ) -> Profile:
         """Reads the recording once and aggregates the samples the view selects.
 
@@ -146,11 +147,15 @@ class Profile:
         status_value, cpu_view, split_at_gaps, split_mask), into ``Profile.more_timelines``.
         native: the engine (True: the native one, False: the one in Python, None: the native
         one where it is built), picked here once. No view: every sample, weighted by time.
+        path may be a Recording already open (it is left open); since_ts (ticks) leaves out
+        what comes before it, and for a recording without an index (still being written,
+        Recording.refresh) the chunks known to end before it are not read at all.
         """
         view = view or View()
         got = loading.read(path, view, engine_for(native), slice_ticks=slice_ticks,
                            slice_seconds=slice_seconds, timelines=timelines, also=also,
-                           slice_count=slice_count, more_timelines=more_timelines)
+                           slice_count=slice_count, more_timelines=more_timelines,
+                           since_ts=since_ts)
         prof = cls(**got.fields)
         if warn is not None:
             for w in prof.warnings:

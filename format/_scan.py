@@ -44,6 +44,9 @@ class ChunkFile:
     def close(self) -> None:
         self._fh.close()
 
+    def fileno(self) -> int:
+        return self._fh.fileno()
+
     # -- the chunk list ------------------------------------------------------------------
     def read_index(self) -> tuple[list[ChunkInfo] | None, set[int] | None, str | None]:
         """The chunk list from the index, and the offsets of the DATA chunks it says hold a
@@ -101,10 +104,11 @@ class ChunkFile:
             return None, None, f"{at} is not a valid index ({type(exc).__name__}: {exc})"[:300]
         return chunks, renamed, None
 
-    def scan(self, warn: Callable[[str], None]) -> tuple[list[ChunkInfo], int]:
-        """Every chunk found from the header on, and the damaged stretches skipped (each said
-        in a warning)."""
-        pos = C.HEADER_SIZE
+    def scan(self, warn: Callable[[str], None],
+             start: int = C.HEADER_SIZE) -> tuple[list[ChunkInfo], int]:
+        """Every chunk found from the header (or `start`) on, and the damaged stretches
+        skipped (each said in a warning)."""
+        pos = start
         chunks: list[ChunkInfo] = []
         damaged = 0
         while pos < self.file_size:

@@ -107,6 +107,8 @@ class SampleStream:
             self.events.extend(events)
             self.summaries.append(summary)
             self.errors += summary["errors"]
+            self.rec.spans[info.offset] = (summary["first_ts"], summary["last_ts"],
+                                           summary["passes"])
             self.current = info
             yield self.batch
         if first_duplicate is not None:

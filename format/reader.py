@@ -105,6 +105,11 @@ class Recording:
         self.budgets = Budgets.of(size)
         # Set when a stream stopped at a budget: the warning that says where and why.
         self.budget_stop: str | None = None
+        # DATA chunk offset -> (first_ts, last_ts, passes), once a stream decoded it: what a
+        # recording without an index (still being written) knows of its chunks' times.
+        self.spans: dict[int, tuple[int, int, int]] = {}
+        self._defs_seen = 0  # chunks looked at for definitions
+        self._defs_raw = self._defs_records = 0  # what the definitions took of the budgets
 
     # -- warnings ------------------------------------------------------------------------
     def _skipped(self, info: ChunkInfo, msg: str) -> None:
@@ -219,33 +224,59 @@ class Recording:
         return C.RECORDS_BASE + C.RECORDS_PER_BYTE * self.file_size
 
     def definitions(self) -> Definitions:
+        """The recording's definitions (decoded once; a recording refreshed since adds those
+        of its new DEFS chunks)."""
         if self._defs is None:
-            defs = Definitions()
-            records = self.max_records
-            most = raw = C.DEFS_RAW_BASE + C.DEFS_RAW_PER_BYTE * self.file_size
-            for info in self.chunks:
-                if info.type != C.CHUNK_DEFS:
-                    continue
-                if info.raw_length > raw:
-                    self.corrupt_chunks += 1
-                    self._warn(f"{where(info)} would take the definitions past the "
-                               f"{most:,} bytes a file of {self.file_size:,} bytes may hold; "
-                               "skipped")
-                    continue
-                payload = self.payload(info)
-                if payload is None:
-                    continue
-                try:
-                    decoded = decode_defs(payload, records)
-                except (RefDecodeError, DecodeError) as exc:
-                    self.corrupt_chunks += 1
-                    self._warn(f"{where(info)} is malformed ({exc}); skipped")
-                    continue
-                raw -= info.raw_length
-                records -= sum(len(part) for part in (*decoded[:5], decoded[6]))
-                defs.add(decoded)
-            self._defs = defs
-        return self._defs
+            self._defs = Definitions()
+        defs = self._defs
+        most = C.DEFS_RAW_BASE + C.DEFS_RAW_PER_BYTE * self.file_size
+        for info in self.chunks[self._defs_seen:]:
+            if info.type != C.CHUNK_DEFS:
+                continue
+            if info.raw_length > most - self._defs_raw:
+                self.corrupt_chunks += 1
+                self._warn(f"{where(info)} would take the definitions past the "
+                           f"{most:,} bytes a file of {self.file_size:,} bytes may hold; "
+                           "skipped")
+                continue
+            payload = self.payload(info)
+            if payload is None:
+                continue
+            try:
+                decoded = decode_defs(payload, self.max_records - self._defs_records)
+            except (RefDecodeError, DecodeError) as exc:
+                self.corrupt_chunks += 1
+                self._warn(f"{where(info)} is malformed ({exc}); skipped")
+                continue
+            self._defs_raw += info.raw_length
+            self._defs_records += sum(len(part) for part in (*decoded[:5], decoded[6]))
+            defs.add(decoded)
+        self._defs_seen = len(self.chunks)
+        return defs
+
+    def refresh(self) -> bool:
+        """For a recording still being written (no trailer): takes in the chunks completed
+        since it was opened or last refreshed, and their definitions, so that reading what is
+        new costs what is new. False when the file at its path is another one now (a flight
+        recording written anew, or the file removed): open it again."""
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return False
+        held = os.fstat(self._file.fileno())
+        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            return False
+        if self.clean or held.st_size <= self.file_size:
+            return True
+        self.file_size = self._file.file_size = held.st_size
+        self.budgets = Budgets.of(held.st_size)
+        start = self.chunks[-1].end if self.chunks else C.HEADER_SIZE
+        new, damaged = self._file.scan(lambda msg: None, start)
+        self.corrupt_chunks += damaged
+        self.chunks += new
+        if self._defs is not None:
+            self.definitions()
+        return True
 
     def data_chunks(self, from_ts: int | None = None, to_ts: int | None = None) -> list[ChunkInfo]:
         """Data chunks that may hold samples in [from_ts, to_ts) (all when the index is absent)."""
@@ -253,10 +284,12 @@ class Recording:
         for c in self.chunks:
             if c.type != C.CHUNK_DATA:
                 continue
-            if self.clean and c.passes:
-                if from_ts is not None and c.last_ts < from_ts:
+            first, last, passes = ((c.first_ts, c.last_ts, c.passes) if self.clean
+                                   else self.spans.get(c.offset, (0, 0, 0)))
+            if passes:
+                if from_ts is not None and last < from_ts:
                     continue
-                if to_ts is not None and c.first_ts >= to_ts:
+                if to_ts is not None and first >= to_ts:
                     continue
             out.append(c)
         return out

@@ -12,8 +12,10 @@ from psrec.format import PsrecError
 
 if TYPE_CHECKING:
     from psrec.analyzer.profile import FrameKey, Profile
+    from psrec.format import Recording
 
-__all__ = ["KEYS", "SLICE_S", "Screen", "Sums", "also", "apply", "load", "sums", "window"]
+__all__ = ["KEYS", "SLICE_S", "Follower", "Screen", "Sums", "also", "apply", "load", "sums",
+           "window"]
 
 SLICE_S = 0.5  # the window moves in steps of this many seconds
 # The keys, on two lines that fit 80 columns.
@@ -62,13 +64,57 @@ def apply(key: str, s: Screen) -> bool:
     return True
 
 
-def load(path: str, mode: str, gil_wait: bool) -> Profile | None:
+def load(path: str | Recording, mode: str, gil_wait: bool,
+         since_ts: int | None = None) -> Profile | None:
+    """The table's Profile of a recording (a path, or a Recording kept open as it grows:
+    Follower), from since_ts on where given."""
     from psrec.analyzer.profile import Profile  # the analysis engine: loaded when used
 
     try:
-        return Profile.load(path, View(mode=mode), slice_seconds=SLICE_S, also=also(gil_wait))
+        return Profile.load(path, View(mode=mode), slice_seconds=SLICE_S, also=also(gil_wait),
+                            since_ts=since_ts)
     except PsrecError:
         return None  # nothing yet in this view (or the file not yet readable)
+
+
+class Follower:
+    """A recording being written, read as it grows: kept open, each read takes in only the
+    chunks completed since the last (Recording.refresh) and decodes only those of the window
+    shown and what came after it, so that a day-long top reads as little each second as a
+    minute-long one. A file written anew under its name is opened again."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.rec: Recording | None = None
+
+    def load(self, s: Screen, gil_wait: bool) -> Profile | None:
+        from psrec.format import open_recording
+
+        if self.rec is not None and not self.rec.refresh():
+            self.close()
+        if self.rec is None:
+            try:
+                self.rec = open_recording(self.path)
+            except PsrecError:
+                return None  # not readable yet
+        return load(self.rec, s.mode, gil_wait, self.since(s))
+
+    def since(self, s: Screen) -> int | None:
+        """Where the window shown (live, or frozen by a pause) may begin, with room to spare:
+        a slice and a second before its start."""
+        rec = self.rec
+        assert rec is not None
+        ends = [b for a, b, passes in rec.spans.values() if passes]
+        if not ends:
+            return None  # nothing decoded yet: the whole file, once
+        end = s.frozen_end if s.frozen_end is not None else max(ends)
+        ticks = int(round((s.window_s + SLICE_S + 1.0) * 1e9 / rec.tick_ns))
+        return max(0, int(end) - ticks)
+
+    def close(self) -> None:
+        if self.rec is not None:
+            self.rec.close()
+            self.rec = None
 
 
 def also(gil_wait: bool) -> tuple[str, ...]:

@@ -28,7 +28,7 @@ from psrec.format import PsrecError, open_recording
 from psrec.recorder._children import end_with_parent
 
 from ._top_draw import console, keys, table
-from ._top_model import SLICE_S, Screen, also, apply, load
+from ._top_model import SLICE_S, Follower, Screen, also, apply, load
 
 if TYPE_CHECKING:
     from psrec.analyzer.profile import Profile
@@ -149,6 +149,7 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen,
         path = output  # type: ignore[assignment]
     proc: subprocess.Popen[bytes] | None = None
     ended = ""
+    follower = Follower(path)
     try:
         proc = _start_recorder(pid, path, rate, force, to_fd=fd, native=native)
         screen.extra["what"] = (f"pid {pid}"
@@ -171,7 +172,7 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen,
                 if now >= due:
                     # paused, the same window is shown: read afresh only for another view
                     if not (screen.paused and loaded == (screen.mode, True)):
-                        profile = load(path, screen.mode, screen.gil_wait_unknown is None)
+                        profile = follower.load(screen, screen.gil_wait_unknown is None)
                         loaded = (screen.mode, screen.paused)
                     live.update(table(profile, screen), refresh=True)
                     due = now + 1.0 if not ended else float("inf")
@@ -190,6 +191,7 @@ def _live(pid: int, output: str | None, force: bool, rate: str, screen: Screen,
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        follower.close()
         if fd is not None:
             os.close(fd)
     if ended:

@@ -18,7 +18,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from psrec.format import open_recording
@@ -407,3 +409,67 @@ def test_top_native_shows_c_functions(python: str) -> None:
             tmux.wait_for("TOP-EXITED 0")
         finally:
             tmux.close()
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_reads_what_is_new_and_sums_the_window_as_a_whole_read(python: str,
+                                                                    tmp_path: Path) -> None:
+    """top's reading of a recording being written (psrec._top_model.Follower): once it has
+    read the file, each refresh decodes the window's chunks and the new ones, not the file
+    again (a day-long top costs what a minute-long one does), and the table's sums of a
+    window are those of the whole file read afresh at that moment."""
+    from psrec._top_model import Follower, Screen, sums
+    from psrec._top_model import load as load_whole
+    from psrec.format import constants as C
+
+    out = tmp_path / "grow.psr"
+    follower = Follower(str(out))
+    screen = Screen(mode="wall", window_s=2.0, limit=25)
+    with target(python, "per_second.py") as t:
+        rec = subprocess.Popen([sys.executable, "-m", "psrec", "record", "-q", "-r", "1000",
+                                "-o", str(out), str(t.pid)], stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            first = None
+            while first is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+                first = follower.load(screen, False) if out.exists() else None
+            assert first is not None and follower.rec is not None
+            read = _data_chunks_read(follower.rec)
+            for _ in range(9):
+                time.sleep(1.0)
+                before = read()
+                p = follower.load(screen, False)
+                assert p is not None
+                data = sum(1 for c in follower.rec.chunks if c.type == C.CHUNK_DATA)
+                # The window (2 s, a slice and a second to spare) and what is new, not more.
+                assert read() - before <= 6, (read() - before, data)
+                mine = sums(p, screen)
+                screen.frozen_end = screen.shown_end  # the same slices, in a whole read
+                whole = load_whole(str(out), "wall", False)
+                assert whole is not None
+                theirs = sums(whole, screen)
+                screen.frozen_end = None
+                assert (mine.own, mine.total, mine.threads) == \
+                    (theirs.own, theirs.total, theirs.threads)
+            assert data >= 9
+        finally:
+            rec.send_signal(signal.SIGINT)
+            rec.wait(30)
+            follower.close()
+
+
+def _data_chunks_read(rec: Any) -> Callable[[], int]:
+    """Counts the DATA chunks whose payloads the recording reads from now on."""
+    from psrec.format import constants as C
+
+    seen: list[int] = []
+    real = rec.payload
+
+    def payload(info: Any) -> Any:
+        if info.type == C.CHUNK_DATA:
+            seen.append(info.offset)
+        return real(info)
+
+    rec.payload = payload
+    return lambda: len(seen)

@@ -30,6 +30,7 @@ from ._figures import (
     fig_rate,
     fig_size,
 )
+from ._fleet import fig_fleet
 from ._keep import fig_keep
 from ._native import fig_native
 from ._report import render_table
@@ -40,7 +41,7 @@ from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native", "depth", "tasks", "keep")
+           "dump", "native", "depth", "tasks", "keep", "fleet")
 LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
         "depth", "tasks", "keep"}
 
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_tasks(ctx)
                 elif fig == "keep":
                     fig_keep(ctx, args.cache)
+                elif fig == "fleet":
+                    fig_fleet(ctx, args.cache)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

@@ -99,7 +99,8 @@ def _with_native_frames(enc: Any, rng: random.Random, prog: Program) -> Program:
 
 
 def write_synthetic(path: str, samples: int, *, threads: int = 8, rate_hz: int = 10000,
-                    seed: int = 1, native: bool = False) -> dict[str, Any]:
+                    seed: int = 1, native: bool = False, host: str | None = None,
+                    pid: int = 4242) -> dict[str, Any]:
     """A recording of `samples` thread-samples: one busy thread whose leaf changes most passes,
     two workers whose stacks change now and then, the others idle (unchanged stacks). With
     native, every stack has native frames interleaved with the Python ones."""
@@ -113,8 +114,8 @@ def write_synthetic(path: str, samples: int, *, threads: int = 8, rate_hz: int =
         prog = _with_native_frames(enc, rng, prog)
     interval = 1_000_000 // rate_hz  # 1 µs ticks
     w = PsrWriter(path, metadata={
-        "psrec_version": "bench-synthetic", "pid": 4242, "command": ["python", "app.py"],
-        "python_version": "3.11.7", "hostname": socket.gethostname(),
+        "psrec_version": "bench-synthetic", "pid": pid, "command": ["python", "app.py"],
+        "python_version": "3.11.7", "hostname": host or socket.gethostname(),
         "interval_ns": interval * 1000, "rate_hz": rate_hz, "synthetic": True,
     }, created_wall_ns=time.time_ns(), created_mono_ns=time.monotonic_ns(), force=True)
     refs = [enc.add_thread(4242, 0x7F0000 + i, 5000 + i,

@@ -147,6 +147,11 @@ def info(recording: str, as_json: bool) -> None:
                      if d["bytes_per_sample"] is not None else "n/a"),
             ("chunks", f"{d['chunks']} in the file, {d['data_chunks']} of samples "
                        f"({d['corrupt_chunks']} damaged)"),
+            *([("kept", f"the last {d['duration_s']:.1f} s: a flight recording (--keep, "
+                        f"--max-size) that dropped {stats['dropped_samples']:,} older "
+                        f"samples")]
+              if isinstance((stats := d.get("stats") or {}).get("dropped_samples"), int)
+              else []),
         ]
         from psrec.format.text import printable
 

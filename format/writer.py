@@ -260,6 +260,23 @@ def _record(rtype: int, *fields: int) -> bytes:
     return bytes([rtype]) + _varint(len(body)) + body
 
 
+def _remove_stale_copies(path: str) -> None:
+    """The copies a flight recorder killed while it wrote its file anew left beside it
+    (.NAME.XXXX.keep): a new recording under that name makes them worthless."""
+    folder = os.path.dirname(os.path.abspath(path))
+    prefix, suffix = f".{os.path.basename(path)}.", ".keep"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix) and name.endswith(suffix):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
 class PsrWriter:
     def __init__(
         self,
@@ -286,6 +303,8 @@ class PsrWriter:
             self._file = open_output(self.path, force)
         self._zstd = zstandard.ZstdCompressor(level=level, write_content_size=True)
         self.retention = retention
+        if retention is not None:
+            _remove_stale_copies(self.path)
         self._closed = False
         self.metadata = metadata
         self.header = Header(

@@ -87,6 +87,8 @@ def test_keep_holds_the_last_seconds_of_what_the_target_did(python: str,
     assert 20 * SECOND - CHUNK - SECOND // 5 <= covered <= 21 * SECOND + CHUNK + SECOND // 5, \
         covered / SECOND
     assert _seconds_match(samples, base, tick, printed) >= 17
+    info = psrec("info", str(out))
+    assert f"dropped {st['dropped_samples']:,} older samples" in info.stdout, info.stdout
 
 
 @pytest.mark.timeout(120)
@@ -102,6 +104,9 @@ def test_max_size_is_never_passed_and_a_killed_recorder_leaves_a_readable_file(
     with target(python, "per_second.py") as t:
         for n in range(3):
             out = tmp_path / f"fr-{n}.psr"
+            # What a recorder killed while it wrote its file anew leaves: removed by the next.
+            stale = tmp_path / f".fr-{n}.psr.x1y2z3.keep"
+            stale.write_bytes(b"\0" * 100)
             proc = _recorder("-o", str(out), "-r", "10k", "--max-size", "64K", "--keep", "2s",
                              str(t.pid))
             kill_at = time.monotonic() + rng.uniform(3.0, 6.0)
@@ -115,6 +120,7 @@ def test_max_size_is_never_passed_and_a_killed_recorder_leaves_a_readable_file(
                 proc.kill()
                 proc.wait(10)
             assert sizes and max(sizes) <= bound, max(sizes)
+            assert not stale.exists()
             assert out.stat().st_size <= bound
             with open_recording(out) as rec:
                 batches = sum(len(b) for b in rec.stream())

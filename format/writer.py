@@ -448,7 +448,8 @@ class PsrWriter:
         if not drop:
             return
         gone = set(data[:drop])
-        self.dropped_chunks += drop
+        # (A chunk of carried names is no chunk of samples: the next file carries it again.)
+        self.dropped_chunks += sum(1 for i in gone if self._index[i][4])
         self.dropped_samples += sum(self._index[i][5] for i in gone)
         kept = self._read([i for i, e in enumerate(self._index)
                            if e[1] == C.CHUNK_DEFS or (e[1] == C.CHUNK_DATA and i not in gone)])

@@ -98,7 +98,7 @@ def _long_run(ctx: Ctx) -> None:
     from psrec.format import open_recording
 
     with open_recording(out) as rec:
-        chunks = rec.data_chunks()
+        chunks = [c for c in rec.data_chunks() if c.passes]  # not the carried names
         stats = rec.stats or {}
         covered = ((max(c.last_ts for c in chunks) - min(c.first_ts for c in chunks))
                    * rec.tick_ns / 1e9 if chunks else 0.0)

@@ -317,6 +317,7 @@ class PsrWriter:
         self.dropped_samples = 0
         try:
             self._write(self._prefix())
+            self._file.flush()
         except OSError:
             # Not even the header and metadata could be written (a disk full from the start):
             # the empty or torn file psrec just created holds nothing, and is removed.

@@ -18,7 +18,9 @@ from ._report import Row, summarize
 from ._synth import GENERATOR_VERSION, write_synthetic
 
 FLEET_SQL = """
-WITH s AS (SELECT * FROM read_parquet('{d}/samples/**/*.parquet', hive_partitioning = true)),
+WITH s AS (SELECT host, recording, stack_id, sum(cpu_ns) AS cpu_ns
+           FROM read_parquet('{d}/samples/**/*.parquet', hive_partitioning = true)
+           GROUP BY ALL),
      f AS (SELECT DISTINCT recording, stack_id, function, file, first_line
            FROM read_parquet('{d}/stacks/*.parquet'))
 SELECT host, function, file, sum(cpu_ns) / 1e9 AS cpu_s

@@ -391,14 +391,13 @@ class PsrWriter:
         seq = chunk_seq(raw)
         if seq is not None:
             self._last_seq = max(self._last_seq, seq)
-        if not _holds_renames(raw):
-            return False
         try:
-            for _, ts, ref, name, _ in _thread_renames(raw):
-                self._names[ref] = (ts, name)
-        except Exception:  # noqa: BLE001 - records that do not read: the reader says so
-            pass
-        return True
+            renames = _thread_renames(raw)
+        except Exception:  # noqa: BLE001 - records that do not read: listed, as _holds_renames
+            return True
+        for _, ts, ref, name, _ in renames:
+            self._names[ref] = (ts, name)
+        return bool(renames)
 
     def write_sealed(
         self, defs: bytes, data: bytes, first_ts: int, last_ts: int, passes: int, samples: int
@@ -485,28 +484,28 @@ class PsrWriter:
 
     def _begin(self, file: BinaryIO, chunks: list[tuple[list[int], bytes, bool]],
                seq: int) -> None:
-        """Goes on in `file`: the header, METADATA, then `chunks`, copied as they are."""
+        """Goes on in `file`: the header, METADATA, the DEFS of `chunks`, the names carried,
+        then the DATA of `chunks` (spec section 7), copied as they are."""
         self._file = file
         self._start()
         self._write(self._prefix())
-        names = None
         for entry, chunk, renames in chunks:
-            if entry[0] == C.CHUNK_DATA and names is None:
-                names = self._carry_names(seq)
-            self._append(chunk, entry, renames, flush=False)
-            if entry[0] == C.CHUNK_DATA:
+            if entry[0] == C.CHUNK_DEFS:
+                self._append(chunk, entry, renames, flush=False)
+        self._carry_names(seq)
+        for entry, chunk, renames in chunks:
+            if entry[0] != C.CHUNK_DEFS:
+                self._append(chunk, entry, renames, flush=False)
                 self.samples += entry[4]
                 self.passes += entry[3]
-        if names is None:
-            self._carry_names(seq)
         self._file.flush()
 
-    def _carry_names(self, seq: int) -> bool:
+    def _carry_names(self, seq: int) -> None:
         """Writes, after the definitions, a DATA chunk of no passes that gives each thread
         renamed so far its last name (its THREAD_RENAMEs at their times), under the sequence
         number `seq` of a chunk the new file does not hold (spec section 7.1)."""
         if not self._names:
-            return True
+            return
         body = bytearray()
         first = min(ts for ts, _ in self._names.values())
         body += _record(C.REC_BEGIN, seq, first, 0)
@@ -515,7 +514,6 @@ class PsrWriter:
         last = max(ts for ts, _ in self._names.values())
         self._append(self._pack(C.CHUNK_DATA, bytes(body)), [C.CHUNK_DATA, first, last, 0, 0],
                      True, flush=False)
-        return True
 
     def rotate(self, path: str, stats: dict[str, Any] | None = None, force: bool = False,
                metadata: dict[str, Any] | None = None) -> None:

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "format/native/chunk_queue.hpp"
@@ -228,6 +229,7 @@ class Sampler {
   std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
   std::vector<uint32_t> ended_;   // threads of the current target that ended while read
   std::vector<ThreadHead> new_;   // states met by the walk not as a known thread's, in its order
+  std::unordered_set<uint64_t> new_met_;  // sampleNewThreads: those of new_ taken already
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -475,10 +475,10 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
 // taken for a thread, and the creator for the state not started. Each is read again (the walk
 // has read others since), and left for the next pass if it no longer holds the ids it had.
 void Sampler::sampleNewThreads(Target& t, const PassHead& head, uint64_t interp, uint64_t ts) {
+  new_met_.clear();
   for (auto walked = new_.rbegin(); walked != new_.rend(); ++walked) {
     const uint64_t tstate = walked->tstate;
-    if (std::any_of(new_.rbegin(), walked, [&](const ThreadHead& o) { return o.tstate == tstate; }))
-      continue;  // met twice (the walk began again)
+    if (!new_met_.insert(tstate).second) continue;  // met twice (the walk began again)
     ThreadHead now;
     if (t.unwinder->pass.readThread(tstate, now, nullptr) != ReadStatus::kOk ||
         now.interp != interp || now.thread_id != walked->thread_id ||

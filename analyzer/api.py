@@ -21,13 +21,15 @@ samples carry each thread-sample's own GIL and CPU state: select on those as you
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from psrec.format import Frame, PsrecError, TaskInfo, ThreadInfo, open_recording
+from psrec.format import Frame, PsrecError, TaskInfo, ThreadInfo
 from psrec.format import constants as C
+from psrec.format.merged import Source
 
 from .model import NO_STACK, FrameKey, batch_columns
 from .profile import Profile
@@ -116,6 +118,17 @@ class Run:
     @property
     def path(self) -> str:
         return self.profile.path
+
+    @property
+    def recordings(self) -> list[Source]:
+        """Several recordings read as one: each one (its path, host, target pid and command,
+        and ``paths``, its files); empty for one recording read alone."""
+        return list(self.profile.sources)
+
+    def recording_of(self, thread: int) -> Source | None:
+        """The recording a thread (a ref) came from, of several read as one (None for one
+        read alone)."""
+        return self.profile.source_of(thread)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -248,7 +261,7 @@ class Run:
         can_wait = gil_wait_unknown(p.metadata) is None
         out = Samples(array("d"), array("I"), array("I"), array("b"), array("b"), array("Q"),
                       array("Q"))
-        with open_recording(p.path) as rec:
+        with p.open() as rec:
             stream = p.engine.stream(rec, p.selection.from_ts, p.selection.to_ts)
             for batch in stream:
                 if p.logical is not None:
@@ -288,15 +301,20 @@ class Run:
         return f"{k.name} ({k.filename}:{k.line})"
 
 
-def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | int] = (),
+def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], mode: str = "wall",
+         *, threads: str | int | Iterable[str | int] = (),
          tasks: str | int | Iterable[str | int] = (),
          pids: int | Iterable[int] = (), processes: str | Iterable[str] = (),
+         hosts: str | Iterable[str] = (), recordings: str | Iterable[str] = (),
          start: str | float | None = None, end: str | float | None = None,
          weights: str = "time", by: str = "function", native: bool | None = None,
          native_frames: str = "mixed", logical: bool = False) -> Run:
     """Reads a recording under a view, as ``psrec report`` does; returns a Run.
 
-    path: the .psr file.
+    path: the .psr file; or several, or a folder of them, read as one (their samples on
+        one timeline, that of the recording that began first; each thread keeps its
+        recording: ``Run.recording_of``). Files of one recording (its --window files)
+        give its threads back whole.
     mode: which samples count: "wall" (every sample), "cpu" (on a CPU, weighted by the CPU
         time used where it was recorded), "gil" (holding the GIL), "idle" (off CPU) or
         "gil-wait" (waiting to take the GIL; CPython 3.15 and later).
@@ -307,7 +325,10 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
         samples of threads running them; default: every sample.
     pids: one process id or several (the recording's processes); default: all.
     processes: text their command line holds, one or several; default: all.
-    start, end: the window, as seconds from the start of the recording (2.5, "500ms") or a
+    hosts, recordings: of several recordings read as one, only those of these hosts, or
+        these recordings (a file's name or path, .psr optional); default: all.
+    start, end: the window, as seconds from the start of the recording (the earliest, of
+        several) (2.5, "500ms") or a
         wall-clock time ("14:02:10", "2024-05-01T14:02:10"); start inclusive, end exclusive.
     weights: "time" (each sample weighs the time it stands for) or "count" (sample counts).
     by: "function" or "line": what ``totals()`` and ``functions()`` group by.
@@ -326,10 +347,14 @@ def load(path: str, mode: str = "wall", *, threads: str | int | Iterable[str | i
                 tasks=tuple(str(t) for t in _several(tasks)),
                 pids=tuple(int(p) for p in _several(pids)),
                 processes=tuple(str(p) for p in _several(processes)),
+                hosts=tuple(str(h) for h in _several(hosts)),
+                recordings=tuple(str(r) for r in _several(recordings)),
                 start=None if start is None else str(start),
                 end=None if end is None else str(end), weights=weights, by=by,
                 native=native_frames, logical=logical)
-    return Run(Profile.load(path, view, native=native))
+    given: str | list[str] = (os.fspath(path) if isinstance(path, (str, os.PathLike))
+                              else [os.fspath(p) for p in path])
+    return Run(Profile.load(given, view, native=native))
 
 
 def _several(value: Any) -> tuple[Any, ...]:

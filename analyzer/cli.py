@@ -54,7 +54,7 @@ def length(option: str, text: str, example: str, least: float = 0.0) -> float:
 _SAFE_SECONDS = (2**63 - 1) * 1e-9
 
 
-def slice_length(option: str, text: str, example: str, recording: str, one: str,
+def slice_length(option: str, text: str, example: str, recording: str | list[str], one: str,
                  in_ns: bool = False) -> float:
     """A slice or window length (``length``) that the recording's 64-bit tick counts can hold
     (in_ns: that an output's 64-bit nanosecond counts can hold, as pprof's): a longer one is
@@ -64,7 +64,9 @@ def slice_length(option: str, text: str, example: str, recording: str, one: str,
         return seconds
     tick_ns = 1
     if not in_ns:
-        with open_recording(recording) as rec:
+        from psrec.format import open_recordings
+
+        with open_recordings(recording) as rec:
             tick_ns = rec.tick_ns
     # A float rounds 2^63 - 1 up to 2^63: keep below it.
     if seconds * 1e9 / tick_ns < 2.0**63 * (1 - 1e-15):
@@ -216,13 +218,16 @@ def _view(reporter: type[Reporter], view_args: dict[str, Any]) -> Any:
 
     weights = view_args["weights"] or reporter.default_weights
     rest = {k: v for k, v in view_args.items()
-            if k not in ("weights", "threads", "task_specs", "pids", "processes")}
+            if k not in ("weights", "threads", "task_specs", "pids", "processes", "hosts",
+                         "recording_names")}
     return View(weights=weights, threads=tuple(view_args["threads"]),
                 tasks=tuple(view_args.get("task_specs", ())),
-                pids=tuple(view_args["pids"]), processes=tuple(view_args["processes"]), **rest)
+                pids=tuple(view_args["pids"]), processes=tuple(view_args["processes"]),
+                hosts=tuple(view_args.get("hosts", ())),
+                recordings=tuple(view_args.get("recording_names", ())), **rest)
 
 
-def _load(recording: str, view: Any, reporter: Reporter) -> Any:
+def _load(recording: str | list[str], view: Any, reporter: Reporter) -> Any:
     from psrec.analyzer.profile import Profile
 
     return Profile.load(
@@ -287,7 +292,7 @@ def _refuse_unread(ctx: click.Context, command: OutputCommand, chosen: type[Repo
             raise CliUsageError(message.format(spelled=spelled), help=help.format(spelled=spelled))
 
 
-def _value(opt: Option, value: Any, recording: str) -> Any:
+def _value(opt: Option, value: Any, recording: str | list[str]) -> Any:
     """An option's value as the reporter reads it: a length in seconds."""
     if opt.length is None or value is None:
         return value
@@ -305,9 +310,9 @@ def _write(params: dict[str, Any]) -> None:
     command = ctx.command
     assert isinstance(command, OutputCommand)
     outputs = outputs_of(command.name or "")
-    *bases, recording = [params.pop(r) for r in ("base", "new", "recording") if r in params]
+    *bases, named = [params.pop(r) for r in ("base", "new", "recording") if r in params]
     base = bases[0] if bases else None
-    recordings = list(recording) if isinstance(recording, tuple) else [recording]
+    recordings = list(named) if isinstance(named, tuple) else [named]
     output, force, fmt = params.pop("output"), params.pop("force"), params.pop("fmt", None)
     flags = {cls.flag.param: (cls.flag, name) for name, cls in outputs.items() if cls.flag}
     given = [(f"--format {fmt}", fmt)] if fmt is not None else []
@@ -322,10 +327,8 @@ def _write(params: dict[str, Any]) -> None:
     if chosen.many:
         _write_many(ctx, chosen, spelled, recordings, view_args, output, force)
         return
-    if len(recordings) > 1:
-        raise CliUsageError(f"{spelled} reads one recording; {len(recordings)} were given",
-                            help="give one recording (export --parquet takes several)")
-    recording = recordings[0]
+    # Several recordings (or a folder of them) are read as one.
+    recording: str | list[str] = recordings[0] if len(recordings) == 1 else recordings
     flag = chosen.flag
     if flag is not None and flag.length is not None and options[flag.param] is None:
         # Chosen with --format, without the flag that gives its value.
@@ -350,7 +353,7 @@ def _write(params: dict[str, Any]) -> None:
                    if len(written) > 1 else f"psrec: wrote {written[0]}", err=True)
         return
     if base is not None and output is not None and output != "-" and \
-            os.path.exists(output) and os.path.samefile(output, base):
+            os.path.isfile(output) and os.path.exists(base) and os.path.samefile(output, base):
         raise PsrecError(f"{output} is the base recording itself",
                          help="choose another name with -o")
     said = len(profile.warnings)

@@ -1,8 +1,9 @@
 """The options of the commands that write an output (`psrec report`, `export`, `diff`), built
 from the output registry and the list of view modes.
 
-A command offers the outputs registered for it (Reporter.command), and takes: its recording (two,
-BASE and NEW, where its outputs compare); `--format NAME` where it has one; each output's flag
+A command offers the outputs registered for it (Reporter.command), and takes: its recordings
+(several files or folders, read as one; BASE and NEW, each a file or a folder, where its outputs
+compare); `--format NAME` where it has one; each output's flag
 and the options it reads (psrec.analyzer.registry.Option), each output's flag followed by those
 of its options not listed yet, in the order ``psrec.analyzer.outputs.offered`` gives; then the
 view options every such command shares (--mode's choices are analyzer.view.MODES), -o and
@@ -72,8 +73,15 @@ def _view_options() -> list[click.Option]:
                      help="Only this process (psrec info lists them); repeatable."),
         click.Option(["--process", "processes"], multiple=True, metavar="TEXT",
                      help="Only processes whose command line holds TEXT; repeatable."),
+        click.Option(["--host", "hosts"], multiple=True, metavar="NAME",
+                     help="Several recordings read as one: only those recorded on this host "
+                          "(psrec info shows a recording's host); repeatable."),
+        click.Option(["--recording", "recording_names"], multiple=True, metavar="NAME",
+                     help="Several recordings read as one: only this one (its file name or "
+                          "path, .psr optional); repeatable."),
         click.Option(["--from", "start"], metavar="T",
-                     help="Window start: seconds from the start of the recording (12.5, 500ms) "
+                     help="Window start: seconds from the start of the recording (of the "
+                          "earliest, for several read as one) (12.5, 500ms) "
                           "or a wall-clock time (14:02:10, 2024-05-01T14:02:10). Inclusive."),
         click.Option(["--to", "end"], metavar="T", help="Window end, like --from. Exclusive."),
         click.Option(["--weights"], type=click.Choice(["time", "count"]), default=None,
@@ -155,11 +163,9 @@ class OutputCommand(click.Command):
         if compares.pop():
             params: list[click.Parameter] = [click.Argument([r], type=click.Path(dir_okay=True))
                                              for r in ("base", "new")]
-        elif any(cls.many for cls in outputs.values()):  # several, for an output that reads
+        else:  # one recording, or several read as one (files, or folders of them)
             params = [click.Argument(["recording"], type=click.Path(dir_okay=True), nargs=-1,
-                                     required=True)]  # many (Reporter.many)
-        else:
-            params = [click.Argument(["recording"], type=click.Path(dir_okay=True))]
+                                     required=True)]
         if self.format_option:
             params.append(_format_option(outputs, self.default))
         params += [click_option(opt) for opt in command_options(outputs)]

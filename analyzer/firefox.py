@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from psrec.format import constants as C
-from psrec.format import open_recording
 from psrec.format.version import psrec_version
 
 from .engine import timeline_of
@@ -96,7 +95,7 @@ def tracks(p: Profile, markers: bool = True) -> Tracks:
     parents, frames = p.parents, p.frames
     if not all(name in done for name in wanted):
         sel = p.selection
-        with open_recording(p.path) as rec:
+        with p.open() as rec:
             stream = p.engine.stream(rec, sel.from_ts, sel.to_ts)
             timelines = {name: timeline_of(p.engine, sel, q) for name, q in wanted.items()}
             for batch in stream:

@@ -15,8 +15,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
-from psrec.format import Recording, open_recording
+from psrec.format import MergedRecording, Recording, open_recordings
 from psrec.format import constants as C
+from psrec.format.merged import Readable
 from psrec.format.mixed_stacks import NATIVE_VIEWS
 from psrec.format.reader import Definitions
 
@@ -31,6 +32,7 @@ from .view import (
     ViewUsageError,
     gil_wait_unknown,
     match_processes,
+    match_sources,
     match_tasks,
     match_threads,
     to_ticks,
@@ -39,7 +41,7 @@ from .view import (
 __all__ = ["GUESS_ROOM", "Loaded", "read", "resolve", "round_up"]
 
 
-def resolve(view: View, rec: Recording, defs: Definitions, engine: Engine) -> Selection:
+def resolve(view: View, rec: Readable, defs: Definitions, engine: Engine) -> Selection:
     """The samples the view selects in this recording: its --from and --to as ticks, its
     threads and processes as thread refs, its mode (one of MODES: ``read`` checks) as a
     status filter. Raises SelectionError (ViewUsageError) for words the recording cannot
@@ -67,6 +69,9 @@ def resolve(view: View, rec: Recording, defs: Definitions, engine: Engine) -> Se
     if view.pids or view.processes:
         in_process = match_processes(view, rec, defs)
         refs = in_process if refs is None else [r for r in refs if r in set(in_process)]
+    if view.hosts or view.recordings:
+        in_source = set(match_sources(view, rec, defs))
+        refs = list(in_source) if refs is None else [r for r in refs if r in in_source]
     mask, value = MODES[view.mode]
     tasks = tuple(match_tasks(view.tasks, rec, defs)) if view.tasks else None
     return Selection(from_ts, to_ts, None if refs is None else tuple(refs), mask, value,
@@ -85,7 +90,7 @@ class Loaded:
 
 
 def read(
-    path: str | Recording,
+    path: str | list[str] | Readable,
     view: View,
     engine: Engine,
     *,
@@ -105,7 +110,8 @@ def read(
     if view.native not in NATIVE_VIEWS:
         raise SelectionError(f"unknown native frames view {view.native!r}",
                              help=f"use {', '.join(NATIVE_VIEWS)}")
-    opened = nullcontext(path) if isinstance(path, Recording) else open_recording(path)
+    opened = (nullcontext(path) if isinstance(path, (Recording, MergedRecording))
+              else open_recordings(path))
     with opened as rec:
         defs = rec.definitions()
         selection = resolve(view, rec, defs, engine)
@@ -127,7 +133,7 @@ def read(
 
 
 def _read(
-    rec: Recording,
+    rec: Readable,
     defs: Definitions,
     view: View,
     selection: Selection,
@@ -191,6 +197,9 @@ def _read(
     defs.apply_renames(events + stream.outside_renames)
     fields = dict(
         path=rec.path,
+        sources=rec.sources if isinstance(rec, MergedRecording) else [],
+        inputs=[r.path for r in rec.recordings] if isinstance(rec, MergedRecording)
+        else rec.path,
         metadata=rec.metadata,
         tick_ns=rec.tick_ns,
         interval_ticks=rec.interval_ticks,
@@ -264,7 +273,7 @@ class _WrongGuess(Exception):
         self.lo, self.hi = lo, hi
 
 
-def _slice_for(rec: Recording, selection: Selection, count: int, engine: Engine) -> int:
+def _slice_for(rec: Readable, selection: Selection, count: int, engine: Engine) -> int:
     """Slice ticks that cut the selection's span of the recording into about `count` slices:
     the span from the index where it says when its chunks' samples fall, else guessed from the
     first chunk with samples. (An index without times made slices of one tick: a cell per
@@ -306,7 +315,7 @@ def round_up(x: float) -> float:
     return next(m * p for m in (1, 2, 5, 10) if m * p >= x * (1 - 1e-12))
 
 
-def _index_extent(rec: Recording) -> tuple[int, int]:
+def _index_extent(rec: Readable) -> tuple[int, int]:
     """The first and last sample times of the recording by its index, or (-1, -1) where it
     has none or it gives no chunk's times."""
     spans = [(c.first_ts, c.last_ts) for c in rec.data_chunks() if c.passes] if rec.clean else []
@@ -315,7 +324,7 @@ def _index_extent(rec: Recording) -> tuple[int, int]:
     return (min(a for a, _ in spans), max(b for _, b in spans))
 
 
-def _extent(rec: Recording, stream: Any) -> tuple[int, int]:
+def _extent(rec: Readable, stream: Any) -> tuple[int, int]:
     lo, hi = _index_extent(rec)
     if lo >= 0:
         return lo, hi

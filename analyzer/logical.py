@@ -29,7 +29,7 @@ from psrec.format.reader import Definitions
 from .model import batch_columns
 
 if TYPE_CHECKING:
-    from psrec.format import Recording
+    from psrec.format.merged import Readable
 
     from .engine import Engine
 
@@ -55,7 +55,8 @@ class LogicalStacks:
     after the recording's."""
 
     @classmethod
-    def read(cls, rec: Recording, defs: Definitions, engine: Engine, from_ts: int | None,
+    def read(cls, rec: Readable, defs: Definitions, engine: Engine,
+             from_ts: int | None,
              to_ts: int | None) -> LogicalStacks:
         stream = engine.stream(rec, from_ts, to_ts)
         for _ in stream:
@@ -66,12 +67,11 @@ class LogicalStacks:
     @classmethod
     def of_profile(cls, profile: Any) -> LogicalStacks:
         """For a profile read without them (the Profile's trie and events)."""
-        from psrec.format import open_recording
-
-        with open_recording(profile.path) as rec:
+        with profile.open() as rec:
             return cls(rec, profile.defs, profile.parents, profile.frames, profile.events)
 
-    def __init__(self, rec: Recording, defs: Definitions, parents: Any, frames: Any,
+    def __init__(self, rec: Readable, defs: Definitions, parents: Any,
+                 frames: Any,
                  events: list[tuple[int, int, int, int, int]]) -> None:
         from .tasks import replay_task_states
 

@@ -50,6 +50,10 @@ def nothing_selected(path: str, view: View, selection: Selection, extent: tuple[
         parts.append("pid " + ", ".join(map(str, view.pids)))
     if view.processes:
         parts.append("process " + ", ".join(view.processes))
+    if view.hosts:
+        parts.append("host " + ", ".join(view.hosts))
+    if view.recordings:
+        parts.append("recording " + ", ".join(view.recordings))
     if windowed:
         parts.append(f"window {window_text(selection, seconds)}")
     return f"no samples match the selection ({'; '.join(parts)}) in {path}"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from psrec.format import constants as FC
-from psrec.format.reader import open_recording
 from psrec.format.version import psrec_version
 
 from .engine import Engine
@@ -251,7 +250,7 @@ def _health(p: Profile) -> dict[str, Any]:
     lo, hi = p.extent
     passes = None
     try:
-        with open_recording(p.path) as rec:
+        with p.open() as rec:
             if rec.clean:
                 passes = sum(c.passes for c in rec.data_chunks())
     except (OSError, ValueError):

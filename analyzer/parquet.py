@@ -18,7 +18,7 @@ import datetime as dt
 import os
 from typing import TYPE_CHECKING, Any
 
-from psrec.format import PsrecError, open_recording
+from psrec.format import PsrecError, open_recording, recordings_in
 from psrec.format import _constants as C
 from psrec.format._layout import SAMPLE_COLUMNS
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from psrec.format.reader import Recording
 from .registry import Option, Reporter, register
 
-__all__ = ["ParquetExporter", "SCHEMA_VERSION", "TABLES", "recordings_in", "write_dataset"]
+__all__ = ["ParquetExporter", "SCHEMA_VERSION", "TABLES", "write_dataset"]
 
 SCHEMA_VERSION = 1
 TABLES = ("samples", "stacks", "threads", "recordings")
@@ -360,21 +360,6 @@ def _write_table(pa: Any, pq: Any, schemas: dict[str, Any], out_dir: str, table:
     path = os.path.join(folder, f"{rid}.parquet")
     pq.write_table(pa.table(columns, schema=schemas[table]), path + ".part")
     os.replace(path + ".part", path)
-
-
-def recordings_in(paths: list[str]) -> list[str]:
-    """The recordings named: files, and the .psr files of folders (sorted)."""
-    out: list[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            found = sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".psr"))
-            if not found:
-                raise PsrecError(f"{p} holds no recording (.psr file)",
-                                 help="name the recordings, or a folder that holds them")
-            out += found
-        else:
-            out.append(p)
-    return out
 
 
 @register

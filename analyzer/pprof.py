@@ -20,7 +20,6 @@ ingests), each with its own time_nanos and duration_nanos.
 from __future__ import annotations
 
 import gzip
-import os
 from typing import IO, TYPE_CHECKING, Any
 
 from psrec.format import PsrecError
@@ -334,14 +333,14 @@ def write_windows(p: Profile, output: str | None, force: bool,
         raise ViewUsageError(f"--window writes one file per window; -o {output} names a stream",
                              help="give -o a base name: -o run writes run.0.pb.gz, run.1.pb.gz, "
                                   "...")
-    base = output if output is not None else default_output(p.path, SUFFIX)
+    base = output if output is not None else default_output(p.output_base, SUFFIX)
     base = base[: -len(SUFFIX)] if base.endswith(SUFFIX) else base
     slices = sorted(set((p.columns if p.view.mode == "wall" else p.also["wall"]).slice))
     first = slices[0] if slices else 0
     written = []
     for sl in slices:
         name = f"{base}.{sl - first}{SUFFIX}"
-        if os.path.abspath(name) == os.path.abspath(p.path):
+        if p.reads(name):
             raise PsrecError(f"{name} is the recording itself", help="choose another -o")
         out = Output(name, force)
         try:

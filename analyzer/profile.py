@@ -14,13 +14,15 @@ in model.py (re-exported here).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from psrec.format import ThreadInfo
 from psrec.format import constants as C
+from psrec.format.merged import Readable, Source, open_recordings
 from psrec.format.mixed_stacks import hides
-from psrec.format.reader import Definitions, Recording
+from psrec.format.reader import Definitions
 
 from . import loading, messages
 from .engine import Engine, engine_for
@@ -115,12 +117,16 @@ class Profile:
     # read, for any later read of the same samples to do the same (LogicalStacks.rewrite).
     logical: LogicalStacks | None = field(default=None, repr=False)
     _several_processes: bool | None = field(default=None, repr=False)
+    # Several recordings read as one (psrec.format.merged): each one's Source, in the order
+    # their ids were given (empty for one recording); and the files read, to read again.
+    sources: list[Source] = field(default_factory=list)
+    inputs: str | list[str] = ""
 
     # -- building ------------------------------------------------------------------------
     @classmethod
     def load(
         cls,
-        path: str | Recording,
+        path: str | list[str] | Readable,
         view: View | None = None,
         *,
         slice_ticks: int = 0,
@@ -147,7 +153,9 @@ class Profile:
         status_value, cpu_view, split_at_gaps, split_mask), into ``Profile.more_timelines``.
         native: the engine (True: the native one, False: the one in Python, None: the native
         one where it is built), picked here once. No view: every sample, weighted by time.
-        path may be a Recording already open (it is left open); since_ts (ticks) leaves out
+        path may be several recordings (a list, or a folder): they are read as one
+        (psrec.format.merged), each thread keeping its recording (``source_of``). It may be a
+        Recording already open (it is left open); since_ts (ticks) leaves out
         what comes before it, and for a recording without an index (still being written,
         Recording.refresh) the chunks known to end before it are not read at all.
         """
@@ -170,6 +178,35 @@ class Profile:
             messages.check_slices(prof.columns.slice, prof.slice_ticks, prof.seconds,
                                   got.slice_overflow)
         return prof
+
+    def open(self) -> Readable:
+        """The recording (or recordings) read, open again: for an output that reads the
+        samples once more."""
+        return open_recordings(self.inputs or self.path)
+
+    @property
+    def output_base(self) -> str:
+        """What a default output is named after: the recording (run.psr: run.html), the
+        folder of recordings read (runs/: runs.html), or the first of several files read with
+        how many more (a.psr b.psr c.psr: a+2.html)."""
+        if isinstance(self.inputs, str) or not self.inputs:
+            return self.inputs if isinstance(self.inputs, str) and self.inputs else self.path
+        if not self.path.endswith(" more"):  # a folder
+            return self.path.rstrip("/") or self.path
+        return f"{self.inputs[0].removesuffix('.psr')}+{len(self.inputs) - 1}"
+
+    def reads(self, path: str) -> bool:
+        """Whether path is a recording this profile read (an output must not be written over
+        it)."""
+        inputs = [self.inputs] if isinstance(self.inputs, str) else self.inputs
+        return os.path.abspath(path) in {os.path.abspath(p) for p in inputs or [self.path]}
+
+    def source_of(self, ref: int) -> Source | None:
+        """The recording a thread came from, where several were read as one."""
+        for s in self.sources:
+            if s.thread_offset <= ref < s.threads_end:
+                return s
+        return None
 
     # -- the selection -------------------------------------------------------------------
     @property
@@ -342,6 +379,9 @@ class Profile:
             label += f", pid {t.pid}"
             if p is not None and p.command:
                 label += f": {short_command(p.command)}"
+        src = self.source_of(ref) if len(self.sources) > 1 else None
+        if src is not None:
+            label += f"; {src.host + ' ' if src.host else ''}{src.name}"
         return label + ")"
 
     def thread_refs(self) -> list[int]:
@@ -364,8 +404,13 @@ class Profile:
         if self.view.mode == "gil" and self.free_threaded:
             what = ("the GIL does not apply: a free-threaded target; samples attached to the "
                     "interpreter")
+        several = ""
+        if len(self.sources) > 1:
+            several = f" ({len(self.sources)} recordings)"
+        elif self.sources:
+            several = f" ({len(self.inputs)} files of one recording)"
         s = (
-            f"{self.path}: {self.selected:,} samples over {dur:.3f} s in {nthreads} "
+            f"{self.path}{several}: {self.selected:,} samples over {dur:.3f} s in {nthreads} "
             f"thread{'s' if nthreads != 1 else ''}; mode {self.view.mode} "
             f"({what}), weights {self.view.weights}"
         )

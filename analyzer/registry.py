@@ -15,7 +15,6 @@ output module imports this one).
 from __future__ import annotations
 
 import io
-import os
 import sys
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
@@ -187,7 +186,7 @@ def write_output(
         return reporter.write(profile, out)
 
     if output is None and reporter.suffix is not None:
-        output = default_output(profile.path, reporter.suffix)
+        output = default_output(profile.output_base, reporter.suffix)
     if output is None or output == "-":
         if reporter.binary and sys.stdout.isatty():
             raise PsrecError(
@@ -207,7 +206,7 @@ def write_output(
                 raise
             raise failed from None
         return "<stdout>", summary
-    if os.path.abspath(output) == os.path.abspath(profile.path):
+    if profile.reads(output):
         raise PsrecError(f"{output} is the recording itself", help="choose another name with -o")
     out = Output(output, force)
     try:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from psrec.format import TaskInfo, open_recording
+from psrec.format import TaskInfo
 from psrec.format import _constants as FC
 from psrec.format.text import printable
 
@@ -48,7 +48,7 @@ def _selected(profile: Profile) -> Iterator[tuple[int, int, int, int, int]]:
     the recording."""
     sel = profile.selection
     mask, want = sel.status_mask, sel.status_value
-    with open_recording(profile.path) as rec:
+    with profile.open() as rec:
         for batch in profile.engine.stream(rec, sel.from_ts, sel.to_ts):
             cols = batch_columns(batch, "ts", "thread", "status", "cpu", "weight", "task")
             for ts, ref, status, cpu, weight, task in zip(*cols):
@@ -308,7 +308,7 @@ def _running_ticks(profile: Profile, wanted: set[int]) -> dict[int, tuple[list[i
     times: dict[int, list[int]] = {}
     weights: dict[int, list[int]] = {}
     sel = profile.selection
-    with open_recording(profile.path) as rec:
+    with profile.open() as rec:
         for batch in profile.engine.stream(rec, sel.from_ts, sel.to_ts):
             for ts, task, weight in zip(*batch_columns(batch, "ts", "task", "weight")):
                 if task in wanted:

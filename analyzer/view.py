@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from psrec.format import PsrecError, Recording, ThreadInfo
+from psrec.format import MergedRecording, PsrecError, ThreadInfo
 from psrec.format import constants as C
+from psrec.format.merged import Readable
 from psrec.format.reader import Definitions, ProcessInfo
 
 if TYPE_CHECKING:
@@ -109,6 +111,10 @@ class View:
     tasks: tuple[str, ...] = ()  # --task: only samples running these asyncio tasks
     pids: tuple[int, ...] = ()  # --pid: only these processes
     processes: tuple[str, ...] = ()  # --process: processes whose command line holds this
+    # Several recordings read as one: only those of these hosts (--host), or these recordings
+    # (--recording: a file's name or path, with or without .psr)
+    hosts: tuple[str, ...] = ()
+    recordings: tuple[str, ...] = ()
     start: str | None = None  # --from: seconds from the start, or a wall-clock time
     end: str | None = None  # --to
     weights: str = "time"
@@ -175,7 +181,7 @@ def parse_time(text: str, created_wall_ns: int) -> float:
     return (when.timestamp() * 1e9 - created_wall_ns) / 1e9
 
 
-def to_ticks(text: str, rec: Recording, option: str) -> int:
+def to_ticks(text: str, rec: Readable, option: str) -> int:
     try:
         seconds = parse_time(text, rec.header.created_wall_ns)
     except ValueError as exc:
@@ -221,7 +227,7 @@ def _thread_matches(t: ThreadInfo, spec: str, number: int | None) -> bool:
 
 
 def match_threads(
-    specs: tuple[str, ...], rec: Recording, defs: Definitions, engine: Engine
+    specs: tuple[str, ...], rec: Readable, defs: Definitions, engine: Engine
 ) -> list[int]:
     """Threads by OS or Python thread id, or by any name they had. A name a thread got only
     later (THREAD_RENAME, e.g. threading's name read after the thread started) is in the data
@@ -257,7 +263,7 @@ def _spec(spec: str) -> tuple[str, int | None]:
         return s, None
 
 
-def match_tasks(specs: tuple[str, ...], rec: Recording, defs: Definitions) -> list[int]:
+def match_tasks(specs: tuple[str, ...], rec: Readable, defs: Definitions) -> list[int]:
     """asyncio tasks (TASK ids) by name, by the name of their coroutine's function (qualified
     or not: every task made from it), by id, or by address (asyncio's own task id, 0x...)."""
     ids: list[int] = []
@@ -303,7 +309,7 @@ def short_command(command: str, width: int = 48) -> str:
     return short if len(short) <= width else short[: width - 3] + "..."
 
 
-def match_processes(view: View, rec: Recording, defs: Definitions) -> list[int]:
+def match_processes(view: View, rec: Readable, defs: Definitions) -> list[int]:
     """Threads of the processes --pid names (every program each ran), and of the programs
     whose command line holds a --process text (a process that exec'd ran several)."""
     procs = processes(defs, rec.metadata)
@@ -324,6 +330,38 @@ def match_processes(view: View, rec: Recording, defs: Definitions) -> list[int]:
 
     return [t.ref for t in defs.threads.values()
             if t.pid in view.pids or any(text in program(t) for text in view.processes)]
+
+
+def match_sources(view: View, rec: Readable,
+                  defs: Definitions) -> list[int]:
+    """Threads of the recordings --host and --recording name (a recording read alone is one
+    of them: its host, its file)."""
+    if isinstance(rec, MergedRecording):
+        found = [(s.host, s.paths or (s.path,), range(s.thread_offset, s.threads_end))
+                 for s in rec.sources]
+    else:
+        found = [(str(rec.metadata.get("hostname") or ""), (rec.path,), range(0, 2**32))]
+
+    def named(paths: tuple[str, ...], text: str) -> bool:
+        return any(text in (p, os.path.basename(p), os.path.basename(p).removesuffix(".psr"))
+                   for p in paths)
+
+    def listed() -> str:
+        shown = "; ".join(f"{host or '?'}: {', '.join(os.path.basename(p) for p in paths)}"
+                          for host, paths, _ in found[:8])
+        return f"hosts and recordings: {shown}" + (" ..." if len(found) > 8 else "")
+
+    for host in view.hosts:
+        if not any(h == host for h, _, _ in found):
+            raise SelectionError(f"no recording from host {host!r} in {rec.path}",
+                                 help=listed())
+    for text in view.recordings:
+        if not any(named(paths, text) for _, paths, _ in found):
+            raise SelectionError(f"no recording named {text!r} in {rec.path}", help=listed())
+    chosen = [refs for host, paths, refs in found
+              if (not view.hosts or host in view.hosts)
+              and (not view.recordings or any(named(paths, t) for t in view.recordings))]
+    return [t.ref for t in defs.threads.values() if any(t.ref in r for r in chosen)]
 
 
 def _processes_help(procs: list[ProcessInfo]) -> str:

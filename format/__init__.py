@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._layout import Header
+    from .merged import MergedRecording, open_recordings, recordings_in
     from .reader import (
         ChunkInfo,
         Definitions,
@@ -47,6 +48,7 @@ _LAZY = {
     **dict.fromkeys(("ChunkInfo", "Definitions", "Frame", "Function", "ProcessInfo",
                      "Recording", "SampleStream", "TaskInfo", "ThreadInfo", "native_available",
                      "open_recording"), ".reader"),
+    **dict.fromkeys(("MergedRecording", "open_recordings", "recordings_in"), ".merged"),
     "PsrWriter": ".writer",
     "open_output": ".writer",
 }
@@ -82,6 +84,9 @@ __all__ = [
     "ThreadInfo",
     "native_available",
     "open_recording",
+    "MergedRecording",
+    "open_recordings",
+    "recordings_in",
     "PsrWriter",
     "open_output",
 ]

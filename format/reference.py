@@ -184,6 +184,18 @@ class RefBatch:
     def __len__(self) -> int:
         return len(self.ts)
 
+    def shift(self, ts_delta: int, thread_offset: int, node_map: Any,
+              task_offset: int) -> None:
+        """As SampleBatch.shift: the samples moved onto the timeline and ids of several
+        recordings read as one (node n to node_map[n])."""
+        ts, thread, node, task = self.ts, self.thread, self.node, self.task
+        if any(n >= len(node_map) for n in node):
+            raise IndexError("a sample's stack node is past the node map")
+        ts[:] = array("q", (t + ts_delta for t in ts))
+        thread[:] = array("I", (r + thread_offset for r in thread))
+        node[:] = array("I", (node_map[n] for n in node))
+        task[:] = array("I", (k + task_offset if k else 0 for k in task))
+
 
 class _Thread:
     __slots__ = ("node", "status", "live", "cpu", "pass_no", "error", "task", "row",

@@ -576,12 +576,13 @@ class PsrWriter:
 
 
 def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
-             force: bool = False) -> tuple[int, int]:
+             force: bool = False, only: slice | None = None) -> tuple[int, int]:
     """Writes a closed copy of a recording, running or not (spec section 7.3): its header, and
     every chunk it holds whole at this moment (its METADATA, DEFS and DATA chunks, in file
     order; a DATA chunk only if it decodes), then an index and the trailer. The source is
     read through one open file, so a flight recording renamed over meanwhile is copied as it
-    was. Returns the DATA chunks and thread-samples copied."""
+    was. only: these of the DATA chunks that decode (by their order), for a part of the
+    recording that reads alone. Returns the DATA chunks and thread-samples copied."""
     from .reader import open_recording
 
     with open_recording(source) as rec:
@@ -591,6 +592,8 @@ def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
             assert stream.current is not None
             s = stream.summaries[-1]
             summary[stream.current.offset] = (s["first_ts"], s["last_ts"], s["passes"], len(batch))
+        if only is not None:
+            summary = {off: summary[off] for off in list(summary)[only]}
         out = Output(output, force)
         try:
             out.file.write(rec.header.pack())

@@ -139,6 +139,11 @@ NB_MODULE(_format, m) {
     psrec::bindings::sameLength("set_node", c.size(), {node.shape(0)});
     c.node = psrec::bindings::toVector(node);
   }, nb::arg("node"));
+  batch.def("shift", [](SampleColumns& c, int64_t ts_delta, uint32_t thread_offset,
+                        const psrec::bindings::Column<uint32_t>& node_map, uint32_t task_offset) {
+    if (!c.shift(ts_delta, thread_offset, node_map.data(), node_map.shape(0), task_offset))
+      throw nb::index_error("a sample's stack node is past the node map");
+  }, nb::arg("ts_delta"), nb::arg("thread_offset"), nb::arg("node_map"), nb::arg("task_offset"));
   m.attr("SAMPLE_COLUMNS") = nb::tuple(columns);
 
   nb::class_<Decoder>(m, "Decoder")

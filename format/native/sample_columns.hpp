@@ -31,6 +31,21 @@ struct SampleColumns {
 #undef PSREC_COLUMN_CLEAR
   }
   size_t size() const { return ts.size(); }
+
+  // Moves the samples onto the timeline and ids of several recordings read as one
+  // (psrec.format.merged): times later by ts_delta ticks, thread refs and tasks past those of
+  // the recordings before (task 0, no task, stays), and each stack node n to node_map[n], its
+  // node in the merged trie. False, and nothing changed, if a node is past the map.
+  bool shift(int64_t ts_delta, uint32_t thread_offset, const uint32_t* node_map,
+             size_t map_size, uint32_t task_offset) {
+    for (auto n : node)
+      if (n >= map_size) return false;
+    for (auto& t : ts) t += ts_delta;
+    for (auto& r : thread) r += thread_offset;
+    for (auto& n : node) n = node_map[n];
+    for (auto& k : task) k = k ? k + task_offset : 0;
+    return true;
+  }
 };
 
 }  // namespace psrec::format

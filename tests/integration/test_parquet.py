@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -136,15 +137,16 @@ def test_a_dask_cluster_gives_each_function_the_time_psrec_report_gives(
 
 
 def test_parquet_usage_errors(recordings: list[Path], tmp_path: Path) -> None:
-    """A view would leave samples out: refused, not ignored. Other outputs read one
-    recording. A folder of recordings is its .psr files."""
+    """A view would leave samples out: refused, not ignored. Other outputs read several
+    recordings as one. A folder of recordings is its .psr files."""
     r = psrec("export", "--parquet", "--mode", "cpu", str(recordings[0]), "-o",
               str(tmp_path / "x"))
     assert r.returncode == 2
     assert "psrec: error: --mode does nothing with --parquet: it writes every sample" in r.stderr
-    r = psrec("export", "--speedscope", *map(str, recordings[:2]))
-    assert r.returncode == 2
-    assert "psrec: error: --speedscope reads one recording; 2 were given" in r.stderr
+    r = psrec("export", "--speedscope", *map(str, recordings[:2]))  # read as one
+    assert r.returncode == 0, r.stderr
+    merged = str(recordings[0]).removesuffix(".psr") + "+1.speedscope.json"
+    assert f"psrec: wrote {merged}" in r.stderr and os.path.exists(merged)
     out = tmp_path / "d"
     r = psrec("export", "--parquet", str(recordings[0].parent), "-o", str(out))
     assert r.returncode == 0, r.stderr

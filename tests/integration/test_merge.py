@@ -75,7 +75,8 @@ def test_a_recording_cut_in_three_reads_as_the_whole(python: str, tmp_path: Path
     sums = [int(json.loads(_out("info", "--json", f))["samples"]) for f in files]
     assert all(sums) and sum(sums) == json.loads(_out("info", "--json", str(whole)))["samples"]
 
-    for view in ([], ["--mode", "cpu"], ["--from", "1", "--to", "2.5"], ["--thread", "busy-worker"]):
+    views = ([], ["--mode", "cpu"], ["--from", "1", "--to", "2.5"], ["--thread", "busy-worker"])
+    for view in views:
         w = _out("report", *view, str(whole))
         assert _without_first_line(_out("report", *view, *files)) == _without_first_line(w)
         assert _without_first_line(_out("report", *view, folder)) == _without_first_line(w)

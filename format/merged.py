@@ -110,6 +110,7 @@ class MergedRecording:
         recs = self.recordings
         ticks = {r.tick_ns for r in recs}
         if len(ticks) > 1:
+            self.close()
             raise FormatError(
                 f"{self.path}: the recordings count time in ticks of different lengths "
                 f"({', '.join(f'{t} ns' for t in sorted(ticks))}), which psrec cannot merge",
@@ -117,8 +118,7 @@ class MergedRecording:
         # The earliest recording's clock is the merged one's.
         first = min(range(len(recs)), key=lambda i: recs[i].header.created_wall_ns)
         self.header = recs[first].header
-        self.metadata: dict[str, Any] = dict(recs[first].metadata)
-        self.metadata["recordings"] = len(recs)
+        self.metadata: dict[str, Any] = recs[first].metadata
         self.stats = None
         self.clean = all(r.clean for r in recs)
         self._defs: Definitions | None = None

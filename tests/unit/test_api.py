@@ -124,7 +124,8 @@ def test_help_shows_the_signature_and_every_argument() -> None:
 
     assert inspect.signature(psrec.load) == inspect.signature(api.load)
     text = pydoc.render_doc(psrec.load, renderer=pydoc.plaintext)
-    assert "load(path: 'str', mode: 'str' = 'wall', *, threads: 'str | int | Iterable" in text
+    assert ("load(path: 'str | os.PathLike[str] | Iterable[str | os.PathLike[str]]', mode: "
+            "'str' = 'wall', *, threads: 'str | int | Iterable") in text
     # every argument has a paragraph of its own: "name: ..." or "a, b: ..."
     described = {name for line in text.splitlines() if ": " in line and line.startswith("    ")
                  and not line.startswith("     ")

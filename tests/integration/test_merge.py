@@ -105,6 +105,26 @@ def test_a_recording_cut_in_three_reads_as_the_whole(python: str, tmp_path: Path
 
 
 @pytest.mark.parametrize("python", one_python())
+def test_the_tasks_of_a_recording_cut_in_three_read_as_the_whole(python: str,
+                                                                 tmp_path: Path) -> None:
+    """asyncio tasks (their ids, snapshots and the stacks those hold) read across the three
+    files as in the whole: the tasks table, the logical stacks and where the tasks waited."""
+    whole = tmp_path / "whole.psr"
+    with target(python, "async_work.py", "20") as t:
+        record(whole, t.pid, "-r", "500", duration=3.5)
+    folder = str(tmp_path / "parts")
+    _cut_in_three(whole, tmp_path / "parts")
+    for view in (["--tasks"], ["--logical"], ["--collapsed", "--waits", "-o", "-"]):
+        w = _out("report", *view, str(whole))
+        assert "heavy-0" in w, w
+        got = _out("report", *view, folder)
+        if view[0] == "--collapsed":
+            assert got == w
+        else:
+            assert _without_first_line(got) == _without_first_line(w)
+
+
+@pytest.mark.parametrize("python", one_python())
 def test_two_programs_read_as_one_give_the_sums_of_each(python: str, tmp_path: Path) -> None:
     """Two recordings of two programs (one on each of two interpreters where there are two):
     read as one, each function's samples and times are the sums of the two; each thread is

@@ -99,6 +99,7 @@ class MergedRecording:
         if not paths:
             raise FormatError("no recording given", help="name one or more .psr files")
         self.recordings: list[Recording] = []
+        _allow_open(len(paths))
         try:
             for p in paths:
                 self.recordings.append(open_recording(p))
@@ -303,6 +304,29 @@ class MergedRecording:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _allow_open(files: int) -> None:
+    """Lets this process hold `files` recordings open at once (each holds its file open while
+    it is read), raising its limit of open files as far as the system lets it; a clear error
+    where that is not far enough."""
+    import resource
+
+    need = files + 64  # and what else the process has open
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return
+    top = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+    except (ValueError, OSError):
+        top = soft
+    if top < need:
+        raise FormatError(
+            f"{files:,} recordings are more than this process may hold open at once "
+            f"({top - 64:,}: its limit of open files)",
+            help="read fewer at once (a folder per day or per host), or raise the limit: "
+                 "ulimit -n")
 
 
 # What readers take: one recording, or several read as one.

@@ -40,6 +40,9 @@ _TRAILER_NAMES = {"elapsed_ns": "duration_ns", "sampling_cpu_ns": "sampler_cpu_n
 # holds; after --duration until the file is closed), rather than waited for at once.
 _RUNS_ON = ("duration", "not_python", "exec", "write_error", "thread_limit")
 
+# The sampler's timestamps count microseconds (Sampler::ticks): the files' tick_ns.
+SAMPLER_TICK_NS = 1000
+
 
 class Session:
     """A recording of one target into opts.output, run step by step by record()."""
@@ -102,7 +105,8 @@ class Session:
                 opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
                 launched=self.child is not None, native=opts.native,
                 frame_cache=opts.frame_cache, tasks=opts.tasks,
-                task_interval_ns=int(1e9 / opts.task_rate), **_test_limits())
+                task_interval_ns=int(1e9 / opts.task_rate), window_ticks=self._window_ticks(),
+                **_test_limits())
         except BaseException:
             if self.child is not None:
                 stop_child(self.child)
@@ -182,12 +186,18 @@ class Session:
             return
         print(f"psrec: wrote the snapshot {path} ({samples:,} samples)", file=self.stream)
 
+    def _window_ticks(self) -> int:
+        """--window's length in the sampler's ticks (0: no windows)."""
+        if self.opts.window_s is None:
+            return 0
+        return max(1, round(self.opts.window_s * 1e9 / SAMPLER_TICK_NS))
+
     def _next_window(self, first_ts: int) -> None:
         """Closes the window's file and opens the next one's, once a chunk begins past its end
-        (windows are counted from the recording's start; each file ends at a chunk, within
-        a second of its window's end)."""
+        (windows are counted from the recording's start; the sampler seals its chunk at each
+        window's edge, so each file holds its window's samples exactly)."""
         assert self.writer is not None and self.opts.window_s is not None
-        window_ticks = self.opts.window_s * 1e9 / self.writer.header.tick_ns
+        window_ticks = self._window_ticks()
         if self.window_end is None:
             self.window_end = window_ticks * (first_ts // window_ticks + 1)
             return
@@ -240,6 +250,7 @@ class Session:
                 metadata=_metadata(info, self.opts, self.pid, self.command, self.interval_ns),
                 created_wall_ns=self.created_wall_ns,
                 created_mono_ns=self.created_mono_ns,
+                tick_ns=SAMPLER_TICK_NS,
                 force=True,  # checked before anything started
                 retention=(Retention(self.opts.keep_s, self.opts.max_bytes)
                            if self.opts.keep_s is not None or self.opts.max_bytes is not None

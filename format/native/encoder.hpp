@@ -111,6 +111,14 @@ class Encoder {
   // Whether a chunk is due: the data buffer is full, spans too long a time or holds many
   // thread-samples.
   bool chunkDue(uint64_t now_ts) const;
+  // Chunks that never span a multiple of every_ticks (0: no such bound): a recording cut into
+  // windows of that length (--window) then cuts between two chunks, at the window's edge.
+  void setBoundary(uint64_t every_ticks) { boundary_ticks_ = every_ticks; }
+  // Whether a pass at now_ts would put the open chunk across a boundary: it is sealed first.
+  bool crossesBoundary(uint64_t now_ts) const {
+    return boundary_ticks_ && in_chunk_ &&
+           now_ts / boundary_ticks_ != chunk_first_ts_ / boundary_ticks_;
+  }
   bool empty() const { return data_.empty() && defs_.empty(); }
   // Hands over the current chunk and starts a new one (ending an open pass first). Every live thread's next sample is
   // then written whole, so each data chunk decodes without the ones before it.
@@ -156,6 +164,7 @@ class Encoder {
 
   size_t chunk_bytes_;
   uint64_t max_span_ticks_;
+  uint64_t boundary_ticks_ = 0;  // setBoundary
   uint32_t max_threads_;
   std::string defs_;
   std::string data_;

@@ -161,7 +161,7 @@ NB_MODULE(_recorder, m) {
            [](Sampler* self, int pid, uint64_t interval_ns, uint64_t created_mono_ns,
               bool blocking, bool subprocesses, bool realtime, bool cpu_switches,
               bool launched, uint32_t max_threads, bool native, bool frame_cache,
-              bool tasks, uint64_t task_interval_ns) {
+              bool tasks, uint64_t task_interval_ns, uint64_t window_ticks) {
              SamplerConfig c;
              c.pid = pid;
              c.interval_ns = interval_ns;
@@ -176,6 +176,7 @@ NB_MODULE(_recorder, m) {
              c.frame_cache = frame_cache;
              c.tasks = tasks;
              c.task_interval_ns = task_interval_ns;
+             c.window_ticks = window_ticks;
              nb::gil_scoped_release release;
              new (self) Sampler(c);
            },
@@ -184,7 +185,8 @@ NB_MODULE(_recorder, m) {
            nb::arg("realtime") = false, nb::arg("cpu_switches") = true,
            nb::arg("launched") = false, nb::arg("max_threads") = psrec::format::kMaxThreadRef,
            nb::arg("native") = false, nb::arg("frame_cache") = true,
-           nb::arg("tasks") = true, nb::arg("task_interval_ns") = 0)
+           nb::arg("tasks") = true, nb::arg("task_interval_ns") = 0,
+           nb::arg("window_ticks") = 0)
       .def("target_info",
            [](Sampler& s) -> nb::object {
              auto info = s.targetInfo();

@@ -28,6 +28,7 @@ namespace fmt = psrec::format;
 Sampler::Sampler(const SamplerConfig& config)
     : config_(config), encoder_(config.chunk_bytes, config.max_span_ticks, config.max_threads) {
   if (config_.interval_ns < 1000) config_.interval_ns = 1000;
+  encoder_.setBoundary(config_.window_ticks);
   if (config_.cpu_switches) prepareSwitchEvents();
   auto t = Target::first(config.pid, config.launched, monotonicNs());
   if (t->proc) first_info_ = t->proc->info();
@@ -140,6 +141,10 @@ void Sampler::run() {
     uint64_t errors = 0;
     pass_ns_ = t0;
     const uint64_t now_ticks = ticks(t0);
+    if (encoder_.crossesBoundary(now_ticks)) {  // a window ends before this pass
+      queue_.push(encoder_.seal());
+      bump(st_.chunks, 1);
+    }
     const bool passed = samplePass(now_ticks, &errors);
     if (threads_full_) {
       publish("the recording has named " + std::to_string(encoder_.maxThreads()) +

@@ -55,6 +55,9 @@ struct SamplerConfig {
   uint64_t task_interval_ns = 0;
   size_t chunk_bytes = 1 << 20;
   uint64_t max_span_ticks = 1000000;
+  // --window: no chunk spans a multiple of this many ticks (0: none), so that every window's
+  // file ends at its edge (Encoder::setBoundary).
+  uint64_t window_ticks = 0;
   // The most threads one recording names (a file's limit; fewer only in tests): a thread
   // past it ends the recording, with every sample so far kept.
   uint32_t max_threads = format::kMaxThreadRef;

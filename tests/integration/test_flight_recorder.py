@@ -209,8 +209,9 @@ def test_sigusr1_writes_a_snapshot_beside_the_recording(python: str, tmp_path: P
 def test_windows_each_read_alone_and_together_hold_the_run(python: str,
                                                            tmp_path: Path) -> None:
     """--window 2s over 7 s: four files, each closed and readable alone (its definitions
-    with it, and the name its thread was given in the first window), one after the other in
-    time, together every second the target worked, each spent where it said."""
+    with it, and the name its thread was given in the first window), each holding the
+    samples of its own window and no other, one window after the other, together every
+    second the target worked, each spent where it said."""
     pattern = str(tmp_path / "w-{n}.psr")
     r = psrec("record", "-q", "-r", "1000", "-o", pattern, "--window", "2s", "--", python,
               str(TARGETS / "per_second.py"), "7")
@@ -230,6 +231,12 @@ def test_windows_each_read_alone_and_together_hold_the_run(python: str,
         samples, base, tick = _mono(path)
         assert samples and samples[0].ts > last_ts
         assert st["samples"] == len(samples)
+        # Exactly its window's samples: the sampler sealed its chunk at the window's edge.
+        window = 2 * SECOND // tick
+        assert samples[0].ts // window == samples[-1].ts // window, (n, samples[0].ts,
+                                                                     samples[-1].ts)
+        if n:
+            assert samples[0].ts // window == last_ts // window + 1
         assert {s.thread for s in samples} == {"phases"}  # a name the first file learnt
         last_ts = samples[-1].ts
         every += samples

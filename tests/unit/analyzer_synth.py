@@ -41,6 +41,7 @@ class Synth:
     chunk_passes: int = 5000
     metadata: dict[str, Any] = field(default_factory=dict)  # over the defaults below
     samples: list[Sample] = field(default_factory=list)
+    created_wall_ns: int = WALL_NS
 
     def __post_init__(self) -> None:
         if os.path.exists(self.path):
@@ -51,7 +52,7 @@ class Synth:
                       "rate_hz": 1e6 / self.interval_ticks, "pid": 4242,
                       "command": ["python", "synth.py"], "python_version": "3.11.7",
                       **self.metadata},
-            created_wall_ns=WALL_NS, created_mono_ns=MONO_NS, tick_ns=1000,
+            created_wall_ns=self.created_wall_ns, created_mono_ns=MONO_NS, tick_ns=1000,
         )
         self.e = F.Encoder()
         self._strings: dict[str, int] = {}

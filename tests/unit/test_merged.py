@@ -1,0 +1,133 @@
+"""Several recordings read as one (psrec.format.merged, spec section 11), checked against the
+samples written into synthetic recordings: ids kept apart, times on one timeline, events and
+tasks moved with their recordings, and the errors a merge can meet."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import psrec
+import pytest
+from analyzer_synth import BUSY, WALL_NS, Synth
+from psrec.format import PsrWriter, open_recordings
+from psrec.format.errors import FormatError
+
+# Two programs that share one function (shared.py:10 helper) and have one each of their own.
+SHARED = ("shared.py", "helper", 10)
+A_OWN = ("a.py", "serve", 20)
+B_OWN = ("b.py", "crunch", 30)
+LATER_S = 7  # b began this many seconds after a
+
+
+def _program(path: str, host: str, own: tuple[str, str, int], wall_ns: int,
+             passes: int) -> Synth:
+    """Two threads, one named 'main' (renamed 'main-2' half way) and one 'worker' running an
+    asyncio task; the worker's stack is the shared helper under the program's own function."""
+    s = Synth(path, metadata={"hostname": host, "pid": 100 if host == "a" else 200},
+              created_wall_ns=wall_ns, chunk_passes=50)
+    s.thread("main", 1)
+    s.thread("worker", 2)
+    s.task(f"task-{host}", 0x1000, coroutine=own)
+    for i in range(passes):
+        ts = (i + 1) * s.interval_ticks
+        if i == passes // 2:
+            s.rename("main", ts, "main-2")
+        s.sample_pass(ts, {"main": ((own,), BUSY, 500),
+                           "worker": ((own, SHARED), BUSY, 800, f"task-{host}")})
+    s.close()
+    return s
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Synth, Synth]:
+    d = tmp_path_factory.mktemp("merged")
+    a = _program(str(d / "a.psr"), "a", A_OWN, WALL_NS, 300)
+    b = _program(str(d / "b.psr"), "b", B_OWN, WALL_NS + LATER_S * 10**9, 200)
+    return a, b
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_two_recordings_read_as_one_keep_their_threads_tasks_and_times(
+        two: tuple[Synth, Synth], native: bool) -> None:
+    a, b = two
+    run = psrec.load([a.path, b.path], native=native)
+    s = run.samples
+    assert len(s) == len(a.samples) + len(b.samples)
+    # each thread: its recording, its name at the end, its samples
+    by_thread = Counter(s.thread)
+    names = Counter()
+    for ref, n in by_thread.items():
+        src = run.recording_of(ref)
+        assert src is not None
+        names[(src.host, run.threads[ref].name)] += n
+    assert names == {("a", "main-2"): 300, ("a", "worker"): 300,
+                     ("b", "main-2"): 200, ("b", "worker"): 200}
+    # b's samples lie LATER_S later on the merged timeline than in b alone
+    b_refs = {ref for ref in by_thread if run.recording_of(ref).host == "b"}  # type: ignore
+    b_times = [t for t, ref in zip(s.time, s.thread) if ref in b_refs]
+    assert min(b_times) == pytest.approx(LATER_S + b.samples[0].ts * 1e-6)
+    # the shared function is one function, with the samples of both
+    rows = {(r.filename, r.name): r for r in run.functions()}
+    assert rows[("shared.py", "helper")].total_samples == 500
+    assert rows[("a.py", "serve")].total_samples == 600
+    assert rows[("b.py", "crunch")].total_samples == 400
+    # each task is its recording's, running on its worker
+    tasks = {t.name: tid for tid, t in run.tasks.items()}
+    assert set(tasks) == {"task-a", "task-b"}
+    ran = Counter((run.tasks[k].name, run.recording_of(ref).host)  # type: ignore[union-attr]
+                  for k, ref in zip(s.task, s.thread) if k)
+    assert ran == {("task-a", "a"): 300, ("task-b", "b"): 200}
+    assert run.tasks[tasks["task-b"]].coroutine.name == "crunch"  # type: ignore[union-attr]
+
+
+def test_selection_by_host_and_recording_and_a_window_on_the_merged_timeline(
+        two: tuple[Synth, Synth]) -> None:
+    a, b = two
+    only_b = psrec.load([a.path, b.path], hosts="b")
+    assert len(only_b.samples) == len(b.samples)
+    assert psrec.load([a.path, b.path], recordings="a.psr").functions() == \
+        psrec.load(a.path).functions()
+    # a window of the merged timeline: only b's samples are past a's end
+    late = psrec.load([a.path, b.path], start=LATER_S)
+    assert len(late.samples) == len(b.samples)
+    with pytest.raises(psrec.format.PsrecError, match="no recording from host 'c'"):
+        psrec.load([a.path, b.path], hosts="c")
+
+
+def test_a_folder_is_its_recordings_in_name_order(two: tuple[Synth, Synth]) -> None:
+    a, _ = two
+    with open_recordings(os.path.dirname(a.path)) as rec:
+        rec.definitions()
+        assert [s.host for s in rec.sources] == ["a", "b"]
+        assert rec.path == os.path.dirname(a.path)
+
+
+def test_recordings_of_other_tick_lengths_are_not_merged(two: tuple[Synth, Synth],
+                                                         tmp_path: Path) -> None:
+    odd = tmp_path / "odd.psr"
+    PsrWriter(str(odd), metadata={"pid": 1}, created_wall_ns=WALL_NS, created_mono_ns=1,
+              tick_ns=1).close({"samples": 0})
+    with pytest.raises(FormatError, match="ticks of different lengths"):
+        open_recordings([two[0].path, str(odd)])
+
+
+def test_more_recordings_than_may_be_open_are_said_in_one_line(two: tuple[Synth, Synth],
+                                                               tmp_path: Path) -> None:
+    """Under a limit of 100 open files that cannot be raised, 200 recordings: one line that
+    says the limit and what to do."""
+    for i in range(200):
+        os.link(two[0].path, tmp_path / f"r{i:03d}.psr")
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100)); "
+            "from psrec.__main__ import main; sys.argv = ['psrec', 'report', sys.argv[1]]; "
+            "main()")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == ("psrec: error: 200 recordings are more than this process may hold "
+                        "open at once (36: its limit of open files)"), r.stderr
+    assert "ulimit -n" in lines[1] and "Traceback" not in r.stderr

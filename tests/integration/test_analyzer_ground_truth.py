@@ -84,6 +84,9 @@ def cumulative(p: Profile, name: str) -> tuple[int, int]:
     return 0, 0
 
 
+# Ground truth timed by the program itself: a busy host can push one run past the bound
+# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rate: str) -> None:
     path, stdout = record(tmp_path, WORKLOADS / "fixed_work.py", rate, "29", "3")

@@ -858,6 +858,9 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
         f"first run:\n{first.report}\nrecorded again:\n{again.report}")
 
 
+# Ground truth timed by the program itself: a busy host can push one run past the bound
+# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 @pytest.mark.parametrize("python", PYTHONS)
 def test_cpu_time_of_bursty_threads(python: str, rate: str, tmp_path: Path) -> None:

@@ -164,6 +164,9 @@ def test_task_tree_agrees_with_asyncio_pstree(python: str, tmp_path: Path) -> No
         assert f"(T) {t['name']}" in tree.stdout
 
 
+# Ground truth timed by the program itself: a busy host can push one run past the bound
+# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
     """A recording of tasks that measure their own running time: each task's time in psrec's
@@ -177,6 +180,9 @@ def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> No
     _running_times_match(out, truth)
 
 
+# Ground truth timed by the program itself: a busy host can push one run past the bound
+# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
     """The same program on uvloop's event loop (its wheel from PyPI for the target's version):
@@ -314,6 +320,9 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     assert "Where the tasks waited" in report.stdout
 
 
+# Ground truth timed by the program itself: a busy host can push one run past the bound
+# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     """An echo server under load (about 2,000 tasks a second, on two threads' loops), recorded

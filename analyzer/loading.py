@@ -198,8 +198,7 @@ def _read(
     fields = dict(
         path=rec.path,
         sources=rec.sources if isinstance(rec, MergedRecording) else [],
-        inputs=[r.path for r in rec.recordings] if isinstance(rec, MergedRecording)
-        else rec.path,
+        inputs=rec.given if isinstance(rec, MergedRecording) else rec.path,
         metadata=rec.metadata,
         tick_ns=rec.tick_ns,
         interval_ticks=rec.interval_ticks,

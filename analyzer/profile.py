@@ -20,7 +20,7 @@ from typing import Any
 
 from psrec.format import ThreadInfo
 from psrec.format import constants as C
-from psrec.format.merged import Readable, Source, open_recordings
+from psrec.format.merged import Readable, Source, open_recordings, source_of
 from psrec.format.mixed_stacks import hides
 from psrec.format.reader import Definitions
 
@@ -118,7 +118,8 @@ class Profile:
     logical: LogicalStacks | None = field(default=None, repr=False)
     _several_processes: bool | None = field(default=None, repr=False)
     # Several recordings read as one (psrec.format.merged): each one's Source, in the order
-    # their ids were given (empty for one recording); and the files read, to read again.
+    # their ids were given (empty for one recording); and what was read (a file, a folder, or
+    # files), to read again.
     sources: list[Source] = field(default_factory=list)
     inputs: str | list[str] = ""
 
@@ -189,24 +190,20 @@ class Profile:
         """What a default output is named after: the recording (run.psr: run.html), the
         folder of recordings read (runs/: runs.html), or the first of several files read with
         how many more (a.psr b.psr c.psr: a+2.html)."""
-        if isinstance(self.inputs, str) or not self.inputs:
-            return self.inputs if isinstance(self.inputs, str) and self.inputs else self.path
-        if not self.path.endswith(" more"):  # a folder
-            return self.path.rstrip("/") or self.path
-        return f"{self.inputs[0].removesuffix('.psr')}+{len(self.inputs) - 1}"
+        given = self.inputs or self.path
+        if isinstance(given, str):
+            return given.rstrip("/") or given
+        return f"{given[0].removesuffix('.psr')}+{len(given) - 1}"
 
     def reads(self, path: str) -> bool:
         """Whether path is a recording this profile read (an output must not be written over
         it)."""
-        inputs = [self.inputs] if isinstance(self.inputs, str) else self.inputs
-        return os.path.abspath(path) in {os.path.abspath(p) for p in inputs or [self.path]}
+        read = [f for s in self.sources for f in s.paths] or [self.inputs or self.path]
+        return os.path.abspath(path) in {os.path.abspath(str(f)) for f in read}
 
     def source_of(self, ref: int) -> Source | None:
         """The recording a thread came from, where several were read as one."""
-        for s in self.sources:
-            if s.thread_offset <= ref < s.threads_end:
-                return s
-        return None
+        return source_of(self.sources, ref)
 
     # -- the selection -------------------------------------------------------------------
     @property
@@ -408,7 +405,7 @@ class Profile:
         if len(self.sources) > 1:
             several = f" ({len(self.sources)} recordings)"
         elif self.sources:
-            several = f" ({len(self.inputs)} files of one recording)"
+            several = f" ({len(self.sources[0].paths)} files of one recording)"
         s = (
             f"{self.path}{several}: {self.selected:,} samples over {dur:.3f} s in {nthreads} "
             f"thread{'s' if nthreads != 1 else ''}; mode {self.view.mode} "

@@ -5,7 +5,7 @@ is taken for another's. A MergedRecording answers what readers ask of a Recordin
 definitions, its chunks' times, a stream of its samples in a window); its stream yields each
 recording's batches in turn, shifted (SampleBatch.shift), and its decoder gives one stack trie.
 
-A thread keeps the recording it came from: ``source_of(ref)`` names it (its path, host,
+A thread keeps the recording it came from: ``source_of(sources, ref)`` names it (its path, host,
 target pid and command, and where its ids start).
 """
 
@@ -31,7 +31,8 @@ from ._model import (
 from .errors import FormatError
 from .reader import Recording, open_recording
 
-__all__ = ["MergedRecording", "Readable", "Source", "open_recordings", "recordings_in"]
+__all__ = ["MergedRecording", "Readable", "Source", "open_recordings", "recordings_in",
+           "source_of"]
 
 Event = tuple[int, int, int, int, int]
 
@@ -64,7 +65,9 @@ def open_recordings(paths: list[str] | str) -> Recording | MergedRecording:
     found = recordings_in(given)
     if len(found) == 1 and not os.path.isdir(given[0]):
         return open_recording(found[0])
-    return MergedRecording(found, name=given[0] if len(given) == 1 else None)
+    merged = MergedRecording(found, name=given[0] if len(given) == 1 else None)
+    merged.given = given[0] if len(given) == 1 else given
+    return merged
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ class MergedRecording:
         except BaseException:
             self.close()
             raise
+        # What was given: a folder, or the files (open_recordings); to open them again.
+        self.given: str | list[str] = name if name is not None else list(paths)
         self.path = name if name is not None else (
             f"{paths[0]} and {len(paths) - 1} more" if len(paths) > 1 else paths[0])
         recs = self.recordings
@@ -224,7 +229,7 @@ class MergedRecording:
             if frid == C.TRUNCATED_FRAME or frid in frame_map:
                 continue
             fn = functions.get(fr.function.id, fr.function)
-            key2 = (fn.id, fn.name, fr.line) if fn.id else (0, fn.name, fr.line)
+            key2 = (fn.id, fn.name, fr.line)
             merged = self._frames.get(key2)
             if merged is None:
                 merged = self._frames[key2] = len(self._frames) + 1
@@ -263,14 +268,6 @@ class MergedRecording:
         """Each file with its recording's Source, in the order given."""
         self.definitions()
         return [(s, r) for s, r in zip(self._parts, self.recordings) if s is not None]
-
-    def source_of(self, ref: int) -> Source | None:
-        """The recording a (merged) thread ref came from."""
-        self.definitions()
-        for s in self.sources:
-            if s.thread_offset <= ref < s.threads_end:
-                return s
-        return None
 
     def data_chunks(self, from_ts: int | None = None,
                     to_ts: int | None = None) -> list[ChunkInfo]:
@@ -327,6 +324,14 @@ def _allow_open(files: int) -> None:
             f"({top - 64:,}: its limit of open files)",
             help="read fewer at once (a folder per day or per host), or raise the limit: "
                  "ulimit -n")
+
+
+def source_of(sources: list[Source], ref: int) -> Source | None:
+    """The recording of `sources` a merged thread ref came from (None: none of them)."""
+    for s in sources:
+        if s.thread_offset <= ref < s.threads_end:
+            return s
+    return None
 
 
 # What readers take: one recording, or several read as one.

@@ -363,7 +363,7 @@ def shift_event(e: Event, s: Source, node_map: Any = ()) -> Event:
     elif etype == C.REC_TASK_STATE:
         state, waits = b & 3, b >> 2
         a += s.task_offset
-        b = state | ((waits + s.task_offset) << 2 if waits else 0)
+        b = state | ((waits + s.string_offset) << 2 if waits else 0)
         c = node_map[c] if c < len(node_map) else 0
     elif etype == C.REC_TASK_AWAITS:
         a, b = a + s.task_offset, (b + s.task_offset if b else 0)

@@ -14,6 +14,7 @@ import psrec
 import pytest
 from analyzer_synth import BUSY, WALL_NS, Synth
 from psrec.format import PsrWriter, open_recordings
+from psrec.format import _constants as C
 from psrec.format.errors import FormatError
 
 # Two programs that share one function (shared.py:10 helper) and have one each of their own.
@@ -38,6 +39,9 @@ def _program(path: str, host: str, own: tuple[str, str, int], wall_ns: int,
             s.rename("main", ts, "main-2")
         s.sample_pass(ts, {"main": ((own,), BUSY, 500),
                            "worker": ((own, SHARED), BUSY, 800, f"task-{host}")})
+        if i % 100 == 10:  # the task waits on something of its own recording's
+            s.task_snapshot(ts, {f"task-{host}": (C.TASK_SUSPENDED, f"waits-{host}-{i}",
+                                                  (own,), ())})
     s.close()
     return s
 
@@ -82,6 +86,19 @@ def test_two_recordings_read_as_one_keep_their_threads_tasks_and_times(
                   for k, ref in zip(s.task, s.thread) if k)
     assert ran == {("task-a", "a"): 300, ("task-b", "b"): 200}
     assert run.tasks[tasks["task-b"]].coroutine.name == "crunch"  # type: ignore[union-attr]
+
+
+def test_task_states_keep_their_tasks_and_what_they_wait_on(two: tuple[Synth, Synth]) -> None:
+    a, b = two
+    with open_recordings([a.path, b.path]) as rec:
+        stream = rec.stream()
+        for _ in stream:
+            pass
+        defs = rec.definitions()
+        states = sorted((defs.tasks[e[2]].name, defs.strings[e[3] >> 2]) for e in stream.events
+                        if e[0] == C.REC_TASK_STATE)
+    assert states == sorted([("task-a", f"waits-a-{i}") for i in (10, 110, 210)]
+                            + [("task-b", f"waits-b-{i}") for i in (10, 110)])
 
 
 def test_selection_by_host_and_recording_and_a_window_on_the_merged_timeline(

@@ -148,7 +148,8 @@ class Definitions:
         for frid, fid, line in frames:
             self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION), line)
         for ref, pid, ptid, otid, name, start in threads:
-            self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
+            if ref not in self.threads:  # again in a later epoch (spec 7.1): the same thread
+                self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
         for pid, ppid, command, start in processes:
             key = (pid, ppid, command, start)
             if key in self._processes_seen:  # the same definition again: a chunk written twice

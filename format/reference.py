@@ -155,11 +155,18 @@ def decode_defs(
     return strings, functions, frames, threads, processes, unknown, tasks
 
 
-def thread_renames(payload: bytes, max_events: int | None = None) -> list[Any]:
-    """The THREAD_RENAME events of a DATA payload, its passes skipped by their length."""
+def thread_renames(payload: bytes, max_events: int | None = None,
+                   exits: bool = False) -> list[Any]:
+    """The THREAD_RENAME events of a DATA payload, its passes skipped by their length (and
+    its THREAD_EXIT events, with exits)."""
     out: list[Any] = []
     for rtype, b in _Reader(payload).records():
-        if rtype == C.REC_THREAD_RENAME:
+        if exits and rtype == C.REC_THREAD_EXIT:
+            ref, ts = b.fields(rtype, "bad THREAD_EXIT record")
+            if max_events is not None and len(out) >= max_events:
+                raise RefDecodeError("more events than the file's size allows")
+            out.append((rtype, ts, ref, 0, 0))
+        elif rtype == C.REC_THREAD_RENAME:
             ref, ts, name = b.fields(rtype, "bad THREAD_RENAME record")
             if max_events is not None and len(out) >= max_events:
                 raise RefDecodeError("more events than the file's size allows")

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import msgpack
 import zstandard
@@ -289,7 +289,10 @@ class PsrWriter:
         force: bool = False,
         level: int = 3,
         retention: Retention | None = None,
+        new_epoch: Callable[[], None] | None = None,
     ) -> None:
+        """new_epoch: asks the encoder to begin a new epoch of definitions (spec 7.1), so that
+        the file may drop those of older ones; without it, every DEFS chunk is kept."""
         self.path = os.fspath(path)
         # Written where it will stay, chunk by chunk, so that a writer killed at any point
         # leaves a readable file at its name; '-' and other streams in place (see Output).
@@ -312,6 +315,10 @@ class PsrWriter:
         )
         self._start()
         self._names: dict[int, tuple[int, int]] = {}  # thread ref -> last rename (ts, name)
+        self._exits: dict[int, int] = {}  # of those threads, the ones that exited: ref -> ts
+        self._new_epoch = new_epoch
+        self._epoch = 0  # the newest epoch a chunk was written in
+        self._asked = -1  # the epoch in which a new one was last asked for
         self._last_seq = 0  # the highest DATA sequence number written
         self.dropped_chunks = 0  # DATA chunks dropped by the retention (all files)
         self.dropped_samples = 0
@@ -334,6 +341,7 @@ class PsrWriter:
         # One entry per chunk written: [offset, type, first_ts, last_ts, passes, samples]
         self._index: list[list[int]] = []
         self._sizes: list[int] = []  # each chunk's bytes, header included
+        self._epochs: list[int] = []  # each chunk's epoch of definitions (-1: of none)
         self._renamed: list[int] = []  # offsets of the DATA chunks that rename a thread
         self.bytes_written = 0
         self.samples = 0
@@ -344,6 +352,7 @@ class PsrWriter:
         meta = self._pack(C.CHUNK_METADATA, msgpack.packb(self.metadata, use_bin_type=True))
         self._index.append([C.HEADER_SIZE, C.CHUNK_METADATA, 0, 0, 0, 0])
         self._sizes.append(len(meta))
+        self._epochs.append(-1)
         return self.header.pack() + meta
 
     def _write(self, data: bytes) -> None:
@@ -356,13 +365,15 @@ class PsrWriter:
         return ChunkHeader(ctype, C.CHUNK_FLAG_ZSTD, len(payload), len(raw),
                            zlib.crc32(payload)).pack() + payload
 
-    def _append(self, chunk: bytes, entry: list[int], renames: bool, flush: bool) -> int:
+    def _append(self, chunk: bytes, entry: list[int], renames: bool, flush: bool,
+                epoch: int = -1) -> int:
         offset = self.bytes_written
         self._write(chunk)
         if flush:
             self._file.flush()
         self._index.append([offset, *entry])
         self._sizes.append(len(chunk))
+        self._epochs.append(epoch)
         if renames:
             self._renamed.append(offset)
         return offset
@@ -392,36 +403,47 @@ class PsrWriter:
         if seq is not None:
             self._last_seq = max(self._last_seq, seq)
         try:
-            renames = _thread_renames(raw)
+            events = _thread_renames(raw, exits=True)
         except Exception:  # noqa: BLE001 - records that do not read: listed, as _holds_renames
             return True
-        for _, ts, ref, name, _ in renames:
-            self._names[ref] = (ts, name)
-        return bool(renames)
+        renamed = False
+        for rtype, ts, ref, name, _ in events:
+            if rtype == C.REC_THREAD_RENAME:
+                self._names[ref] = (ts, name)
+                self._exits.pop(ref, None)
+                renamed = True
+            elif ref in self._names:
+                self._exits[ref] = ts
+        return renamed
 
     def write_sealed(
-        self, defs: bytes, data: bytes, first_ts: int, last_ts: int, passes: int, samples: int
+        self, defs: bytes, data: bytes, first_ts: int, last_ts: int, passes: int, samples: int,
+        epoch: int = 0,
     ) -> None:
-        """Appends a sealed chunk pair from the native encoder: definitions, then data. With a
-        retention, the oldest DATA chunks are dropped first where the pair would pass it."""
+        """Appends a sealed chunk pair from the native encoder: definitions, then data, of
+        definitions' epoch `epoch`. With a retention, the oldest DATA chunks are dropped first
+        where the pair would pass it."""
         if self._closed:
             raise FormatError(f"{self.path}: write after close")
         defs_chunk = self._pack(C.CHUNK_DEFS, defs) if defs else b""
         data_chunk = self._pack(C.CHUNK_DATA, data) if data else b""
+        self._epoch = max(self._epoch, epoch)
         if self.retention is not None and data:
-            self._make_room(len(defs_chunk) + len(data_chunk), last_ts)
+            self._make_room(len(defs_chunk) + len(data_chunk), last_ts, epoch)
         if defs:
-            self._append(defs_chunk, [C.CHUNK_DEFS, 0, 0, 0, 0], False, flush=not data)
+            self._append(defs_chunk, [C.CHUNK_DEFS, 0, 0, 0, 0], False, flush=not data,
+                         epoch=epoch)
         if data:
             self._append(data_chunk, [C.CHUNK_DATA, first_ts, last_ts, passes, samples],
-                         self._note_renames(data), flush=True)
+                         self._note_renames(data), flush=True, epoch=epoch)
             self.samples += samples
             self.passes += passes
 
     # -- flight recording and windows ----------------------------------------------------
-    def _make_room(self, incoming: int, newest_ts: int) -> None:
+    def _make_room(self, incoming: int, newest_ts: int, epoch: int) -> None:
         """Drops the oldest DATA chunks the retention no longer keeps, once enough of them
-        are due (Retention.SLACK, CUT_TO), before `incoming` bytes ending at `newest_ts`."""
+        are due (Retention.SLACK, CUT_TO), before `incoming` bytes ending at `newest_ts` (of
+        epoch `epoch`), and the DEFS chunks of the epochs no DATA chunk kept is of."""
         r = self.retention
         assert r is not None
         data = [i for i, e in enumerate(self._index) if e[1] == C.CHUNK_DATA]
@@ -451,8 +473,11 @@ class PsrWriter:
         # (A chunk of carried names is no chunk of samples: the next file carries it again.)
         self.dropped_chunks += sum(1 for i in gone if self._index[i][4])
         self.dropped_samples += sum(self._index[i][5] for i in gone)
+        since = self._since(data[drop:], epoch)
         kept = self._read([i for i, e in enumerate(self._index)
-                           if e[1] == C.CHUNK_DEFS or (e[1] == C.CHUNK_DATA and i not in gone)])
+                           if (e[1] == C.CHUNK_DEFS and self._epochs[i] >= since)
+                           or (e[1] == C.CHUNK_DATA and i not in gone)])
+        first_kept = next((self._index[i][2] for i in data[drop:] if self._index[i][4]), None)
         folder = os.path.dirname(os.path.abspath(self.path))
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".keep",
                                     dir=folder)
@@ -461,7 +486,7 @@ class PsrWriter:
         seq = chunk_seq(zstandard.ZstdDecompressor().decompress(
             last_dropped[C.CHUNK_HEADER_SIZE:])) or 0
         try:
-            self._begin(os.fdopen(fd, "wb"), kept, seq)
+            self._begin(os.fdopen(fd, "wb"), kept, seq, first_kept)
             os.chmod(temp, 0o666 & ~_umask())
             os.replace(temp, self.path)
         except BaseException:
@@ -471,39 +496,59 @@ class PsrWriter:
                 pass
             raise
         old.close()
+        self._ask_epoch(since)
 
-    def _read(self, chosen: list[int]) -> list[tuple[list[int], bytes, bool]]:
+    def _since(self, kept_data: list[int], incoming: int) -> int:
+        """The oldest epoch of definitions the DATA chunks kept (positions in the index) and
+        the chunk coming (of epoch `incoming`) use: older DEFS chunks may go (spec 7.1)."""
+        if self._new_epoch is None:
+            return -1  # an encoder without epochs: every definition is needed
+        return min([self._epochs[i] for i in kept_data if self._index[i][4]] + [incoming])
+
+    def _ask_epoch(self, since: int) -> None:
+        """Once every chunk kept is of the newest epoch, asks for the next one: the file then
+        holds the definitions of at most two epochs (and no DEFS chunk is written twice)."""
+        if self._new_epoch is not None and since >= self._epoch and self._asked < self._epoch:
+            self._asked = self._epoch
+            self._new_epoch()
+
+    def _read(self, chosen: list[int]) -> list[tuple[list[int], bytes, bool, int]]:
         """The chunks `chosen` (positions in the index) as the current file holds them."""
         self._file.flush()
         src = os.open(f"/proc/self/fd/{self._file.fileno()}", os.O_RDONLY | os.O_CLOEXEC)
         try:
             return [(self._index[i][1:], os.pread(src, self._sizes[i], self._index[i][0]),
-                     self._index[i][0] in self._renamed) for i in chosen]
+                     self._index[i][0] in self._renamed, self._epochs[i]) for i in chosen]
         finally:
             os.close(src)
 
-    def _begin(self, file: BinaryIO, chunks: list[tuple[list[int], bytes, bool]],
-               seq: int) -> None:
+    def _begin(self, file: BinaryIO, chunks: list[tuple[list[int], bytes, bool, int]],
+               seq: int, since_ts: int | None) -> None:
         """Goes on in `file`: the header, METADATA, the DEFS of `chunks`, the names carried,
-        then the DATA of `chunks` (spec section 7), copied as they are."""
+        then the DATA of `chunks` (spec section 7), copied as they are. since_ts: the first
+        time the file holds samples of (None: none before what comes)."""
         self._file = file
         self._start()
         self._write(self._prefix())
-        for entry, chunk, renames in chunks:
+        for entry, chunk, renames, epoch in chunks:
             if entry[0] == C.CHUNK_DEFS:
-                self._append(chunk, entry, renames, flush=False)
-        self._carry_names(seq)
-        for entry, chunk, renames in chunks:
+                self._append(chunk, entry, renames, flush=False, epoch=epoch)
+        self._carry_names(seq, since_ts)
+        for entry, chunk, renames, epoch in chunks:
             if entry[0] != C.CHUNK_DEFS:
-                self._append(chunk, entry, renames, flush=False)
+                self._append(chunk, entry, renames, flush=False, epoch=epoch)
                 self.samples += entry[4]
                 self.passes += entry[3]
         self._file.flush()
 
-    def _carry_names(self, seq: int) -> None:
+    def _carry_names(self, seq: int, since_ts: int | None) -> None:
         """Writes, after the definitions, a DATA chunk of no passes that gives each thread
         renamed so far its last name (its THREAD_RENAMEs at their times), under the sequence
-        number `seq` of a chunk the new file does not hold (spec section 7.1)."""
+        number `seq` of a chunk the new file does not hold (spec section 7.1). A thread that
+        exited before since_ts (before what comes, when None) is no longer named."""
+        for ref, ts in list(self._exits.items()):
+            if since_ts is None or ts < since_ts:
+                del self._exits[ref], self._names[ref]
         if not self._names:
             return
         body = bytearray()
@@ -516,14 +561,17 @@ class PsrWriter:
                      True, flush=False)
 
     def rotate(self, path: str, stats: dict[str, Any] | None = None, force: bool = False,
-               metadata: dict[str, Any] | None = None) -> None:
+               metadata: dict[str, Any] | None = None, epoch: int = 0) -> None:
         """Closes the current file (with `stats`, its index and trailer) and goes on in a new
-        one at `path`, which begins with the header, METADATA (`metadata`, if given) and every
-        definition so far, so that each file reads alone (spec section 7.2)."""
+        one at `path`, which begins with the header, METADATA (`metadata`, if given) and the
+        definitions of epoch `epoch` on (that of the next chunk; all definitions so far when
+        the encoder has no epochs), so that each file reads alone (spec section 7.2)."""
         if self._closed:
             raise FormatError(f"{self.path}: write after close")
         new = open_output(path, force)
-        defs = self._read([i for i, e in enumerate(self._index) if e[1] == C.CHUNK_DEFS])
+        since = self._since([], epoch)
+        defs = self._read([i for i, e in enumerate(self._index)
+                           if e[1] == C.CHUNK_DEFS and self._epochs[i] >= since])
         try:
             self._finish(stats)
         except BaseException:
@@ -532,7 +580,8 @@ class PsrWriter:
         self.path = path
         if metadata is not None:
             self.metadata = metadata
-        self._begin(new, defs, self._last_seq)
+        self._begin(new, defs, self._last_seq, None)
+        self._ask_epoch(since)
 
     def _finish(self, stats: dict[str, Any] | None) -> None:
         """Writes STATS, the index and the trailer, and closes the file."""

@@ -162,7 +162,7 @@ class Session:
                 chunk = self.sampler.pop_chunk(200)
                 if chunk is not None:
                     if self.opts.window_s is not None and chunk[1]:
-                        self._next_window(chunk[2])
+                        self._next_window(chunk[2], chunk[6])
                     self.writer.write_sealed(*chunk)
                 elif self.sampler.chunks_done():
                     return
@@ -192,7 +192,7 @@ class Session:
             return 0
         return max(1, round(self.opts.window_s * 1e9 / SAMPLER_TICK_NS))
 
-    def _next_window(self, first_ts: int) -> None:
+    def _next_window(self, first_ts: int, epoch: int) -> None:
         """Closes the window's file and opens the next one's, once a chunk begins past its end
         (windows are counted from the recording's start; the sampler seals its chunk at each
         window's edge, so each file holds its window's samples exactly)."""
@@ -206,7 +206,8 @@ class Session:
         self.window_end = window_ticks * (first_ts // window_ticks + 1)
         path = window_name(self.opts.output, len(self.files),
                            self.created_wall_ns + int(first_ts * self.writer.header.tick_ns))
-        self.writer.rotate(path, self._file_stats("window")[0], force=self.opts.force)
+        self.writer.rotate(path, self._file_stats("window")[0], force=self.opts.force,
+                           epoch=epoch)
         self.files.append(path)
 
     def _file_stats(self, stopped_by: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -255,6 +256,7 @@ class Session:
                 retention=(Retention(self.opts.keep_s, self.opts.max_bytes)
                            if self.opts.keep_s is not None or self.opts.max_bytes is not None
                            else None),
+                new_epoch=self.sampler.new_epoch,
             )
         except OSError as exc:
             raise RecorderError(f"cannot write {self.files[-1]}: {exc.strerror or exc}",

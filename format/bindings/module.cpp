@@ -67,8 +67,11 @@ NB_MODULE(_format, m) {
              SealedChunk c = e.seal();
              return nb::make_tuple(nb::bytes(c.defs.data(), c.defs.size()),
                                    nb::bytes(c.data.data(), c.data.size()), c.first_ts,
-                                   c.last_ts, c.passes, c.samples);
+                                   c.last_ts, c.passes, c.samples, c.epoch);
            })
+      .def("new_epoch", &Encoder::newEpoch)
+      .def_prop_ro("epoch", &Encoder::epoch)
+      .def("forget_task", &Encoder::forgetTask)
       .def_prop_ro("stats", [](const Encoder& e) {
         const EncoderStats& s = e.stats();
         nb::dict d;
@@ -109,17 +112,17 @@ NB_MODULE(_format, m) {
                           tasks);
   }, nb::arg("payload"), nb::arg("max_records") = UINT64_MAX);
 
-  m.def("thread_renames", [](const nb::bytes& payload, uint64_t max_events) {
+  m.def("thread_renames", [](const nb::bytes& payload, uint64_t max_events, bool exits) {
     std::vector<Event> events;
     {
       nb::gil_scoped_release release;
       events = Decoder::threadRenames(reinterpret_cast<const uint8_t*>(payload.c_str()),
-                                      payload.size(), max_events);
+                                      payload.size(), max_events, exits);
     }
     nb::list out;
     for (auto& e : events) out.append(nb::make_tuple(e.type, e.ts, e.a, e.b, e.c));
     return out;
-  }, nb::arg("payload"), nb::arg("max_events") = UINT64_MAX);
+  }, nb::arg("payload"), nb::arg("max_events") = UINT64_MAX, nb::arg("exits") = false);
 
   // The decoded samples of a chunk. The analyzer's engine (psrec.analyzer._engine) takes
   // these objects as they are: nanobind shares the bound type between the two modules.

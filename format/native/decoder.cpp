@@ -216,12 +216,19 @@ void Decoder::compactLive() {
 __attribute__((flatten))
 #endif
 std::vector<Event> Decoder::threadRenames(const uint8_t* data, size_t size,
-                                         uint64_t max_events) {
+                                         uint64_t max_events, bool exits) {
   std::vector<Event> out;
   ByteReader r(data, size);
   while (!r.atEnd()) {
     uint8_t type;
     ByteReader b = nextRecord(r, type);
+    if (exits && type == kRecThreadExit) {
+      int64_t ref = needI64(b, "bad THREAD_EXIT");
+      uint64_t ts = need(b, "bad THREAD_EXIT");
+      if (out.size() >= max_events) fail("more events than the file's size allows");
+      out.push_back({type, ts, ref, 0, 0});
+      continue;
+    }
     if (type != kRecThreadRename) continue;
     int64_t ref = needI64(b, "bad THREAD_RENAME");
     uint64_t ts = need(b, "bad THREAD_RENAME");

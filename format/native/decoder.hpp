@@ -188,9 +188,10 @@ class Decoder {
 
   // The THREAD_RENAME events of a DATA payload, read without decoding its passes (a PASS's
   // body is skipped by its length): what finding a thread by a name it got later needs.
-  // Throws DecodeError on a malformed record or more than max_events renames.
+  // Throws DecodeError on a malformed record or more than max_events renames. exits: its
+  // THREAD_EXIT events too (what a writer that carries names needs to forget them).
   static std::vector<Event> threadRenames(const uint8_t* data, size_t size,
-                                          uint64_t max_events = UINT64_MAX);
+                                          uint64_t max_events = UINT64_MAX, bool exits = false);
 
   // Appends the chunk's samples to out and its events to events. Throws DecodeError on a
   // malformed chunk: bad records, a thread ref out of range, a stack deeper than kMaxDepth,

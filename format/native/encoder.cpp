@@ -32,17 +32,55 @@ void Encoder::record(uint8_t type, const std::string& body) {
   data_.append(body);
 }
 
-uint32_t Encoder::internString(std::string_view s) {
-  auto it = strings_.find(std::string(s));
-  if (it != strings_.end()) return it->second;
-  uint32_t id = next_string_++;
-  strings_.emplace(std::string(s), id);
+void Encoder::writeString(uint32_t id, std::string_view s) {
   scratch_.clear();
   putVarint(scratch_, id);
   putVarint(scratch_, s.size());
   scratch_.append(s.data(), s.size());
   writeDef(kRecString, scratch_);
+}
+
+uint32_t Encoder::internString(std::string_view s) {
+  auto it = strings_.find(std::string(s));
+  if (it != strings_.end()) {
+    touchString(*it);
+    return it->second.id;
+  }
+  uint32_t id = next_string_++;
+  StringSlot& slot = *strings_.emplace(std::string(s), StringEntry{id, epoch_, 0}).first;
+  string_by_id_.emplace(id, &slot);
+  writeString(id, s);
   return id;
+}
+
+void Encoder::pinString(uint32_t id, int by) {
+  if (id == 0) return;
+  auto it = string_by_id_.find(id);
+  if (it != string_by_id_.end()) it->second->second.pins += by;
+}
+
+void Encoder::touchString(uint32_t id) {
+  if (id == 0) return;
+  auto it = string_by_id_.find(id);
+  if (it != string_by_id_.end()) touchString(*it->second);
+}
+
+void Encoder::touchString(StringSlot& s) {
+  if (s.second.epoch == epoch_) return;
+  s.second.epoch = epoch_;
+  writeString(s.second.id, s.first);
+}
+
+void Encoder::forgetStrings() {
+  if (epoch_ < 2) return;
+  for (auto it = strings_.begin(); it != strings_.end();) {
+    if (it->second.pins == 0 && it->second.epoch + 1 < epoch_) {
+      string_by_id_.erase(it->second.id);
+      it = strings_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 uint32_t Encoder::internFunction(uint32_t filename_id, uint32_t name_id, uint32_t first_line) {
@@ -51,6 +89,10 @@ uint32_t Encoder::internFunction(uint32_t filename_id, uint32_t name_id, uint32_
   if (it != functions_.end()) return it->second;
   uint32_t id = next_function_++;
   functions_.emplace(key, id);
+  function_defs_.push_back({filename_id, name_id, first_line, kFunctionPython, 0, 0, false,
+                            epoch_});
+  pinString(filename_id, 1);
+  pinString(name_id, 1);
   writeFunction(id, filename_id, name_id, first_line, false, kFunctionPython, 0, 0);
   return id;
 }
@@ -62,8 +104,23 @@ uint32_t Encoder::internNativeFunction(uint32_t filename_id, uint32_t name_id, u
   if (it != native_functions_.end()) return it->second;
   uint32_t id = next_function_++;
   native_functions_.emplace(key, id);
+  function_defs_.push_back({filename_id, name_id, 0, kind, build_id, address, true, epoch_});
+  pinString(filename_id, 1);
+  pinString(name_id, 1);
+  pinString(build_id, 1);
   writeFunction(id, filename_id, name_id, 0, true, kind, build_id, address);
   return id;
+}
+
+void Encoder::touchFunction(uint32_t id) {
+  if (id == 0 || id > function_defs_.size()) return;
+  FunctionDef& f = function_defs_[id - 1];
+  if (f.epoch == epoch_) return;
+  f.epoch = epoch_;
+  touchString(f.filename);
+  touchString(f.name);
+  touchString(f.build_id);
+  writeFunction(id, f.filename, f.name, f.first_line, f.native, f.kind, f.build_id, f.address);
 }
 
 void Encoder::writeFunction(uint32_t id, uint32_t filename_id, uint32_t name_id,
@@ -91,12 +148,89 @@ uint32_t Encoder::internFrame(uint32_t function_id, int64_t line) {
   if (it != frames_.end()) return it->second;
   uint32_t id = next_frame_++;
   frames_.emplace(key, id);
+  frame_defs_.push_back({function_id, static_cast<int32_t>(line), epoch_});
+  writeFrame(id, function_id, line);
+  return id;
+}
+
+void Encoder::writeFrame(uint32_t id, uint32_t function_id, int64_t line) {
   scratch_.clear();
   putVarint(scratch_, id);
   putVarint(scratch_, function_id);
   putVarint(scratch_, zigzag(line));
   writeDef(kRecFrame, scratch_);
-  return id;
+}
+
+void Encoder::rewriteFrame(uint32_t id) {
+  FrameDef& f = frame_defs_[id - 1];
+  f.epoch = epoch_;
+  touchFunction(f.function);
+  writeFrame(id, f.function, f.line);
+}
+
+void Encoder::writeThread(uint32_t ref, const ThreadState& t) {
+  scratch_.clear();
+  putVarint(scratch_, ref);
+  putVarint(scratch_, t.pid);
+  putVarint(scratch_, t.python_tid);
+  putVarint(scratch_, t.os_tid);
+  putVarint(scratch_, t.name);
+  putVarint(scratch_, t.start_ts);
+  writeDef(kRecThread, scratch_);
+}
+
+void Encoder::rewriteThread(uint32_t ref) {
+  ThreadState& t = threads_[ref - 1];
+  t.def_epoch = epoch_;
+  touchProcess(t.pid);
+  touchString(t.name);
+  touchString(t.current_name);  // what a file begun anew carries as its last name
+  writeThread(ref, t);
+}
+
+void Encoder::writeProcess(uint64_t pid, const ProcessDef& p) {
+  scratch_.clear();
+  putVarint(scratch_, pid);
+  putVarint(scratch_, p.parent_pid);
+  putVarint(scratch_, p.command);
+  putVarint(scratch_, p.start_ts);
+  writeDef(kRecProcess, scratch_);
+}
+
+void Encoder::touchProcess(uint64_t pid) {
+  auto it = processes_.find(pid);
+  if (it == processes_.end() || it->second.epoch == epoch_) return;
+  it->second.epoch = epoch_;
+  touchString(it->second.command);
+  writeProcess(pid, it->second);
+}
+
+void Encoder::writeTask(uint32_t id, const TaskDef& t) {
+  scratch_.clear();
+  putVarint(scratch_, id);
+  putVarint(scratch_, t.pid);
+  putVarint(scratch_, t.address);
+  putVarint(scratch_, t.name);
+  putVarint(scratch_, t.coroutine);
+  putVarint(scratch_, t.start_ts);
+  writeDef(kRecTask, scratch_);
+}
+
+void Encoder::touchTask(uint32_t id) {
+  auto it = task_defs_.find(id);
+  if (it == task_defs_.end() || it->second.epoch == epoch_) return;
+  TaskDef& t = it->second;
+  t.epoch = epoch_;
+  touchString(t.name);
+  touchFunction(t.coroutine);
+  writeTask(id, t);
+}
+
+void Encoder::forgetTask(uint32_t id) {
+  auto it = task_defs_.find(id);
+  if (it == task_defs_.end()) return;
+  pinString(it->second.name, -1);
+  task_defs_.erase(it);
 }
 
 uint32_t Encoder::addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid,
@@ -105,18 +239,20 @@ uint32_t Encoder::addThread(uint64_t pid, uint64_t python_tid, uint64_t os_tid,
     throw std::length_error("a recording names at most " + std::to_string(max_threads_) +
                             " threads");
   uint32_t name_id = name.empty() ? 0 : internString(name);
+  touchProcess(pid);
   threads_.emplace_back();
   uint32_t ref = static_cast<uint32_t>(threads_.size());
-  threads_.back().live = true;
+  ThreadState& t = threads_.back();
+  t.live = true;
+  t.pid = pid;
+  t.python_tid = python_tid;
+  t.os_tid = os_tid;
+  t.start_ts = ts;
+  t.name = t.current_name = name_id;
+  t.def_epoch = epoch_;
+  pinString(name_id, 2);  // as its first name and as its last
   ++live_threads_;
-  scratch_.clear();
-  putVarint(scratch_, ref);
-  putVarint(scratch_, pid);
-  putVarint(scratch_, python_tid);
-  putVarint(scratch_, os_tid);
-  putVarint(scratch_, name_id);
-  putVarint(scratch_, ts);
-  writeDef(kRecThread, scratch_);
+  writeThread(ref, t);
   beginChunkIfNeeded(ts);
   scratch_.clear();
   putVarint(scratch_, ref);
@@ -133,9 +269,12 @@ void Encoder::threadExit(uint32_t ref, uint64_t ts) {
     pending_exits_.emplace_back(ref, ts);
     return;
   }
+  touchThread(ref);
   t.live = false;
   t.stack.clear();
   t.status_known = false;
+  pinString(t.name, -1);
+  pinString(t.current_name, -1);
   --live_threads_;
   beginChunkIfNeeded(ts);
   scratch_.clear();
@@ -146,6 +285,15 @@ void Encoder::threadExit(uint32_t ref, uint64_t ts) {
 
 void Encoder::threadRename(uint32_t ref, uint64_t ts, std::string_view name) {
   uint32_t name_id = name.empty() ? 0 : internString(name);
+  if (ref != 0 && ref <= threads_.size()) {
+    ThreadState& t = threads_[ref - 1];
+    if (t.live) {
+      touchThread(ref);
+      pinString(name_id, 1);
+      pinString(t.current_name, -1);
+      t.current_name = name_id;
+    }
+  }
   beginChunkIfNeeded(ts);
   scratch_.clear();
   putVarint(scratch_, ref);
@@ -195,6 +343,7 @@ void Encoder::sample(uint32_t ref, const uint32_t* frames, size_t depth, uint8_t
   if (!t.live || t.pass_seen == pass_count_) return;
   t.pass_seen = pass_count_;
   ++pass_explicit_;
+  touchThread(ref);
 
   // Deep stacks keep their innermost frames; frame 0 marks the cut at the root.
   const uint32_t* rec = frames;
@@ -225,7 +374,10 @@ void Encoder::sample(uint32_t ref, const uint32_t* frames, size_t depth, uint8_t
     if (stack_changed) {
       putVarint(pass_body_, t.stack.size() - common);
       putVarint(pass_body_, total - common);
-      for (size_t i = common; i < total; ++i) putVarint(pass_body_, at(i));
+      for (size_t i = common; i < total; ++i) {
+        touchFrame(at(i));
+        putVarint(pass_body_, at(i));
+      }
       t.stack.resize(common);
       for (size_t i = common; i < total; ++i) t.stack.push_back(at(i));
     }
@@ -244,6 +396,7 @@ void Encoder::sampleError(uint32_t ref) {
   if (!t.live || t.pass_seen == pass_count_) return;
   t.pass_seen = pass_count_;
   ++pass_errors_;
+  touchThread(ref);
   putVarint(pass_body_, static_cast<uint64_t>(ref) << kEntryFlagBits);
 }
 
@@ -252,6 +405,7 @@ void Encoder::sampleTask(uint32_t ref, uint32_t task) {
   ThreadState& t = threads_[ref - 1];
   if (!t.live || t.pass_seen != pass_count_ || t.task == task) return;
   t.task = task;
+  touchTask(task);
   putVarint(pass_tasks_, ref);
   putVarint(pass_tasks_, task);
 }
@@ -259,15 +413,11 @@ void Encoder::sampleTask(uint32_t ref, uint32_t task) {
 uint32_t Encoder::defineTask(uint64_t pid, uint64_t address, std::string_view name,
                              uint32_t coroutine, uint64_t start_ts) {
   const uint32_t name_id = name.empty() ? 0 : internString(name);
+  touchFunction(coroutine);
   const uint32_t id = next_task_++;
-  scratch_.clear();
-  putVarint(scratch_, id);
-  putVarint(scratch_, pid);
-  putVarint(scratch_, address);
-  putVarint(scratch_, name_id);
-  putVarint(scratch_, coroutine);
-  putVarint(scratch_, start_ts);
-  writeDef(kRecTask, scratch_);
+  const TaskDef& t = task_defs_[id] = TaskDef{pid, address, start_ts, name_id, coroutine, epoch_};
+  pinString(name_id, 1);
+  writeTask(id, t);
   return id;
 }
 
@@ -281,6 +431,7 @@ void Encoder::endPass() {
     if (t.live && t.pass_seen != pass_count_ && !t.status_known) {
       t.pass_seen = pass_count_;
       ++pass_errors_;
+      touchThread(static_cast<uint32_t>(i + 1));
       putVarint(pass_body_, static_cast<uint64_t>(i + 1) << kEntryFlagBits);
     }
   }
@@ -329,6 +480,8 @@ void Encoder::writeTaskSnapshot(uint64_t pid, ProcessTasks& p) {
 
 void Encoder::writeTaskState(uint32_t task, uint32_t state, uint32_t waits,
                              const uint32_t* frames, size_t depth) {
+  touchTask(task);
+  for (size_t i = 0; i < depth; ++i) touchFrame(frames[i]);
   scratch_.clear();
   putVarint(scratch_, task);
   putVarint(scratch_, state);
@@ -360,6 +513,7 @@ void Encoder::taskState(uint32_t task, uint32_t state, std::string_view waits,
   writeTaskState(task, state, waits_id, frames, depth);
   for (size_t i = 0; i < n_awaits; ++i) {
     const uint32_t awaited = awaits[i];
+    touchTask(awaited);
     scratch_.clear();
     putVarint(scratch_, task);
     putVarint(scratch_, awaited);
@@ -424,12 +578,11 @@ void Encoder::marker(uint64_t ts, std::string_view label) {
 void Encoder::processStart(uint64_t ts, uint64_t pid, uint64_t parent_pid,
                            std::string_view command) {
   uint32_t cmd_id = command.empty() ? 0 : internString(command);
-  scratch_.clear();
-  putVarint(scratch_, pid);
-  putVarint(scratch_, parent_pid);
-  putVarint(scratch_, cmd_id);
-  putVarint(scratch_, ts);
-  writeDef(kRecProcess, scratch_);
+  auto [it, added] = processes_.try_emplace(pid);
+  if (!added) pinString(it->second.command, -1);
+  it->second = ProcessDef{parent_pid, ts, cmd_id, epoch_};
+  pinString(cmd_id, 1);
+  writeProcess(pid, it->second);
   beginChunkIfNeeded(ts);
   scratch_.clear();
   putVarint(scratch_, ts);
@@ -468,11 +621,17 @@ SealedChunk Encoder::seal() {
   c.last_ts = chunk_passes_ ? last_pass_ts_ : chunk_first_ts_;
   c.passes = chunk_passes_;
   c.samples = chunk_samples_;
+  c.epoch = epoch_;
   if (in_chunk_) {
     ++chunk_seq_;
     ++stats_.chunks;
   }
   in_chunk_ = false;
+  if (epoch_pending_) {  // between two chunks: the next one begins the epoch
+    epoch_pending_ = false;
+    ++epoch_;
+    forgetStrings();
+  }
   defs_.reserve(c.defs.capacity());
   data_.reserve(c.data.capacity());
   return c;

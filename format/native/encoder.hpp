@@ -31,6 +31,7 @@ struct SealedChunk {
   uint64_t last_ts = 0;
   uint64_t passes = 0;
   uint64_t samples = 0;  // thread-samples: one per live thread per pass, errors excluded
+  uint32_t epoch = 0;    // the definitions' epoch the chunk belongs to (see newEpoch)
 };
 
 struct EncoderStats {
@@ -124,11 +125,28 @@ class Encoder {
   // then written whole, so each data chunk decodes without the ones before it.
   SealedChunk seal();
 
+  // Epochs (spec 7.1), for a recording that drops its oldest chunks: from the next chunk on,
+  // a chunk's definitions hold again every definition its data uses that was last written
+  // before the epoch began, so that the chunks of an epoch need the DEFS of no other epoch.
+  // Strings that no chunk used for a whole epoch, and that no kept definition names, are
+  // then forgotten (the same text later gets a new id), so that names of short-lived tasks
+  // do not pile up.
+  void newEpoch() { epoch_pending_ = true; }
+  uint32_t epoch() const { return epoch_; }
+  // A TASK id its caller will not give again: its definition is no longer kept.
+  void forgetTask(uint32_t id);
+
   const EncoderStats& stats() const { return stats_; }
   uint64_t lastPassTs() const { return last_pass_ts_; }
 
  private:
   struct ThreadState {
+    // Its definition, to write again in a later epoch (its names' strings are pinned while
+    // it is live).
+    uint64_t pid = 0, python_tid = 0, os_tid = 0, start_ts = 0;
+    uint32_t name = 0;          // as first defined
+    uint32_t current_name = 0;  // as last renamed
+    uint32_t def_epoch = 0;
     bool live = false;
     bool status_known = false;
     uint8_t status = 0;
@@ -174,7 +192,64 @@ class Encoder {
   uint32_t next_task_ = 1;
   std::vector<std::pair<uint32_t, uint64_t>> pending_exits_;  // exits of threads in this pass
 
-  std::unordered_map<std::string, uint32_t> strings_;
+  // Definitions as written, to write again in a later epoch; each knows the epoch it was last
+  // written in.
+  struct StringEntry {
+    uint32_t id = 0;
+    uint32_t epoch = 0;
+    uint32_t pins = 0;  // definitions kept that name it: never forgotten while pinned
+  };
+  using StringSlot = std::pair<const std::string, StringEntry>;
+  std::unordered_map<std::string, StringEntry> strings_;
+  std::unordered_map<uint32_t, StringSlot*> string_by_id_;
+  struct FunctionDef {
+    uint32_t filename, name, first_line, kind, build_id;
+    uint64_t address;
+    bool native;
+    uint32_t epoch;
+  };
+  std::vector<FunctionDef> function_defs_;  // index = id - 1
+  struct FrameDef {
+    uint32_t function;
+    int32_t line;
+    uint32_t epoch;
+  };
+  std::vector<FrameDef> frame_defs_;  // index = id - 1
+  struct ProcessDef {
+    uint64_t parent_pid, start_ts;
+    uint32_t command, epoch;
+  };
+  std::unordered_map<uint64_t, ProcessDef> processes_;  // the last PROCESS of each pid
+  struct TaskDef {
+    uint64_t pid, address, start_ts;
+    uint32_t name, coroutine, epoch;
+  };
+  std::unordered_map<uint32_t, TaskDef> task_defs_;  // until forgetTask
+  uint32_t epoch_ = 0;
+  bool epoch_pending_ = false;
+
+  void writeString(uint32_t id, std::string_view s);
+  void writeFrame(uint32_t id, uint32_t function_id, int64_t line);
+  void writeThread(uint32_t ref, const ThreadState& t);
+  void writeProcess(uint64_t pid, const ProcessDef& p);
+  void writeTask(uint32_t id, const TaskDef& t);
+  void pinString(uint32_t id, int by);
+  // Each writes the definition (and those it names) again where the epoch has not yet.
+  void touchString(uint32_t id);
+  void touchString(StringSlot& s);
+  void touchFunction(uint32_t id);
+  void touchFrame(uint32_t id) {
+    if (id != 0 && id <= frame_defs_.size() && frame_defs_[id - 1].epoch != epoch_)
+      rewriteFrame(id);
+  }
+  void rewriteFrame(uint32_t id);
+  void touchThread(uint32_t ref) {
+    if (threads_[ref - 1].def_epoch != epoch_) rewriteThread(ref);
+  }
+  void rewriteThread(uint32_t ref);
+  void touchProcess(uint64_t pid);
+  void touchTask(uint32_t id);
+  void forgetStrings();  // at an epoch's start
   struct TripleHash {
     size_t operator()(const std::tuple<uint32_t, uint32_t, uint32_t>& t) const;
   };

@@ -223,8 +223,9 @@ NB_MODULE(_recorder, m) {
              if (!c) return nb::none();
              return nb::make_tuple(nb::bytes(c->defs.data(), c->defs.size()),
                                    nb::bytes(c->data.data(), c->data.size()), c->first_ts,
-                                   c->last_ts, c->passes, c->samples);
+                                   c->last_ts, c->passes, c->samples, c->epoch);
            },
            nb::arg("timeout_ms"))
+      .def("new_epoch", &Sampler::newEpoch)
       .def("chunks_done", &Sampler::chunksDone);
 }

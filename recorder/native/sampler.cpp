@@ -141,10 +141,7 @@ void Sampler::run() {
     uint64_t errors = 0;
     pass_ns_ = t0;
     const uint64_t now_ticks = ticks(t0);
-    if (encoder_.crossesBoundary(now_ticks)) {  // a window ends before this pass
-      queue_.push(encoder_.seal());
-      bump(st_.chunks, 1);
-    }
+    if (encoder_.crossesBoundary(now_ticks)) sealChunk();  // a window ends before this pass
     const bool passed = samplePass(now_ticks, &errors);
     if (threads_full_) {
       publish("the recording has named " + std::to_string(encoder_.maxThreads()) +
@@ -167,8 +164,7 @@ void Sampler::run() {
     bump(st_.missed_deadlines, missed);
     bool idle = free_running;
     if (encoder_.chunkDue(ticks(t1))) {
-      queue_.push(encoder_.seal());
-      bump(st_.chunks, 1);
+      sealChunk();
       idle = false;
     }
     if (t1 >= next_watch_ns_) {
@@ -259,11 +255,14 @@ void Sampler::finish(std::optional<int64_t> exit_code) {
       }
     }
   }
-  if (!encoder_.empty()) {
-    queue_.push(encoder_.seal());
-    bump(st_.chunks, 1);
-  }
+  if (!encoder_.empty()) sealChunk();
   queue_.close();
+}
+
+void Sampler::sealChunk() {
+  if (epoch_asked_.exchange(false, std::memory_order_relaxed)) encoder_.newEpoch();
+  queue_.push(encoder_.seal());
+  bump(st_.chunks, 1);
 }
 
 SamplerStats Sampler::stats() const {

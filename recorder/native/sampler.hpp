@@ -163,6 +163,9 @@ class Sampler {
 
   std::optional<format::SealedChunk> popChunk(int timeout_ms) { return queue_.pop(timeout_ms); }
   bool chunksDone() { return queue_.closedAndDrained(); }
+  // Any thread: the chunks sealed from now on begin a new epoch of definitions (a flight
+  // recording asks so when it may drop the older ones; format::Encoder::newEpoch).
+  void newEpoch() { epoch_asked_.store(true, std::memory_order_relaxed); }
 
  private:
   using Thread = SampledThread;
@@ -236,6 +239,9 @@ class Sampler {
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> epoch_asked_{false};
+  void sealChunk();  // hands the encoder's chunk to the writer
+  void forgetTasks(Target& t);  // the target's tasks are no longer read
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;

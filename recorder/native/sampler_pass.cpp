@@ -246,8 +246,14 @@ void Sampler::recordTasks(Target& t, uint64_t ts) {
   constexpr uint64_t kForgetTicks = 60000000;
   if (ts - t.tasks_pruned_ts >= kPruneTicks) {
     t.tasks_pruned_ts = ts;
-    for (auto it = t.known_tasks.begin(); it != t.known_tasks.end();)
-      it = ts - it->second.seen_ts > kForgetTicks ? t.known_tasks.erase(it) : std::next(it);
+    for (auto it = t.known_tasks.begin(); it != t.known_tasks.end();) {
+      if (ts - it->second.seen_ts > kForgetTicks) {
+        encoder_.forgetTask(it->second.id);
+        it = t.known_tasks.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 }
 
@@ -324,7 +330,9 @@ uint32_t Sampler::newTask(Target& t, uint64_t task, uint64_t coro, const std::st
   k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, name, function, ts);
   bump(st_.tasks_defined, 1);
   const uint32_t id = k.id;
-  t.known_tasks[task] = std::move(k);
+  auto [it, added] = t.known_tasks.try_emplace(task);
+  if (!added) encoder_.forgetTask(it->second.id);  // another task, at the same address
+  it->second = std::move(k);
   return id;
 }
 

@@ -101,9 +101,15 @@ void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
   t.threads.clear();
   encoder_.endTasks(static_cast<uint64_t>(t.pid));
+  forgetTasks(t);
   t.next_snapshot_ns = 0;
   if (t.alive) encoder_.processExit(ts, static_cast<uint64_t>(t.pid), exit_code);
   t.alive = false;
+}
+
+void Sampler::forgetTasks(Target& t) {
+  for (const auto& [addr, k] : t.known_tasks) encoder_.forgetTask(k.id);
+  t.known_tasks.clear();
 }
 
 bool Sampler::watch(uint64_t now) {
@@ -175,6 +181,7 @@ void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
   const uint64_t ts = ticks(now);
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
   encoder_.endTasks(static_cast<uint64_t>(t.pid));
+  forgetTasks(t);
   t.execedInto(image, now);
   next_watch_ns_ = now;
 }

@@ -132,6 +132,54 @@ def test_max_size_is_never_passed_and_a_killed_recorder_leaves_a_readable_file(
             assert span <= 2 * SECOND + SECOND // 10 + 2 * CHUNK, span / SECOND
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("python", one_python())
+def test_a_server_that_names_new_tasks_without_end_keeps_its_file_within_bounds(
+        python: str, tmp_path: Path) -> None:
+    """An asyncio echo server (about 2,000 tasks a second, each named anew) recorded with
+    --keep 3s for 16 s: the file defines the tasks of its last seconds only, not every task the
+    server made (its definitions would grow without end: spec 7.1, epochs), and still names
+    every task its samples ran and its task states give, each one a task of the program whose
+    life holds the samples."""
+    from psrec.analyzer.model import batch_columns
+    from psrec.format import _constants as C
+
+    out, truth_file = tmp_path / "echo.psr", tmp_path / "echo.json"
+    proc = _recorder("-o", str(out), "--keep", "3s", "-r", "1k", "--", python,
+                     str(TARGETS / "async_echo.py"), "16", str(truth_file))
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    lives = {name: (created, done)
+             for name, created, done, _ in json.loads(truth_file.read_text())["tasks"]}
+    assert len(lives) > 5000, len(lives)
+    with open_recording(out) as rec:
+        assert rec.corrupt_chunks == 0, rec.warnings
+        defs = rec.definitions()
+        mono0, tick = rec.header.created_mono_ns, rec.header.tick_ns
+        stream = rec.stream()
+        rows = [row for batch in stream for row in zip(*batch_columns(batch, "ts", "task"))]
+        events = list(stream.events)
+    program = [t for t in defs.tasks.values() if t.name in lives]
+    # The tasks of at most two epochs of about 3 s each (with the slack and a chunk), out of
+    # 16 s of them.
+    assert 100 < len(program) < 0.6 * len(lives), (len(program), len(lives))
+    ran = {task for _, task in rows if task}
+    assert ran and ran <= set(defs.tasks)
+    late = 0
+    for ts, task in rows:
+        name = defs.tasks[task].name if task else ""
+        if name in lives:
+            created, done = lives[name]
+            # a pass's sample is read within 50 ms of its stamp, even on a busy host
+            late += not (created - 50_000_000 <= mono0 + ts * tick <= done + 50_000_000)
+    assert late <= 0.01 * len(rows), late
+    states = [e for e in events if e[0] == C.REC_TASK_STATE]
+    assert states and all(e[2] in defs.tasks for e in states)
+    assert all(e[3] >> 2 in defs.strings for e in states if e[3] >> 2)
+    strangers = {defs.tasks[e[2]].name for e in states} - set(lives) - {"server"}
+    assert not {n for n in strangers if not n.startswith("Task-")}, sorted(strangers)[:5]
+
+
 def _key(samples: list[Sample]) -> list[tuple[int, str, tuple[tuple[str, str, int], ...]]]:
     return [(s.ts, s.thread, s.stack) for s in samples]
 

@@ -154,11 +154,7 @@ uint32_t Encoder::internFrame(uint32_t function_id, int64_t line) {
 }
 
 void Encoder::writeFrame(uint32_t id, uint32_t function_id, int64_t line) {
-  scratch_.clear();
-  putVarint(scratch_, id);
-  putVarint(scratch_, function_id);
-  putVarint(scratch_, zigzag(line));
-  writeDef(kRecFrame, scratch_);
+  writeDefFields(kRecFrame, id, function_id, zigzag(line));
 }
 
 void Encoder::rewriteFrame(uint32_t id) {
@@ -169,14 +165,7 @@ void Encoder::rewriteFrame(uint32_t id) {
 }
 
 void Encoder::writeThread(uint32_t ref, const ThreadState& t) {
-  scratch_.clear();
-  putVarint(scratch_, ref);
-  putVarint(scratch_, t.pid);
-  putVarint(scratch_, t.python_tid);
-  putVarint(scratch_, t.os_tid);
-  putVarint(scratch_, t.name);
-  putVarint(scratch_, t.start_ts);
-  writeDef(kRecThread, scratch_);
+  writeDefFields(kRecThread, ref, t.pid, t.python_tid, t.os_tid, t.name, t.start_ts);
 }
 
 void Encoder::rewriteThread(uint32_t ref) {
@@ -189,12 +178,7 @@ void Encoder::rewriteThread(uint32_t ref) {
 }
 
 void Encoder::writeProcess(uint64_t pid, const ProcessDef& p) {
-  scratch_.clear();
-  putVarint(scratch_, pid);
-  putVarint(scratch_, p.parent_pid);
-  putVarint(scratch_, p.command);
-  putVarint(scratch_, p.start_ts);
-  writeDef(kRecProcess, scratch_);
+  writeDefFields(kRecProcess, pid, p.parent_pid, p.command, p.start_ts);
 }
 
 void Encoder::touchProcess(uint64_t pid) {
@@ -206,14 +190,7 @@ void Encoder::touchProcess(uint64_t pid) {
 }
 
 void Encoder::writeTask(uint32_t id, const TaskDef& t) {
-  scratch_.clear();
-  putVarint(scratch_, id);
-  putVarint(scratch_, t.pid);
-  putVarint(scratch_, t.address);
-  putVarint(scratch_, t.name);
-  putVarint(scratch_, t.coroutine);
-  putVarint(scratch_, t.start_ts);
-  writeDef(kRecTask, scratch_);
+  writeDefFields(kRecTask, id, t.pid, t.address, t.name, t.coroutine, t.start_ts);
 }
 
 void Encoder::touchTask(uint32_t id) {

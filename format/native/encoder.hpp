@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "format/native/constants.hpp"
+#include "format/native/varint.hpp"
 
 namespace psrec::format {
 
@@ -228,6 +229,13 @@ class Encoder {
   uint32_t epoch_ = 0;
   bool epoch_pending_ = false;
 
+  // A definition record of varint fields.
+  template <typename... Fields>
+  void writeDefFields(uint8_t type, Fields... fields) {
+    scratch_.clear();
+    (putVarint(scratch_, static_cast<uint64_t>(fields)), ...);
+    writeDef(type, scratch_);
+  }
   void writeString(uint32_t id, std::string_view s);
   void writeFrame(uint32_t id, uint32_t function_id, int64_t line);
   void writeThread(uint32_t ref, const ThreadState& t);

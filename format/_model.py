@@ -75,6 +75,7 @@ class ProcessInfo:
     parent_pid: int
     command: str
     start_ts: int
+    source: int | None = None  # of several recordings read as one, the one it is of
 
     @property
     def label(self) -> str:
@@ -91,6 +92,7 @@ class ThreadInfo:
     start_ts: int
     end_ts: int | None = None
     names: list[tuple[int, str]] = field(default_factory=list)  # renames: (ts, new name)
+    source: int | None = None  # of several recordings read as one, the one it is of
 
     @property
     def label(self) -> str:
@@ -162,10 +164,12 @@ class Definitions:
         self.unknown_records += unknown
 
     def process_of(self, thread: ThreadInfo) -> ProcessInfo | None:
-        """The program the thread ran in: the last one its process started before it."""
+        """The program the thread ran in: the last one its process (of its recording, where
+        several are read as one) started before it."""
         found = None
         for p in self.processes:
-            if p.pid == thread.pid and p.start_ts <= thread.start_ts:
+            if p.pid == thread.pid and p.start_ts <= thread.start_ts and \
+                    p.source == thread.source:
                 found = p
         return found
 

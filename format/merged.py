@@ -239,14 +239,16 @@ class MergedRecording:
             if ref + s.thread_offset not in out.threads:
                 out.threads[ref + s.thread_offset] = ThreadInfo(
                     ref + s.thread_offset, t.pid, t.python_tid, t.os_tid, t.name,
-                    t.start_ts + delta, None if t.end_ts is None else t.end_ts + delta)
+                    t.start_ts + delta, None if t.end_ts is None else t.end_ts + delta,
+                    source=s.index)
         procs = d.processes
         if not procs and isinstance(rec.metadata.get("pid"), int):
             procs = [ProcessInfo(rec.metadata["pid"], 0,
                                  " ".join(rec.metadata.get("command") or []), 0)]
-        known = {(p.pid, p.start_ts) for p in out.processes}
-        out.processes += [ProcessInfo(p.pid, p.parent_pid, p.command, p.start_ts + delta)
-                          for p in procs if (p.pid, p.start_ts + delta) not in known]
+        known = {(p.pid, p.start_ts, p.source) for p in out.processes}
+        out.processes += [ProcessInfo(p.pid, p.parent_pid, p.command, p.start_ts + delta,
+                                      s.index)
+                          for p in procs if (p.pid, p.start_ts + delta, s.index) not in known]
         for tid, task in d.tasks.items():
             coro = task.coroutine
             out.tasks[tid + s.task_offset] = TaskInfo(

@@ -16,6 +16,7 @@ from analyzer_synth import BUSY, WALL_NS, Synth
 from psrec.format import PsrWriter, open_recordings
 from psrec.format import _constants as C
 from psrec.format.errors import FormatError
+from psrec.format.merged import source_of
 
 # Two programs that share one function (shared.py:10 helper) and have one each of their own.
 SHARED = ("shared.py", "helper", 10)
@@ -148,3 +149,21 @@ def test_more_recordings_than_may_be_open_are_said_in_one_line(two: tuple[Synth,
     assert lines[0] == ("psrec: error: 200 recordings are more than this process may hold "
                         "open at once (36: its limit of open files)"), r.stderr
     assert "ulimit -n" in lines[1] and "Traceback" not in r.stderr
+
+
+def test_processes_of_the_same_pid_in_two_recordings_keep_their_own_threads(
+        tmp_path: Path) -> None:
+    """Two hosts' programs under one pid: each thread's process is its own recording's."""
+    paths = []
+    for host, command in (("a", "python serve.py"), ("b", "python crunch.py")):
+        s = Synth(str(tmp_path / f"{host}.psr"), metadata={"hostname": host})
+        s.e.process_start(0, 4242, 1, command)
+        s.thread("main", 1)
+        for i in range(20):
+            s.sample_pass((i + 1) * s.interval_ticks, {"main": ((A_OWN,), BUSY, 500)})
+        paths.append(s.close())
+    with open_recordings(paths) as rec:
+        defs = rec.definitions()
+        commands = {source_of(rec.sources, ref).host: defs.process_of(t).command  # type: ignore
+                    for ref, t in defs.threads.items()}
+    assert commands == {"a": "python serve.py", "b": "python crunch.py"}

@@ -188,7 +188,7 @@ def _write_one(pa: Any, pq: Any, schemas: dict[str, Any], path: str, out_dir: st
         defs.apply_renames(list(stream.events) + stream.outside_renames)
         parents, frames = stream.decoder.trie_parents(), stream.decoder.trie_frames()
         _write_table(pa, pq, schemas, out_dir, "stacks", rid,
-                     _stack_rows(defs, parents, frames, used, rid))
+                     _stack_rows(pa, defs, parents, frames, used, rid))
         _write_table(pa, pq, schemas, out_dir, "threads", rid, {
             "recording": [rid] * len(defs.threads),
             "thread": list(defs.threads),
@@ -316,45 +316,73 @@ def _table(pa: Any, schemas: dict[str, Any], cols: dict[str, Any], rid: str, cre
     }, schema=schemas["samples"])
 
 
-def _stack_rows(defs: Any, parents: Any, frames: Any, used: set[int],
-                rid: str) -> dict[str, list[Any]]:
-    """Each stack the samples have, root first, one row a frame."""
-    rows: dict[str, list[Any]] = {k: [] for k in ("recording", "stack_id", "depth", "leaf",
-                                                   "function", "file", "first_line", "line",
-                                                   "native")}
-    for node in sorted(used):
-        if node == 0:  # samples with no Python frame: one frame, as the reports name it
-            rows["recording"].append(rid)
-            rows["stack_id"].append(0)
-            rows["depth"].append(0)
-            rows["leaf"].append(True)
-            rows["function"].append(NO_STACK.name)
-            rows["file"].append(NO_STACK.filename)
-            rows["first_line"].append(NO_STACK.line)
-            rows["line"].append(0)
-            rows["native"].append(False)
-            continue
-        chain = []
-        n = node
-        while n:
-            chain.append(defs.frame(frames[n]))
-            n = parents[n]
-        chain.reverse()
-        for depth, f in enumerate(chain):
-            rows["recording"].append(rid)
-            rows["stack_id"].append(node)
-            rows["depth"].append(depth)
-            rows["leaf"].append(depth == len(chain) - 1)
-            rows["function"].append(f.function.name)
-            rows["file"].append(f.function.filename)
-            rows["first_line"].append(f.function.first_line)
-            rows["line"].append(f.line)
-            rows["native"].append(f.function.native)
-    return rows
+def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
+                rid: str) -> dict[str, Any]:
+    """Each stack the samples have, root first, one row a frame (in stack and depth order).
+    The trie is walked for all stacks at once, a level a step; each distinct frame is named
+    once."""
+    import numpy as np
+
+    par = np.frombuffer(parents, dtype=np.uint32)
+    frm = np.frombuffer(frames, dtype=np.uint32)
+    nodes = np.array(sorted(used - {0}), dtype=np.int64)
+    at, frame_ids, levels = [], [], []
+    idx, cur, level = np.arange(len(nodes)), nodes, 0
+    while len(cur):
+        at.append(idx)
+        frame_ids.append(frm[cur])
+        levels.append(np.full(len(cur), level, dtype=np.int64))
+        cur = par[cur].astype(np.int64)
+        more = cur != 0
+        idx, cur, level = idx[more], cur[more], level + 1
+    node_i = np.concatenate(at) if at else np.zeros(0, np.int64)
+    frame_id = np.concatenate(frame_ids) if at else np.zeros(0, np.uint32)
+    lengths = np.bincount(node_i, minlength=len(nodes))
+    depth = lengths[node_i] - 1 - (np.concatenate(levels) if at else np.zeros(0, np.int64))
+    order = np.lexsort((depth, node_i))
+    node_i, frame_id, depth = node_i[order], frame_id[order], depth[order]
+    unique, which = np.unique(frame_id, return_inverse=True)
+    named = [defs.frame(int(f)) for f in unique.tolist()]
+    stack_id = nodes[node_i]
+    leaf = depth == lengths[node_i] - 1
+    per_frame = {
+        "function": [f.function.name for f in named],
+        "file": [f.function.filename for f in named],
+        "first_line": np.array([f.function.first_line for f in named], dtype=np.int64),
+        "line": np.array([f.line for f in named], dtype=np.int64),
+        "native": np.array([f.function.native for f in named], dtype=bool),
+    }
+    if 0 in used:  # samples with no Python frame: one frame, as the reports name it
+        stack_id = np.concatenate([[0], stack_id])
+        depth = np.concatenate([[0], depth])
+        leaf = np.concatenate([[True], leaf])
+        which = np.concatenate([[len(named)], which])
+        per_frame["function"].append(NO_STACK.name)
+        per_frame["file"].append(NO_STACK.filename)
+        for key, value in (("first_line", NO_STACK.line), ("line", 0), ("native", False)):
+            per_frame[key] = np.append(per_frame[key], value)
+    which = which.astype(np.int32)
+
+    def strings(values: list[str]) -> Any:
+        return pa.DictionaryArray.from_arrays(which, pa.array(values, pa.string())).cast(
+            pa.string())
+
+    return {
+        "recording": pa.DictionaryArray.from_arrays(np.zeros(len(which), np.int32),
+                                                    [rid]).cast(pa.string()),
+        "stack_id": stack_id.astype(np.uint32),
+        "depth": depth.astype(np.uint16),
+        "leaf": leaf,
+        "function": strings(per_frame["function"]),
+        "file": strings(per_frame["file"]),
+        "first_line": per_frame["first_line"][which].astype(np.int32),
+        "line": per_frame["line"][which].astype(np.int32),
+        "native": per_frame["native"][which],
+    }
 
 
 def _write_table(pa: Any, pq: Any, schemas: dict[str, Any], out_dir: str, table: str,
-                 rid: str, columns: dict[str, list[Any]]) -> None:
+                 rid: str, columns: dict[str, Any]) -> None:
     folder = os.path.join(out_dir, table)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{rid}.parquet")

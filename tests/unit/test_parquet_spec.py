@@ -47,3 +47,36 @@ def test_every_table_of_the_export_is_in_the_spec_as_written() -> None:
     assert sorted(spec) == sorted(TABLES) == sorted(schemas)
     for table, schema in schemas.items():
         assert spec[table] == [(f.name, spelled(f.type)) for f in schema], table
+
+
+def test_each_sample_s_stack_reads_back_from_the_stacks_table(tmp_path: Path) -> None:
+    """The stacks table gives every sample its stack, root first (one a depth, the last its
+    leaf), a sample with no Python frame included; checked against what a synthetic
+    recording was given."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from analyzer_synth import BUSY, F_A, F_B, MAIN, Synth
+    from psrec.analyzer.model import NO_STACK
+    from psrec.analyzer.parquet import write_dataset
+
+    s = Synth(str(tmp_path / "s.psr"), chunk_passes=7)
+    s.thread("main", 1)
+    s.thread("other", 2)
+    shapes = [(), (MAIN,), (MAIN, F_A), (MAIN, F_A, F_B), (MAIN, F_B, F_A, F_B)]
+    for i in range(60):
+        s.sample_pass((i + 1) * s.interval_ticks,
+                      {"main": (shapes[i % 5], BUSY, 0), "other": (shapes[(i * 3) % 5], BUSY, 0)})
+    s.close()
+    write_dataset([s.path], str(tmp_path / "ds"))
+    samples = pq.read_table(str(tmp_path / "ds" / "samples")).to_pydict()
+    stacks = pq.read_table(str(tmp_path / "ds" / "stacks")).to_pylist()
+    by_id: dict[int, list[dict[str, object]]] = {}
+    for row in stacks:
+        by_id.setdefault(int(row["stack_id"]), []).append(row)
+    for rows in by_id.values():
+        assert [r["depth"] for r in rows] == list(range(len(rows)))
+        assert [r["leaf"] for r in rows] == [False] * (len(rows) - 1) + [True]
+    got = [tuple((r["file"], r["function"], r["line"]) for r in by_id[sid])
+           for sid in samples["stack_id"]]
+    want = [tuple((f, name, line) for f, name, line in x.stack) if x.stack
+            else ((NO_STACK.filename, NO_STACK.name, 0),) for x in s.samples]
+    assert sorted(got) == sorted(want)

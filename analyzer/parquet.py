@@ -345,22 +345,21 @@ def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
     named = [defs.frame(int(f)) for f in unique.tolist()]
     stack_id = nodes[node_i]
     leaf = depth == lengths[node_i] - 1
-    per_frame = {
-        "function": [f.function.name for f in named],
-        "file": [f.function.filename for f in named],
-        "first_line": np.array([f.function.first_line for f in named], dtype=np.int64),
-        "line": np.array([f.line for f in named], dtype=np.int64),
-        "native": np.array([f.function.native for f in named], dtype=bool),
-    }
+    names = [f.function.name for f in named]
+    files = [f.function.filename for f in named]
+    first_lines = [f.function.first_line for f in named]
+    lines = [f.line for f in named]
+    natives = [f.function.native for f in named]
     if 0 in used:  # samples with no Python frame: one frame, as the reports name it
         stack_id = np.concatenate([[0], stack_id])
         depth = np.concatenate([[0], depth])
         leaf = np.concatenate([[True], leaf])
         which = np.concatenate([[len(named)], which])
-        per_frame["function"].append(NO_STACK.name)
-        per_frame["file"].append(NO_STACK.filename)
-        for key, value in (("first_line", NO_STACK.line), ("line", 0), ("native", False)):
-            per_frame[key] = np.append(per_frame[key], value)
+        names.append(NO_STACK.name)
+        files.append(NO_STACK.filename)
+        first_lines.append(NO_STACK.line)
+        lines.append(0)
+        natives.append(False)
     which = which.astype(np.int32)
 
     def strings(values: list[str]) -> Any:
@@ -373,11 +372,11 @@ def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
         "stack_id": stack_id.astype(np.uint32),
         "depth": depth.astype(np.uint16),
         "leaf": leaf,
-        "function": strings(per_frame["function"]),
-        "file": strings(per_frame["file"]),
-        "first_line": per_frame["first_line"][which].astype(np.int32),
-        "line": per_frame["line"][which].astype(np.int32),
-        "native": per_frame["native"][which],
+        "function": strings(names),
+        "file": strings(files),
+        "first_line": np.array(first_lines, dtype=np.int32)[which],
+        "line": np.array(lines, dtype=np.int32)[which],
+        "native": np.array(natives, dtype=bool)[which],
     }
 
 

@@ -30,7 +30,7 @@ from .registry import Option, Reporter, register
 
 __all__ = ["ParquetExporter", "SCHEMA_VERSION", "TABLES", "write_dataset"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TABLES = ("samples", "stacks", "threads", "recordings")
 # The samples' row groups: engines read and skip a row group at a time.
 ROW_GROUP = 1 << 20
@@ -76,6 +76,7 @@ def _schemas(pa: Any) -> dict[str, Any]:
             ("first_line", pa.int32()),
             ("line", pa.int32()),
             ("native", pa.bool_()),
+            ("outermost", pa.bool_()),
         ]),
         "threads": pa.schema([
             ("recording", pa.string()),
@@ -112,6 +113,7 @@ def write_dataset(paths: list[str], out_dir: str, force: bool = False) -> tuple[
             raise PsrecError(f"{out_dir} exists and is not a psrec dataset",
                              help="give a new folder with -o")
         raise PsrecError(f"{out_dir} exists", help="pass --force to add the recordings to it")
+    _check_version(pq, out_dir)
     paths = list(dict.fromkeys(os.path.realpath(p) for p in paths))
     os.makedirs(out_dir, exist_ok=True)
     workers = min(len(paths), os.cpu_count() or 1)
@@ -129,6 +131,23 @@ def write_dataset(paths: list[str], out_dir: str, force: bool = False) -> tuple[
                 raise PsrecError(error[0], help=error[1])
             total += written
     return len(paths), total
+
+
+def _check_version(pq: Any, out_dir: str) -> None:
+    """A dataset of another schema version is not added to: its tables' files would not read
+    as one table."""
+    folder = os.path.join(out_dir, "recordings")
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    for name in names[:1]:
+        try:
+            found = pq.read_table(os.path.join(folder, name),
+                                  columns=["schema_version"])["schema_version"][0].as_py()
+        except Exception:  # noqa: BLE001 - a file that does not read says nothing here
+            return
+        if found != SCHEMA_VERSION:
+            raise PsrecError(f"{out_dir} is a dataset of schema version {found}; this psrec "
+                             f"writes version {SCHEMA_VERSION}, whose tables differ",
+                             help="write a new dataset with -o (export its recordings again)")
 
 
 def _write_path(path: str, out_dir: str) -> tuple[int, tuple[str, str | None] | None]:
@@ -345,6 +364,15 @@ def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
     named = [defs.frame(int(f)) for f in unique.tolist()]
     stack_id = nodes[node_i]
     leaf = depth == lengths[node_i] - 1
+    # A function's outermost frame in each stack (rows are in stack, then depth, order):
+    # the first row of each (stack, function) pair.
+    keys: dict[tuple[str, str, int], int] = {}
+    function_of = np.array([keys.setdefault((f.function.name, f.function.filename,
+                                             f.function.first_line), len(keys))
+                            for f in named], dtype=np.int64)
+    pair = node_i * (len(keys) + 1) + function_of[which] if len(which) else node_i
+    outermost = np.zeros(len(pair), dtype=bool)
+    outermost[np.unique(pair, return_index=True)[1]] = True
     names = [f.function.name for f in named]
     files = [f.function.filename for f in named]
     first_lines = [f.function.first_line for f in named]
@@ -354,6 +382,7 @@ def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
         stack_id = np.concatenate([[0], stack_id])
         depth = np.concatenate([[0], depth])
         leaf = np.concatenate([[True], leaf])
+        outermost = np.concatenate([[True], outermost])
         which = np.concatenate([[len(named)], which])
         names.append(NO_STACK.name)
         files.append(NO_STACK.filename)
@@ -377,6 +406,7 @@ def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
         "first_line": np.array(first_lines, dtype=np.int32)[which],
         "line": np.array(lines, dtype=np.int32)[which],
         "native": np.array(natives, dtype=bool)[which],
+        "outermost": outermost,
     }
 
 

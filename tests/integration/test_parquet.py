@@ -24,7 +24,7 @@ WITH s AS (SELECT * FROM read_parquet('{d}/samples/**/*.parquet', hive_partition
      own AS (SELECT k.function, k.file, k.first_line,
                     sum(s.wall_ns) AS own_wall, sum(s.cpu_ns) AS own_cpu
              FROM s JOIN k USING (recording, stack_id) WHERE k.leaf GROUP BY ALL),
-     fs AS (SELECT DISTINCT recording, stack_id, function, file, first_line FROM k),
+     fs AS (SELECT recording, stack_id, function, file, first_line FROM k WHERE outermost),
      total AS (SELECT fs.function, fs.file, fs.first_line,
                       sum(s.wall_ns) AS total_wall, sum(s.cpu_ns) AS total_cpu
                FROM s JOIN fs USING (recording, stack_id) GROUP BY ALL)
@@ -103,6 +103,16 @@ def test_duckdb_gives_each_function_the_time_psrec_report_gives(recordings: list
     named = duckdb.sql(f"SELECT DISTINCT name FROM read_parquet('{out}/threads/*.parquet')"
                        ).fetchall()
     assert ("phases",) in named
+    # A stack's outermost frames are one a function of it: its distinct functions.
+    differ = duckdb.sql(f"""
+        WITH k AS (SELECT * FROM read_parquet('{out}/stacks/*.parquet'))
+        (SELECT recording, stack_id, function, file, first_line FROM k WHERE outermost
+         EXCEPT ALL SELECT DISTINCT recording, stack_id, function, file, first_line FROM k)
+        UNION ALL
+        (SELECT DISTINCT recording, stack_id, function, file, first_line FROM k
+         EXCEPT ALL SELECT recording, stack_id, function, file, first_line FROM k
+         WHERE outermost)""").fetchall()
+    assert not differ, differ[:5]
 
 
 def test_a_dask_cluster_gives_each_function_the_time_psrec_report_gives(
@@ -124,7 +134,7 @@ def test_a_dask_cluster_gives_each_function_the_time_psrec_report_gives(
         keys = ["function", "file", "first_line"]
         own = (s.merge(k[k["leaf"]], on=["recording", "stack_id"])
                .groupby(keys)[["wall_ns", "cpu_ns"]].sum().compute())
-        fs = k[["recording", "stack_id", *keys]].drop_duplicates()
+        fs = k[k["outermost"]][["recording", "stack_id", *keys]]
         total = (s.merge(fs, on=["recording", "stack_id"])
                  .groupby(keys)[["wall_ns", "cpu_ns"]].sum().compute())
     engine: Times = {}

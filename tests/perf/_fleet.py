@@ -22,8 +22,8 @@ FLEET_SQL = """
 WITH s AS (SELECT host, recording, stack_id, sum(cpu_ns) AS cpu_ns
            FROM read_parquet('{d}/samples/**/*.parquet', hive_partitioning = true)
            GROUP BY ALL),
-     f AS (SELECT DISTINCT recording, stack_id, function, file, first_line
-           FROM read_parquet('{d}/stacks/*.parquet'))
+     f AS (SELECT recording, stack_id, function, file
+           FROM read_parquet('{d}/stacks/*.parquet') WHERE outermost)
 SELECT host, function, file, sum(cpu_ns) / 1e9 AS cpu_s
 FROM s JOIN f USING (recording, stack_id) GROUP BY ALL ORDER BY cpu_s DESC LIMIT 20
 """

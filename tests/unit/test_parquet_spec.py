@@ -3,6 +3,7 @@ for column, in order, with the types pyarrow writes."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -80,3 +81,27 @@ def test_each_sample_s_stack_reads_back_from_the_stacks_table(tmp_path: Path) ->
     want = [tuple((f, name, line) for f, name, line in x.stack) if x.stack
             else ((NO_STACK.filename, NO_STACK.name, 0),) for x in s.samples]
     assert sorted(got) == sorted(want)
+
+
+def test_a_dataset_of_another_schema_version_is_not_added_to(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    from analyzer_synth import BUSY, MAIN, Synth
+    from psrec.analyzer.parquet import SCHEMA_VERSION, write_dataset
+    from psrec.format import PsrecError
+
+    s = Synth(str(tmp_path / "s.psr"))
+    s.thread("main", 1)
+    s.sample_pass(1000, {"main": ((MAIN,), BUSY, 0)})
+    s.close()
+    write_dataset([s.path], str(tmp_path / "ds"))
+    assert write_dataset([s.path], str(tmp_path / "ds"), force=True)[1] == 1  # its own: fine
+    folder = tmp_path / "ds" / "recordings"
+    (name,) = os.listdir(folder)
+    table = pq.read_table(str(folder / name))
+    old = table.set_column(table.schema.get_field_index("schema_version"),
+                           table.schema.field("schema_version"),
+                           pa.array([SCHEMA_VERSION - 1], pa.uint16()))
+    pq.write_table(old, str(folder / name))
+    with pytest.raises(PsrecError, match=f"schema version {SCHEMA_VERSION - 1}; this psrec "
+                                         f"writes version {SCHEMA_VERSION}"):
+        write_dataset([s.path], str(tmp_path / "ds"), force=True)

@@ -185,7 +185,8 @@ def same_field(cpp: str, spec: str) -> bool:
 def encoder_orders() -> dict[str, list[str]]:
     """The fields format/native/encoder.cpp puts into each record's body, in order, by the
     kRec constant it writes the record with (a PASS: its delta only, its entries follow; a
-    PASS_TASKS: nothing, its entries are all it holds)."""
+    PASS_TASKS: nothing, its entries are all it holds): putVarint calls, or the arguments
+    of writeDefFields."""
     orders: dict[str, list[str]] = {}
     puts: dict[str, list[str]] = {}
     for line in ENCODER.splitlines():
@@ -193,6 +194,8 @@ def encoder_orders() -> dict[str, list[str]]:
             puts[m.group(1)] = []
         elif m := re.match(r"\s*putVarint\((\w+), (.*)\);$", line):
             puts.setdefault(m.group(1), []).append(cpp_field(m.group(2)))
+        elif m := re.match(r"\s*writeDefFields\((kRec\w+), (.*)\);$", line):
+            orders[m.group(1)] = [cpp_field(arg) for arg in m.group(2).split(",")]
         elif m := re.match(r"\s*(?:writeDef|record)\((kRec\w+), (\w+)\);", line):
             fields = puts.get(m.group(2), [])
             # A PASS's and a PASS_TASKS's entries follow their named fields (sections 4, 4.1).

@@ -459,6 +459,9 @@ DEEP_CHAIN_WRONG = {(3, 15): 1 / 500, (3, 14): 1 / 500, (3, 13): 1 / 15, (3, 12)
 DEEP_CHAIN_WRONG_ELSE = 1 / 40
 
 
+# The torn copies come from the sampling thread held up mid-read: a busy host can push one run
+# past the bound (3.14: 45 in 19,485 against 39 allowed, in a CI run); a second must too.
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_frames_under_a_deep_stacks_top_come_and_go(python: str, tmp_path: Path) -> None:
     """Under a static recursion 60 frames deep, a loop calls two recursions of different

@@ -370,7 +370,7 @@ def _stack_rows(pa: Any, defs: Any, parents: Any, frames: Any, used: set[int],
     function_of = np.array([keys.setdefault((f.function.name, f.function.filename,
                                              f.function.first_line), len(keys))
                             for f in named], dtype=np.int64)
-    pair = node_i * (len(keys) + 1) + function_of[which] if len(which) else node_i
+    pair = node_i * (len(keys) + 1) + function_of[which]
     outermost = np.zeros(len(pair), dtype=bool)
     outermost[np.unique(pair, return_index=True)[1]] = True
     names = [f.function.name for f in named]

@@ -150,7 +150,7 @@ class Definitions:
         for frid, fid, line in frames:
             self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION), line)
         for ref, pid, ptid, otid, name, start in threads:
-            if ref not in self.threads:  # again in a later epoch (spec 7.1): the same thread
+            if ref not in self.threads:  # again in a later epoch (spec 7.4): the same thread
                 self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
         for pid, ppid, command, start in processes:
             key = (pid, ppid, command, start)

@@ -291,7 +291,7 @@ class PsrWriter:
         retention: Retention | None = None,
         new_epoch: Callable[[], None] | None = None,
     ) -> None:
-        """new_epoch: asks the encoder to begin a new epoch of definitions (spec 7.1), so that
+        """new_epoch: asks the encoder to begin a new epoch of definitions (spec 7.4), so that
         the file may drop those of older ones; without it, every DEFS chunk is kept."""
         self.path = os.fspath(path)
         # Written where it will stay, chunk by chunk, so that a writer killed at any point
@@ -500,7 +500,7 @@ class PsrWriter:
 
     def _since(self, kept_data: list[int], incoming: int) -> int:
         """The oldest epoch of definitions the DATA chunks kept (positions in the index) and
-        the chunk coming (of epoch `incoming`) use: older DEFS chunks may go (spec 7.1)."""
+        the chunk coming (of epoch `incoming`) use: older DEFS chunks may go (spec 7.4)."""
         if self._new_epoch is None:
             return -1  # an encoder without epochs: every definition is needed
         return min([self._epochs[i] for i in kept_data if self._index[i][4]] + [incoming])
@@ -565,7 +565,7 @@ class PsrWriter:
         """Closes the current file (with `stats`, its index and trailer) and goes on in a new
         one at `path`, which begins with the header, METADATA (`metadata`, if given) and the
         definitions of epoch `epoch` on (that of the next chunk; all definitions so far when
-        the encoder has no epochs), so that each file reads alone (spec section 7.2)."""
+        the encoder has no epochs: spec 7.4), so that each file reads alone (spec section 7.2)."""
         if self._closed:
             raise FormatError(f"{self.path}: write after close")
         new = open_output(path, force)

@@ -141,6 +141,7 @@ def info(recording: str, as_json: bool) -> None:
             ("threads", f"{d['threads']:,} seen, {d['threads_with_samples']:,} with samples: "
                         f"{', '.join(d['thread_names'][:12])}"
                         + (" ..." if len(d["thread_names"]) > 12 else "")),
+            *_read_rows(d.get("stats") or {}, d["metadata"]),
             ("code", f"{d['functions']:,} functions, {d['frames']:,} frames"),
             *([("tasks", f"{d['tasks']:,} asyncio tasks (psrec report --tasks)"
                          + _task_snapshots(d.get("stats") or {}))]
@@ -161,6 +162,30 @@ def info(recording: str, as_json: bool) -> None:
             click.echo(f"{k:>10}  {printable(v)}")
     if d["samples"] == 0:
         raise EmptyRecordingError(f"{recording}: the recording holds no samples")
+
+
+def _read_rows(stats: dict[str, Any], md: dict[str, Any]) -> list[tuple[str, str]]:
+    """`psrec info`'s rows on how the stacks were read: torn copies read again or with the
+    thread stopped, samples lost to them, and a native recording's pairing (spec section 10,
+    rule 7). None for a recording without the recorder's figures (not closed cleanly)."""
+    rows = []
+    if isinstance(stats.get("torn_dropped"), int):
+        rows.append(("torn", f"{stats.get('retries', 0):,} torn reads read again, "
+                             f"{stats.get('torn_stopped', 0):,} read with the thread stopped, "
+                             f"{stats['torn_dropped']:,} samples lost to them"))
+    if (md.get("options") or {}).get("native") and isinstance(stats.get("native_marked"), int):
+        from psrec.format.mixed_stacks import MARKER, marked_note
+
+        mixed, marked = stats.get("native_mixed", 0), stats["native_marked"]
+        stopped_ms = stats.get("stopped_ns", 0) / 1e6
+        rows.append(("native", f"{mixed:,} samples with their native frames "
+                               f"({stats.get('native_stopped', 0):,} of them read with the "
+                               f"thread stopped, {stopped_ms:,.1f} ms of stops in all), "
+                               f"{marked:,} marked {MARKER}"))
+        note = marked_note(marked, mixed + marked)
+        if note:
+            rows.append(("", note))
+    return rows
 
 
 def _task_snapshots(stats: dict[str, Any]) -> str:

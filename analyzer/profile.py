@@ -21,7 +21,7 @@ from typing import Any
 from psrec.format import ThreadInfo
 from psrec.format import constants as C
 from psrec.format.merged import Readable, Source, open_recordings, source_of
-from psrec.format.mixed_stacks import hides
+from psrec.format.mixed_stacks import MARKER_KIND, hides, marked_note
 from psrec.format.reader import Definitions
 
 from . import loading, messages
@@ -304,6 +304,26 @@ class Profile:
                 fn.kind, fn.name, self.view.native)
         return h
 
+    def marked_samples(self) -> int:
+        """The view's samples whose stack holds the marker of native frames not captured
+        (FUNCTION kind 4, spec section 10, rule 7), whatever the view shows of it."""
+        marked: dict[int, bool] = {0: False}
+        parents, frames, defs = self.parents, self.frames, self.defs
+
+        def has(node: int) -> bool:
+            path = []
+            while node not in marked:
+                path.append(node)
+                node = parents[node]
+            m = marked[node]
+            for n in reversed(path):
+                fid = frames[n]
+                m = m or (fid != 0 and defs.frame(fid).function.kind == MARKER_KIND)
+                marked[n] = m
+            return m
+
+        return sum(n for node, n in zip(self.columns.node, self.columns.samples) if has(node))
+
     def key(self, frame_id: int) -> FrameKey:
         """The report key of a frame, by function or by line as the view asks."""
         k = self._keys.get(frame_id)
@@ -415,4 +435,8 @@ class Profile:
             s += f", window {messages.window_text(self.selection, self.seconds)}"
         if self.view.mode == "cpu" and self.view.weights == "time" and not self.cpu_weighted:
             s += " (no CPU times recorded: on-CPU samples weighted by wall time)"
+        if self.metadata.get("options", {}).get("native"):
+            note = marked_note(self.marked_samples(), self.selected)
+            if note:
+                s += f"; {note}"
         return s

@@ -6,7 +6,7 @@ spec/psr-format.md is normative; tests/unit/test_spec_sync.py keeps the three in
 from __future__ import annotations
 
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 4
+FORMAT_MINOR = 5
 
 MAGIC = b"\x89PSR\r\n\x1a\n"
 TRAILER_MAGIC = b"PSR-END\n"

@@ -40,8 +40,9 @@ def where(info: ChunkInfo) -> str:
 
 
 # Function.kind (spec 3.1): Python code, a native (C, C++, Rust) function, the interpreter's
-# evaluation loop, the interpreter's code that no symbol names (a stripped interpreter).
-PYTHON, NATIVE, EVAL_LOOP, INTERPRETER_UNNAMED = 0, 1, 2, 3
+# evaluation loop, the interpreter's code that no symbol names (a stripped interpreter), the
+# marker of native frames that were not captured with the sample's Python frames.
+PYTHON, NATIVE, EVAL_LOOP, INTERPRETER_UNNAMED, NATIVE_MISSING = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     F = TypeVar("F")  # a native frame
     P = TypeVar("P")  # a Python frame
 
-__all__ = ["CALL_MACHINERY", "NATIVE_VIEWS", "hides", "interleave", "is_call_machinery"]
+__all__ = ["CALL_MACHINERY", "MARKER", "MARKER_KIND", "NATIVE_VIEWS", "hides", "interleave",
+           "is_call_machinery", "marked_note"]
 
 # How a report shows a recording's native frames: interleaved with the Python ones, the
 # evaluation loop's and the call machinery's left out ("mixed"); all of them ("all"); none
@@ -59,6 +60,26 @@ CALL_MACHINERY = frozenset({
 })
 
 
+# The name of the marker (FUNCTION kind 4) a recording puts where a sample's native frames
+# belong but were not captured at the instant of its Python frames (spec section 10, rule 7).
+MARKER = "[native frames not captured]"
+MARKER_KIND = 4  # its FUNCTION kind (spec 3.1)
+
+# Above this share of marked samples, psrec says so and what lowers it.
+MARKED_NOTE_SHARE = 0.01
+
+
+def marked_note(marked: int, samples: int) -> str:
+    """What the summary, `psrec info`, the reports' header and the HTML page say of a native
+    recording's marked samples: "" below MARKED_NOTE_SHARE."""
+    if not samples or marked / samples <= MARKED_NOTE_SHARE:
+        return ""
+    return (f"{marked / samples:.1%} of samples ({marked:,}) have native frames not captured at "
+            f"the instant of their Python frames, shown as {MARKER}; a lower rate (-r 100) "
+            "leaves psrec the time to pair more of them by stopping each thread briefly, and "
+            "--blocking pairs every sample (the whole process stopped each time)")
+
+
 def is_call_machinery(function: str) -> bool:
     return function in CALL_MACHINERY
 
@@ -66,10 +87,14 @@ def is_call_machinery(function: str) -> bool:
 def hides(kind: int, name: str, view: str) -> bool:
     """Whether a report in the given native view (NATIVE_VIEWS) leaves out a frame of a
     function of this kind (spec 3.1: 0 Python, 1 native, 2 the evaluation loop, 3 the
-    interpreter's code that no symbol names) and name."""
+    interpreter's code that no symbol names, 4 the marker of native frames not captured) and
+    name. The marker stands wherever native frames are shown."""
     if kind == 0 or view == "all":
         return False
-    return view == "python" or kind >= 2 or name in CALL_MACHINERY
+    if view == "python":
+        return True
+    # Kinds from later formats are left out with the loop's and the unnamed interpreter's.
+    return kind != MARKER_KIND and (kind >= 2 or name in CALL_MACHINERY)
 
 
 def interleave(native: Sequence[F], native_names: Sequence[str], is_eval: Sequence[bool],

@@ -270,6 +270,13 @@ def _record(output: str, rate: str | None, duration: float | None, subprocesses:
                 f"{per:.2f} bytes per sample)",
                 err=True,
             )
+        if opts.native:
+            from psrec.format.mixed_stacks import marked_note
+
+            note = marked_note(st.get("native_marked", 0),
+                               st.get("native_mixed", 0) + st.get("native_marked", 0))
+            if note:
+                click.echo(f"psrec: --native: {note}", err=True)
         late = st.get("late_passes", 0) / st["passes"] if st["passes"] else 0.0
         if late >= LATE_HINT_SHARE and not st.get("realtime") and opts.rate_hz != MAX_RATE_HZ:
             click.echo(

@@ -7,7 +7,7 @@
 namespace psrec::format {
 
 constexpr uint16_t kFormatMajor = 1;
-constexpr uint16_t kFormatMinor = 4;
+constexpr uint16_t kFormatMinor = 5;
 
 constexpr uint32_t kHeaderSize = 64;
 constexpr uint32_t kChunkHeaderSize = 24;

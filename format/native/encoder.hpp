@@ -19,11 +19,13 @@
 namespace psrec::format {
 
 // A FUNCTION's kind (spec 3.1): Python (written without the native fields), native, the
-// interpreter's evaluation loop, or the interpreter's code that no symbol names.
+// interpreter's evaluation loop, the interpreter's code that no symbol names, or the marker of
+// native frames not captured with a sample's Python frames.
 constexpr uint32_t kFunctionPython = 0;
 constexpr uint32_t kFunctionNative = 1;
 constexpr uint32_t kFunctionEvalLoop = 2;
 constexpr uint32_t kFunctionInterpreterUnnamed = 3;
+constexpr uint32_t kFunctionNativeMissing = 4;
 
 struct SealedChunk {
   std::string defs;  // records for a DEFS chunk (may be empty)

@@ -66,41 +66,73 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
     walk = true;
     th.walked_ns = th.latest.time_ns;
   }
-  if (walk) {
-    walker_.walk(regs, kMaxNativeFrames, walk_, copy);
-    // A pc in no binary known: one loaded since the maps were read.
-    bool unknown = false;
-    for (const NativeFrame& f : walk_) unknown |= f.module < 0;
-    const uint64_t now = unknown ? monotonicNs() : 0;
-    if (unknown && now - refreshed_ns_ >= kRefreshNs) {
-      refreshed_ns_ = now;
-      modules_.refresh();
-      walker_.walk(regs, kMaxNativeFrames, walk_, copy);
-    }
-    // As frame ids, root first, named once per pc.
-    th.ids.clear();
-    th.is_eval.clear();
-    th.loops = 0;
-    for (size_t k = walk_.size(); k-- > 0;) {
-      const bool eval = modules_.inEvalLoop(walk_[k].module, walk_[k].callSite());
-      th.ids.push_back(frameId(walk_[k], eval, enc));
-      th.is_eval.push_back(eval);
-      th.loops += eval;
-    }
-  }
+  if (walk) walkNative(th, regs, copy, enc);
   if (th.ids.empty()) {
     ++counts_.unread;
     return false;
   }
-  // Runs of Python frames, root first: each begins at a frame entered from C.
+  if (!interleave(th, py_ids, frames, out)) {
+    ++counts_.unpaired;
+    return false;
+  }
+  ++counts_.mixed;
+  return true;
+}
+
+bool NativeSampling::mixStopped(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
+                                const std::vector<RawFrame>& frames, format::Encoder& enc,
+                                std::vector<uint32_t>& out) {
+  NativeRegisters regs;
+  if (!stoppedThreadStack(tid, mem_, kNativeStackCopy, regs, stopped_stack_)) return false;
+  walkNative(th, regs, &stopped_stack_, enc);
+  // The perf sample the stop itself made (the thread left its CPU) is of this same instant,
+  // and a later one will be newer: the walk above stands for the stack until then.
+  if (th.perf.isOpen()) th.perf.latest(th.latest);
+  th.walked_ns = th.latest.time_ns;
+  if (th.ids.empty() || !interleave(th, py_ids, frames, out)) return false;
+  ++counts_.mixed;
+  ++counts_.stopped;
+  return true;
+}
+
+void NativeSampling::walkNative(NativeThread& th, const NativeRegisters& regs,
+                                const std::vector<uint8_t>* copy, format::Encoder& enc) {
+  walker_.walk(regs, kMaxNativeFrames, walk_, copy);
+  // A pc in no binary known: one loaded since the maps were read.
+  bool unknown = false;
+  for (const NativeFrame& f : walk_) unknown |= f.module < 0;
+  const uint64_t now = unknown ? monotonicNs() : 0;
+  if (unknown && now - refreshed_ns_ >= kRefreshNs) {
+    refreshed_ns_ = now;
+    modules_.refresh();
+    walker_.walk(regs, kMaxNativeFrames, walk_, copy);
+  }
+  // As frame ids, root first, named once per pc.
+  th.ids.clear();
+  th.is_eval.clear();
+  th.loops = 0;
+  for (size_t k = walk_.size(); k-- > 0;) {
+    const bool eval = modules_.inEvalLoop(walk_[k].module, walk_[k].callSite());
+    th.ids.push_back(frameId(walk_[k], eval, enc));
+    th.is_eval.push_back(eval);
+    th.loops += eval;
+  }
+}
+
+// Runs of Python frames, root first: each begins at a frame entered from C.
+void NativeSampling::findRuns(const std::vector<uint32_t>& py_ids,
+                              const std::vector<RawFrame>& frames) {
   runs_.clear();
   for (size_t i = 0; i < py_ids.size(); ++i)
     if (i == 0 || one_frame_per_loop_ || (i < frames.size() && frames[i].entered))
       runs_.push_back(i);
-  if (th.loops != runs_.size()) {
-    ++counts_.unpaired;
-    return false;
-  }
+}
+
+bool NativeSampling::interleave(const NativeThread& th, const std::vector<uint32_t>& py_ids,
+                                const std::vector<RawFrame>& frames,
+                                std::vector<uint32_t>& out) {
+  findRuns(py_ids, frames);
+  if (th.loops != runs_.size()) return false;
   out.clear();
   size_t run = 0;
   for (size_t k = 0; k < th.ids.size(); ++k) {
@@ -111,8 +143,30 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
                py_ids.begin() + static_cast<ptrdiff_t>(to));
     ++run;
   }
-  ++counts_.mixed;
   return true;
+}
+
+void NativeSampling::mark(const std::vector<uint32_t>& py_ids,
+                          const std::vector<RawFrame>& frames, format::Encoder& enc,
+                          std::vector<uint32_t>& out) {
+  if (!marker_)
+    marker_ = enc.internFrame(
+        enc.internNativeFunction(enc.internString("<psrec>"),
+                                 enc.internString("[native frames not captured]"),
+                                 format::kFunctionNativeMissing, 0, 0),
+        0);
+  findRuns(py_ids, frames);
+  out.clear();
+  size_t run = 0;
+  for (size_t i = 0; i < py_ids.size(); ++i) {
+    if (run < runs_.size() && runs_[run] == i) {
+      out.push_back(marker_);  // under each run: the frames that called into it
+      ++run;
+    }
+    out.push_back(py_ids[i]);
+  }
+  out.push_back(marker_);  // above the innermost Python frame: what it was running
+  ++counts_.marked;
 }
 
 uint32_t NativeSampling::frameId(const NativeFrame& f, bool eval, format::Encoder& enc) {

@@ -24,6 +24,7 @@ constexpr uint32_t kNativeStackCopy = 8 * 1024;
 // Native frames of one sample at most.
 constexpr size_t kMaxNativeFrames = 4096;
 
+
 // One thread's capture.
 struct NativeThread {
   PerfThread perf;
@@ -41,8 +42,10 @@ struct NativeThread {
 
 struct NativeCounts {
   uint64_t mixed = 0;     // thread-samples recorded with their native frames
-  uint64_t unpaired = 0;  // read, but not pairing off with the Python stack: Python only
-  uint64_t unread = 0;    // no native stack could be read: Python only
+  uint64_t unpaired = 0;  // latest snapshot read, but not pairing off with the Python stack
+  uint64_t unread = 0;    // no native stack could be read from a snapshot
+  uint64_t stopped = 0;   // of mixed: paired by stopping the thread while both were read
+  uint64_t marked = 0;    // recorded with markers where their native frames belong
   uint64_t from_proc = 0;  // registers from /proc/PID/task/TID/syscall (a blocked thread)
   uint64_t interrupted = 0;  // threads stopped once to read their registers (blocked)
 };
@@ -57,11 +60,22 @@ class NativeSampling {
   // stopping it once (interruptedThreadRegisters); where ptrace is refused, from /proc (stack
   // and instruction pointers only: a frame that finds its caller from rbp ends the walk).
 
-  // The thread's stack, root first, with its native frames, into out: py_ids are its Python
-  // frame ids, root first, and entered[i] whether frame i was entered from C. False (out
-  // untouched) when its native stack could not be read or does not pair off.
+  // The thread's stack, root first, with its native frames from its latest snapshot, into
+  // out: py_ids are its Python frame ids, root first, and frames[i].entered whether frame i was
+  // entered from C. False (out untouched) when its native stack could not be read or does not
+  // pair off.
   bool mix(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
            const std::vector<RawFrame>& frames, format::Encoder& enc, std::vector<uint32_t>& out);
+  // The same from the registers and stack of thread tid, which ptrace holds stopped since
+  // before its Python frames were read: both of one instant.
+  bool mixStopped(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
+                  const std::vector<RawFrame>& frames, format::Encoder& enc,
+                  std::vector<uint32_t>& out);
+  // The Python frames, root first, with a marker frame (FUNCTION kind 4, spec 3.1) wherever
+  // native frames belong: under the outermost, under each frame entered from C, and above the
+  // innermost. For a sample whose native frames are not of its Python frames' instant.
+  void mark(const std::vector<uint32_t>& py_ids, const std::vector<RawFrame>& frames,
+            format::Encoder& enc, std::vector<uint32_t>& out);
 
   const NativeCounts& counts() const { return counts_; }
   // Why perf events could not be opened for the last thread that failed ("" if none did).
@@ -71,6 +85,14 @@ class NativeSampling {
 
  private:
   uint32_t frameId(const NativeFrame& f, bool eval, format::Encoder& enc);
+  // Walks the native stack from regs (and the copy of its top, if any) into th's frame ids.
+  void walkNative(NativeThread& th, const NativeRegisters& regs,
+                  const std::vector<uint8_t>* copy, format::Encoder& enc);
+  void findRuns(const std::vector<uint32_t>& py_ids, const std::vector<RawFrame>& frames);
+  // th's native frames with each evaluation-loop frame followed by its run of py_ids; false
+  // when the loops and the runs do not pair off.
+  bool interleave(const NativeThread& th, const std::vector<uint32_t>& py_ids,
+                  const std::vector<RawFrame>& frames, std::vector<uint32_t>& out);
 
   pid_t pid_;
   RemoteMemory& mem_;
@@ -84,6 +106,8 @@ class NativeSampling {
   std::unordered_map<uint64_t, uint32_t> frame_ids_;  // (pc << 1 | exact) -> frame id
   NativeCounts counts_;
   std::string refusal_;
+  uint32_t marker_ = 0;  // the frame id of the marker (0: not defined yet)
+  std::vector<uint8_t> stopped_stack_;
 };
 
 }  // namespace psrec::recorder

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <map>
 
+#include "recorder/native/process_pause.hpp"
+
 namespace psrec::recorder {
 
 namespace {
@@ -455,31 +457,17 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
 
 bool interruptedThreadRegisters(pid_t tid, RemoteMemory& mem, size_t stack_bytes,
                                 NativeRegisters& regs, std::vector<uint8_t>& stack) {
-  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) return false;
-  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
-    ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
-    return false;
-  }
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(tid, &status, __WALL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return false;
-    break;
-  }
-  if (WIFEXITED(status) || WIFSIGNALED(status)) return false;
-  int sig = 0;
-  // A signal that arrived first is held in signal-delivery-stop: hand it back on detach.
-  if (WIFSTOPPED(status) && (status >> 16) != PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP)
-    sig = WSTOPSIG(status);
-  bool ok = stoppedThreadRegisters(tid, regs);
-  if (ok) {
-    stack.resize(stack_bytes);
-    ReadStatus st;
-    stack.resize(mem.readSome(regs.r[kDwarfRsp], stack.data(), stack.size(), &st));
-  }
-  ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
-  return ok;
+  ThreadStop stop(tid);
+  return stop.stopped() && stoppedThreadStack(tid, mem, stack_bytes, regs, stack);
+}
+
+bool stoppedThreadStack(pid_t tid, RemoteMemory& mem, size_t stack_bytes, NativeRegisters& regs,
+                        std::vector<uint8_t>& stack) {
+  if (!stoppedThreadRegisters(tid, regs)) return false;
+  stack.resize(stack_bytes);
+  ReadStatus st;
+  stack.resize(mem.readSome(regs.r[kDwarfRsp], stack.data(), stack.size(), &st));
+  return true;
 }
 
 bool stoppedThreadRegisters(pid_t tid, NativeRegisters& regs) {

@@ -146,4 +146,9 @@ bool stoppedThreadRegisters(pid_t tid, NativeRegisters& regs);
 bool interruptedThreadRegisters(pid_t tid, RemoteMemory& mem, size_t stack_bytes,
                                 NativeRegisters& regs, std::vector<uint8_t>& stack);
 
+// A stopped thread's registers and the top stack_bytes of its stack (ptrace must hold it
+// stopped).
+bool stoppedThreadStack(pid_t tid, RemoteMemory& mem, size_t stack_bytes, NativeRegisters& regs,
+                        std::vector<uint8_t>& stack);
+
 }  // namespace psrec::recorder

@@ -54,4 +54,37 @@ void ProcessPause::resume() {
   stopped_.clear();
 }
 
+ThreadStop::ThreadStop(pid_t tid) : tid_(tid) {
+  if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) {
+    error_ = errno;
+    return;
+  }
+  seized_ = true;
+  if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) {
+    error_ = errno;
+    return;
+  }
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(tid, &status, __WALL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) error_ = errno;
+    break;
+  }
+  if (error_) return;
+  if (WIFEXITED(status) || WIFSIGNALED(status)) {
+    error_ = ESRCH;
+    seized_ = false;
+    return;
+  }
+  // A signal that arrived first is held in signal-delivery-stop: hand it back on detach.
+  if (WIFSTOPPED(status) && (status >> 16) != PTRACE_EVENT_STOP && WSTOPSIG(status) != SIGTRAP)
+    signal_ = WSTOPSIG(status);
+}
+
+ThreadStop::~ThreadStop() {
+  if (seized_)
+    ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(signal_)));
+}
+
 }  // namespace psrec::recorder

@@ -95,6 +95,11 @@ struct SamplerConfig {
   X(native_unread, uint64_t, "thread-samples whose native stack could not be read")          \
   X(native_from_proc, uint64_t, "native stacks read from /proc (blocked, unseen by events)") \
   X(native_interrupted, uint64_t, "threads blocked since before the recording, stopped once")  \
+  X(native_stopped, uint64_t, "of native_mixed: paired by stopping the thread while read")  \
+  X(native_marked, uint64_t, "thread-samples marked: native frames not of their instant")    \
+  X(torn_dropped, uint64_t, "thread-samples lost because every read of them was torn")      \
+  X(torn_stopped, uint64_t, "torn reads read again with the thread stopped")                \
+  X(stopped_ns, uint64_t, "time threads were held stopped for one read (not --blocking)")    \
   X(tasks_defined, uint64_t, "asyncio tasks named (TASK definitions)")                      \
   X(task_errors, uint64_t, "passes or samples whose running asyncio task could not be read") \
   X(task_off_stack, uint64_t, "samples whose running task began or ended as they were read") \
@@ -185,7 +190,18 @@ class Sampler {
   void settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts, uint64_t* errors);
   void settleNative(Target& t);
   // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
-  void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph);
+  void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
+              uint64_t interp);
+  // th.ids from the frames the target's reader just read.
+  void pythonIds(Target& t, Thread& th);
+  // --native: th.mixed from th.ids and th's native frames of the same instant, or marked
+  // where they are missing (NativeSampling::mark).
+  void nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_t interp);
+  // Whether the sampler may stop th alone now (its StopBudget, ptrace not refused); if so its
+  // CPU state is read first (before_pause).
+  bool mayStop(Target& t, Thread& th, uint64_t now_ns);
+  // After a stop that began at t0_ns, with ThreadStop's error.
+  void stopEnded(Target& t, Thread& th, int error, uint64_t t0_ns);
   // The thread at head.tstate; known: its entry found by the caller (or null).
   Thread& track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known);
   bool unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const;
@@ -235,6 +251,7 @@ class Sampler {
   std::vector<uint32_t> failed_;  // threads of the current target whose sample failed
   std::vector<uint32_t> ended_;   // threads of the current target that ended while read
   std::vector<ThreadHead> new_;   // states met by the walk not as a known thread's, in its order
+  std::vector<RawFrame> frames_kept_;  // nativeStack: the Python frames it marks
   std::unordered_set<uint64_t> new_met_;  // sampleNewThreads: those of new_ taken already
 
   std::thread thread_;

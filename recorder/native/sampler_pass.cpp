@@ -415,6 +415,8 @@ void Sampler::settleNative(Target& t) {
   bump(st_.native_unread, now.unread - was.unread);
   bump(st_.native_from_proc, now.from_proc - was.from_proc);
   bump(st_.native_interrupted, now.interrupted - was.interrupted);
+  bump(st_.native_stopped, now.stopped - was.stopped);
+  bump(st_.native_marked, now.marked - was.marked);
   was = now;
   bool changed = false;
   if (native_refusal_.empty() && !t.native->refusal().empty()) {
@@ -461,17 +463,31 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   th.seen_pass = pass_;
   uint64_t read_again = 0;
   StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
-  if (read_again) bump(st_.retries, read_again);
-  if (t.reader->cached()) bump(st_.cached_stacks, 1);
-  if (t.reader->wroteAnchor()) bump(st_.anchor_writes, 1);
+  if (got == StackRead::kTorn && mayStop(t, th, monotonicNs())) {
+    // The stack changes faster than it can be copied: read it once more with the thread held
+    // still for the read (spec section 10, rule 7).
+    const uint64_t t0 = monotonicNs();
+    int error;
+    {
+      ThreadStop stop(static_cast<pid_t>(th.native_tid));
+      error = stop.error();
+      if (stop.stopped()) {
+        got = t.reader->read(th_head, th.stack, interp, pass_, 2, &read_again);
+        bump(st_.torn_stopped, 1);
+      }
+    }
+    stopEnded(t, th, error, t0);
+  }
   if (got == StackRead::kOk) {
-    record(t, th, th_head, head);
+    record(t, th, th_head, head, interp);
   } else if (got == StackRead::kEnded) {
     // Not an error: the thread has exited (before this pass: it has no sample in it).
     encoder_.threadExit(th.ref, ts);
     ended_.push_back(th.ref);
     bump(st_.ended_in_pass, 1);
   } else {
+    if (got == StackRead::kTorn) bump(st_.torn_dropped, 1);
+    th.paused = false;  // the CPU state read before a stop goes with no sample
     failed_.push_back(th.ref);
   }
   t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
@@ -516,7 +532,7 @@ void Sampler::settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts,
   }
 }
 
-void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph) {
+void Sampler::pythonIds(Target& t, Thread& th) {
   // The stack the reader holds, as frame ids: those of the frames that did not change are
   // kept, the others interned (once per code object and instruction).
   const StackReader& reader = *t.reader;
@@ -538,15 +554,71 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
     }
     th.ids.push_back(id);
   }
+}
+
+bool Sampler::mayStop(Target& t, Thread& th, uint64_t now_ns) {
+  if (t.stops_refused || !th.native_tid || th.paused || !th.stops.allows(now_ns)) return false;
+  const uint64_t stat_reads = th.files.statReads();
+  th.before_pause = th.files.sample(pass_ns_);
+  pass_stat_reads_ += th.files.statReads() - stat_reads;
+  th.paused = true;
+  return true;
+}
+
+void Sampler::stopEnded(Target& t, Thread& th, int error, uint64_t t0_ns) {
+  const uint64_t ns = monotonicNs() - t0_ns;
+  th.stops.stopped_ns += ns;
+  bump(st_.stopped_ns, ns);
+  if (error == EPERM || error == EACCES) t.stops_refused = true;
+  // Its context switches told the stop as a sleep (ThreadStatFiles::resumed).
+  if (!error && th.before_pause.ok) th.files.resumed(th.before_pause.running);
+}
+
+void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_t interp) {
+  NativeSampling& native = *t.native;
+  if (!th.native) th.native = std::make_unique<NativeThread>();
+  NativeThread& nt = *th.native;
+  const pid_t tid = static_cast<pid_t>(th.native_tid);
+  if (config_.blocking && th.paused) {
+    // Stopped with the whole process for this pass: its registers are of this instant.
+    if (native.mixStopped(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
+  } else if (native.mix(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) {
+    return;
+  }
+  // The latest native snapshot is not of the Python stack's instant: both are read again with
+  // the thread stopped, within its budget, else the sample is marked.
+  frames_kept_ = t.reader->frames();
+  const uint64_t t0 = monotonicNs();
+  if (mayStop(t, th, t0)) {
+    int error;
+    bool paired = false;
+    {
+      ThreadStop stop(tid);
+      error = stop.error();
+      ThreadHead again = head;
+      uint64_t read_again = 0;
+      if (stop.stopped() &&
+          t.reader->read(again, th.stack, interp, pass_, 2, &read_again) == StackRead::kOk) {
+        pythonIds(t, th);
+        frames_kept_ = t.reader->frames();
+        paired = native.mixStopped(nt, tid, th.ids, frames_kept_, encoder_, th.mixed);
+      }
+    }
+    stopEnded(t, th, error, t0);
+    if (paired) return;
+  }
+  native.mark(th.ids, frames_kept_, encoder_, th.mixed);
+}
+
+void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
+                     uint64_t interp) {
+  pythonIds(t, th);
   const uint32_t* ids = th.ids.data();
   size_t depth = th.ids.size();
   if (t.native && th.native_tid) {
-    if (!th.native) th.native = std::make_unique<NativeThread>();
-    if (t.native->mix(*th.native, static_cast<pid_t>(th.native_tid), th.ids, frames, encoder_,
-                      th.mixed)) {
-      ids = th.mixed.data();
-      depth = th.mixed.size();
-    }
+    nativeStack(t, th, head, interp);
+    ids = th.mixed.data();
+    depth = th.mixed.size();
   }
 
   uint8_t status = 0;

@@ -17,6 +17,7 @@
 #include "recorder/native/code_cache.hpp"
 #include "recorder/native/errors.hpp"
 #include "recorder/native/native_sampling.hpp"
+#include "recorder/native/process_pause.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/stack_reader.hpp"
 #include "recorder/native/thread_list.hpp"
@@ -43,8 +44,10 @@ struct SampledThread {
   uint64_t cpu_reported_ns = 0;
   // --blocking: the CPU state read before the pass paused the process (a stopped thread is
   // off its CPU because psrec stopped it); used by the pass's sample.
+  // Also when the sampler stopped the thread alone (StopBudget, spec section 10, rule 7).
   ThreadCpu before_pause;
   bool paused = false;
+  StopBudget stops;
   uint64_t seen_pass = 0;
   ThreadStack stack;          // as last sampled
   std::vector<uint32_t> ids;  // its frame ids, root first
@@ -84,6 +87,7 @@ struct Target {
   std::unique_ptr<ThreadListWalk> list;
   std::unique_ptr<ThreadNames> names;
   std::unique_ptr<NativeSampling> native;  // record --native
+  bool stops_refused = false;              // ptrace refused a stop of one of its threads
   NativeCounts native_counted;             // its counts already in the sampler's stats
   std::unordered_map<uint64_t, std::string> py_names;  // threading's names by Python thread id
   uint64_t names_ts = 0;       // when py_names was last read (0: never)

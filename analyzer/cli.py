@@ -178,9 +178,11 @@ def _read_rows(stats: dict[str, Any], md: dict[str, Any]) -> list[tuple[str, str
 
         mixed, marked = stats.get("native_mixed", 0), stats["native_marked"]
         stopped_ms = stats.get("stopped_ns", 0) / 1e6
-        rows.append(("native", f"{mixed:,} samples with their native frames "
-                               f"({stats.get('native_stopped', 0):,} of them read with the "
-                               f"thread stopped, {stopped_ms:,.1f} ms of stops in all), "
+        rows.append(("native", f"{mixed:,} samples with their native frames (of them "
+                               f"{stats.get('native_captured', 0):,} with the Python frames "
+                               "the kernel copied at the same perf sample, "
+                               f"{stats.get('native_stopped', 0):,} read with the thread "
+                               f"stopped: {stopped_ms:,.1f} ms of stops in all), "
                                f"{marked:,} marked {MARKER}"))
         note = marked_note(marked, mixed + marked)
         if note:

@@ -286,6 +286,10 @@ class Session:
             state = self.sampler.state()
             for said in state["native_replaced"]:
                 print(f"psrec: --native: {said}", file=self.stream)
+            if state["capture_refusal"] and not state["native_refusal"]:
+                print(f"psrec: --native: the kernel cannot copy the Python frames with the "
+                      f"native ones ({state['capture_refusal']}): running threads are paired "
+                      f"by stopping them, within a budget, or marked", file=self.stream)
             if state["native_refusal"]:
                 print(f"psrec: --native: {state['native_refusal']}; native frames were read "
                       f"only where a thread was blocked in a system call",

@@ -204,6 +204,7 @@ NB_MODULE(_recorder, m) {
              d["stop_reason"] = st.stop_reason;
              d["threads_full"] = st.threads_full;
              d["native_refusal"] = st.native_refusal;
+             d["capture_refusal"] = st.capture_refusal;
              d["native_replaced"] = st.native_replaced;
              return d;
            })

@@ -25,7 +25,11 @@ constexpr uint64_t kMaxOlderAhead = 4 * kChunkProbe;
 }  // namespace
 
 FrameWalker::FrameWalker(PythonProcess& proc, ReadAhead& ahead)
-    : proc_(proc), l_(proc.layout()), ahead_(ahead), checks_(proc) {
+    : proc_(proc),
+      l_(proc.layout()),
+      ahead_(ahead),
+      checks_(proc),
+      capture_header_(captureLayout(l_).header_bytes) {
   chunk_buf_.reserve(64 * 1024);
 }
 
@@ -483,6 +487,92 @@ bool FrameWalker::walkGuessed(const ThreadHead& t, std::vector<RawFrame>& out, s
   verify_leaf_ = current;
   if (missed) addGuess(t.tstate, out);
   return true;
+}
+
+CaptureLayout FrameWalker::captureLayout(const cpython::Layout& l) {
+  CaptureLayout c;
+  if (l.frame_model == FrameModel::kFrameObject) {
+    c.tstate_frame = l.tstate_frame;
+    c.frame_previous = l.frame_back;
+    c.header_bytes = static_cast<uint32_t>(l.frame_size);
+  } else {
+    if (l.tstate_cframe != kAbsent) {
+      c.tstate_frame = l.tstate_cframe;
+      c.cframe_current = l.cframe_current_frame;
+    } else {
+      c.tstate_frame = l.tstate_current_frame;
+    }
+    c.frame_previous = l.iframe_previous;
+    c.header_bytes = static_cast<uint32_t>(l.iframe_size);
+  }
+  if (c.tstate_frame == kAbsent || c.frame_previous == kAbsent || !c.header_bytes ||
+      c.header_bytes > kMaxCapturedHeader || c.frame_previous + 8 > static_cast<int32_t>(c.header_bytes))
+    c.header_bytes = 0;  // no capture for this layout
+  return c;
+}
+
+WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
+                                    std::vector<RawFrame>& out, size_t max_depth) {
+  out.clear();
+  verify_tstate_ = 0;
+  walk_outside_.clear();
+  cut_ = false;
+  walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
+  const uint32_t hb = capture_header_;
+  if (!c.complete || !hb) return WalkResult::kError;
+  // Each frame's link must name the next frame copied: the kernel followed it.
+  auto linked = [&](size_t i, uint64_t prev) {
+    return i + 1 < c.frames ? c.addr[i + 1] == prev : prev == 0;
+  };
+  if (l_.frame_model == FrameModel::kFrameObject) {
+    for (size_t i = 0; i < c.frames; ++i) {
+      if (out.size() >= max_depth) return WalkResult::kTruncated;
+      StructView<st::FrameObject> v(c.header(i, hb), hb);
+      RawFrame& f = out.emplace_back();
+      f.addr = c.addr[i];
+      f.code = v.ptr(l_.frame_code);
+      f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+      f.prev = v.ptr(l_.frame_back);
+      if (!f.code || !linked(i, f.prev)) return WalkResult::kError;
+      if (!f.prev) walk_bottom_ = f.addr;
+    }
+    return WalkResult::kOk;
+  }
+  for (size_t i = 0; i < c.frames; ++i) {
+    const uint64_t addr = c.addr[i];
+    if (addr == t.base_frame) {  // 3.15+: see walkInterpreterFrames
+      if (!out.empty()) out.back().entered = true;
+      walk_bottom_ = addr;
+      return WalkResult::kOk;
+    }
+    if (out.size() >= max_depth) return WalkResult::kTruncated;
+    StructView<st::IFrame> v(c.header(i, hb), hb);
+    const uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
+    const uint64_t prev = v.ptr(l_.iframe_previous);
+    // The structural checks of walkInterpreterFrames: a frame being pushed or popped as the
+    // kernel copied it reads as these do.
+    if (owner > l_.owner_max || prev == addr || !linked(i, prev)) return WalkResult::kError;
+    if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
+    if (owner >= l_.owner_shim) {
+      if (!out.empty()) out.back().entered = true;
+    } else {
+      RawFrame& f = out.emplace_back();
+      f.addr = addr;
+      f.prev = prev;
+      f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
+      f.instr = v.ptr(l_.iframe_instr);
+      if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
+      f.owner = owner;
+      if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+      if (!f.code) return WalkResult::kError;
+      if (f.code == shim_code_ && shim_code_) out.pop_back();
+    }
+    if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
+      return WalkResult::kError;
+    if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
+    if (!prev) walk_bottom_ = addr;
+  }
+  return WalkResult::kOk;
 }
 
 bool FrameWalker::verifyNewer(size_t innermost) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "recorder/native/capture/frame_capture.hpp"
 #include "recorder/native/python_process.hpp"
 #include "recorder/native/remote_memory.hpp"
 #include "recorder/native/torn_checks.hpp"
@@ -34,6 +35,14 @@ class FrameWalker {
                   uint64_t bottom = 0, bool guess = true, bool last_try = true,
                   uint64_t stop = 0);
   bool cut() const { return cut_; }
+  // The frames of a capture (the chain the kernel copied at one perf sample, innermost first),
+  // as walk() gives them from the same bytes, nothing read from the process: kError when it
+  // holds no whole stack (cut short, a read failed, or its chain is one no stack has, as a
+  // frame caught while it was being pushed), kTruncated past max_depth.
+  WalkResult fromCapture(const ThreadHead& t, const Capture& c, std::vector<RawFrame>& out,
+                         size_t max_depth);
+  // How a capture finds a thread's frames in this target's layout (CaptureLayout).
+  static CaptureLayout captureLayout(const cpython::Layout& l);
   // 3.8-3.10: whether a torn copy of the thread's stack is copied again (the reader's next
   // try) before it is walked one frame at a time: when its last good stack (guessFrames) is
   // more than kWalkAloneDepth frames deep (a walk one by one takes a system call a frame),
@@ -104,6 +113,7 @@ class FrameWalker {
   TornChecks checks_;
   UnwinderStats stats_;
   uint64_t shim_code_ = 0;
+  uint32_t capture_header_ = 0;  // a capture's bytes of each frame (captureLayout)
 
   // Data-stack chunks of the thread being walked (3.11+).
   struct LoadedChunk {

@@ -17,24 +17,64 @@ constexpr uint64_t kRefreshNs = 100000000;
 
 }  // namespace
 
+NativeThread::~NativeThread() {
+  if (capture && capture_tid) capture->forget(capture_tid);
+}
+
 NativeSampling::NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem,
-                               uint64_t period_ns, bool one_frame_per_loop)
+                               uint64_t period_ns, bool one_frame_per_loop, bool entry_flag,
+                               const CaptureLayout& capture)
     : pid_(pid),
       mem_(mem),
       period_ns_(period_ns),
       one_frame_per_loop_(one_frame_per_loop),
+      entry_flag_(entry_flag),
       modules_(pid),
       walker_(modules_, mem) {
   modules_.findEvalLoop(runtime_addr);
+  if (capture.header_bytes)
+    capture_ = FrameCapture::open(capture, kMaxCapturedThreads, &capture_refusal_);
+  else
+    capture_refusal_ = "this Python's frames are not laid out for a copy by the kernel";
+}
+
+void NativeSampling::prepare(NativeThread& th, pid_t tid, uint64_t tstate) {
+  if (th.perf_error >= 0) return;
+  th.perf_error = th.perf.open(tid, period_ns_, kNativeStackCopy);
+  if (th.perf_error) {
+    refusal_ = perfRefusal(th.perf_error);
+    return;
+  }
+  if (capture_ && capture_->watch(tid, tstate, th.perf.sampleFd())) {
+    th.capture = capture_.get();
+    th.capture_tid = tid;
+  }
+}
+
+bool NativeSampling::captured(NativeThread& th, uint64_t now_ns, Capture& out) {
+  if (!th.capture) return false;
+  th.perf.latest(th.latest);
+  const uint64_t t = th.latest.time_ns;
+  if (t <= 1 || now_ns - t > kCaptureAgePeriods * period_ns_ + kCaptureSlackNs) return false;
+  return th.capture->at(th.capture_tid, t, out);
+}
+
+bool NativeSampling::mixCaptured(NativeThread& th, const std::vector<uint32_t>& py_ids,
+                                 const std::vector<RawFrame>& frames, format::Encoder& enc,
+                                 std::vector<uint32_t>& out) {
+  if (th.latest.time_ns != th.walked_ns) {
+    walkNative(th, th.latest.regs, &th.latest.stack, enc);
+    th.walked_ns = th.latest.time_ns;
+  }
+  if (th.ids.empty() || !interleave(th, py_ids, frames, out, true)) return false;
+  ++counts_.mixed;
+  ++counts_.captured;
+  return true;
 }
 
 bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
                          const std::vector<RawFrame>& frames, format::Encoder& enc,
                          std::vector<uint32_t>& out) {
-  if (th.perf_error < 0) {
-    th.perf_error = th.perf.open(tid, period_ns_, kNativeStackCopy);
-    if (th.perf_error) refusal_ = perfRefusal(th.perf_error);
-  }
   const bool sees_waits = th.perf.isOpen() && th.perf.seesWaits();
   if (th.perf.isOpen()) th.perf.latest(th.latest);
   if (sees_waits && !th.latest.time_ns && !th.interrupted) {
@@ -71,7 +111,7 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
     ++counts_.unread;
     return false;
   }
-  if (!interleave(th, py_ids, frames, out)) {
+  if (!interleave(th, py_ids, frames, out, false)) {
     ++counts_.unpaired;
     return false;
   }
@@ -89,7 +129,7 @@ bool NativeSampling::mixStopped(NativeThread& th, pid_t tid, const std::vector<u
   // and a later one will be newer: the walk above stands for the stack until then.
   if (th.perf.isOpen()) th.perf.latest(th.latest);
   th.walked_ns = th.latest.time_ns;
-  if (th.ids.empty() || !interleave(th, py_ids, frames, out)) return false;
+  if (th.ids.empty() || !interleave(th, py_ids, frames, out, true)) return false;
   ++counts_.mixed;
   ++counts_.stopped;
   return true;
@@ -129,15 +169,22 @@ void NativeSampling::findRuns(const std::vector<uint32_t>& py_ids,
 }
 
 bool NativeSampling::interleave(const NativeThread& th, const std::vector<uint32_t>& py_ids,
-                                const std::vector<RawFrame>& frames,
-                                std::vector<uint32_t>& out) {
+                                const std::vector<RawFrame>& frames, std::vector<uint32_t>& out,
+                                bool one_instant) {
   findRuns(py_ids, frames);
-  if (th.loops != runs_.size()) return false;
+  // Read at one instant, the innermost loop may have no run: a call of the loop that has not
+  // linked its frame yet, or has unlinked it already (its first and last instructions), runs
+  // no Python frame at that moment. Between two instants the same counts are a stack that
+  // changed: not paired.
+  // Not where the entry is a flag the loop sets on the frame (3.11): a frame already linked
+  // with its flag not set yet reads the same, and belongs to the innermost loop.
+  const bool unlinked_top = one_instant && !entry_flag_ && th.loops == runs_.size() + 1;
+  if (th.loops != runs_.size() && !unlinked_top) return false;
   out.clear();
   size_t run = 0;
   for (size_t k = 0; k < th.ids.size(); ++k) {
     out.push_back(th.ids[k]);
-    if (!th.is_eval[k]) continue;
+    if (!th.is_eval[k] || run == runs_.size()) continue;
     const size_t from = runs_[run], to = run + 1 < runs_.size() ? runs_[run + 1] : py_ids.size();
     out.insert(out.end(), py_ids.begin() + static_cast<ptrdiff_t>(from),
                py_ids.begin() + static_cast<ptrdiff_t>(to));

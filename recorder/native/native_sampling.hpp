@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "format/native/encoder.hpp"
+#include "recorder/native/capture/frame_capture.hpp"
 #include "recorder/native/native_stack.hpp"
 #include "recorder/native/perf_capture.hpp"
 #include "recorder/native/unwind_types.hpp"
@@ -23,11 +24,24 @@ namespace psrec::recorder {
 constexpr uint32_t kNativeStackCopy = 8 * 1024;
 // Native frames of one sample at most.
 constexpr size_t kMaxNativeFrames = 4096;
+// Threads of one target whose Python frames the kernel copies at once.
+constexpr size_t kMaxCapturedThreads = 128;
+// A capture stands for the thread's stack for this many perf periods after it was taken.
+constexpr uint64_t kCaptureAgePeriods = 2;
+constexpr uint64_t kCaptureSlackNs = 1000000;
 
 
 // One thread's capture.
 struct NativeThread {
+  NativeThread() = default;
+  ~NativeThread();
+  NativeThread(const NativeThread&) = delete;
+  NativeThread& operator=(const NativeThread&) = delete;
   PerfThread perf;
+  // Its Python frames copied with each perf sample (FrameCapture::watch), where the kernel
+  // allows it: the capture that owns its slot and the id it watches (0: none).
+  FrameCapture* capture = nullptr;
+  pid_t capture_tid = 0;
   NativeSnapshot latest;
   int perf_error = -1;  // -1: not opened yet; 0: open; else errno
   bool interrupted = false;  // its registers were read once by stopping it (a blocked thread)
@@ -45,6 +59,7 @@ struct NativeCounts {
   uint64_t unpaired = 0;  // latest snapshot read, but not pairing off with the Python stack
   uint64_t unread = 0;    // no native stack could be read from a snapshot
   uint64_t stopped = 0;   // of mixed: paired by stopping the thread while both were read
+  uint64_t captured = 0;  // of mixed: Python frames from the capture of their perf sample
   uint64_t marked = 0;    // recorded with markers where their native frames belong
   uint64_t from_proc = 0;  // registers from /proc/PID/task/TID/syscall (a blocked thread)
   uint64_t interrupted = 0;  // threads stopped once to read their registers (blocked)
@@ -54,11 +69,28 @@ class NativeSampling {
  public:
   // one_frame_per_loop: the interpreter runs each Python frame in a loop call of its own
   // (before 3.11).
+  // entry_flag: a frame entered from C says so in a flag of its own (3.11). capture: how the
+  // kernel finds the target's Python frames (header_bytes 0: no capture).
   NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem, uint64_t period_ns,
-                 bool one_frame_per_loop);
+                 bool one_frame_per_loop, bool entry_flag, const CaptureLayout& capture);
   // The registers of a thread blocked since before its events were opened come from
   // stopping it once (interruptedThreadRegisters); where ptrace is refused, from /proc (stack
   // and instruction pointers only: a frame that finds its caller from rbp ends the walk).
+
+  // Opens the thread's perf events once, with the capture of its Python frames where the
+  // kernel allows it (tstate: its thread state).
+  void prepare(NativeThread& th, pid_t tid, uint64_t tstate);
+  // The capture of the thread's Python frames taken with its newest perf sample, when that
+  // sample is recent (kCaptureAgePeriods periods and kCaptureSlackNs before now_ns at most):
+  // both halves of one instant (spec section 10, rule 7). False when there is none.
+  bool captured(NativeThread& th, uint64_t now_ns, Capture& out);
+  // The stack, root first, from the newest perf sample's native frames and py_ids, the Python
+  // frames of its capture (captured() just said so); false when they do not pair off.
+  bool mixCaptured(NativeThread& th, const std::vector<uint32_t>& py_ids,
+                   const std::vector<RawFrame>& frames, format::Encoder& enc,
+                   std::vector<uint32_t>& out);
+  // Why the kernel copies no Python frames ("" when it does).
+  const std::string& captureRefusal() const { return capture_refusal_; }
 
   // The thread's stack, root first, with its native frames from its latest snapshot, into
   // out: py_ids are its Python frame ids, root first, and frames[i].entered whether frame i was
@@ -90,14 +122,16 @@ class NativeSampling {
                   const std::vector<uint8_t>* copy, format::Encoder& enc);
   void findRuns(const std::vector<uint32_t>& py_ids, const std::vector<RawFrame>& frames);
   // th's native frames with each evaluation-loop frame followed by its run of py_ids; false
-  // when the loops and the runs do not pair off.
+  // when the loops and the runs do not pair off. one_instant: both were read at one instant.
   bool interleave(const NativeThread& th, const std::vector<uint32_t>& py_ids,
-                  const std::vector<RawFrame>& frames, std::vector<uint32_t>& out);
+                  const std::vector<RawFrame>& frames, std::vector<uint32_t>& out,
+                  bool one_instant);
 
   pid_t pid_;
   RemoteMemory& mem_;
   uint64_t period_ns_;
   bool one_frame_per_loop_;
+  bool entry_flag_;
   NativeModules modules_;
   NativeWalker walker_;
   uint64_t refreshed_ns_ = 0;
@@ -108,6 +142,8 @@ class NativeSampling {
   std::string refusal_;
   uint32_t marker_ = 0;  // the frame id of the marker (0: not defined yet)
   std::vector<uint8_t> stopped_stack_;
+  std::unique_ptr<FrameCapture> capture_;
+  std::string capture_refusal_;
 };
 
 }  // namespace psrec::recorder

@@ -35,6 +35,8 @@ class PerfThread {
   // tracepoint; ESRCH: the thread is gone).
   int open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes);
   bool isOpen() const { return fd_ >= 0; }
+  // The task-clock event's fd (a capture's program is attached to it).
+  int sampleFd() const { return fd_; }
   // Whether a sample is also taken each time the thread leaves a CPU to wait (the
   // sched_switch tracepoint, which needs tracefs and CAP_PERFMON or perf_event_paranoid 1).
   // Without it the newest sample is from the thread's last time on a CPU.

@@ -68,6 +68,7 @@ void Sampler::publish(const std::string& stop_reason) {
   if (!stop_reason.empty()) published_.stop_reason = stop_reason;
   published_.threads_full = threads_full_;
   published_.native_refusal = native_refusal_;
+  published_.capture_refusal = capture_refusal_;
   published_.native_replaced = native_replaced_;
 }
 

@@ -96,6 +96,7 @@ struct SamplerConfig {
   X(native_from_proc, uint64_t, "native stacks read from /proc (blocked, unseen by events)") \
   X(native_interrupted, uint64_t, "threads blocked since before the recording, stopped once")  \
   X(native_stopped, uint64_t, "of native_mixed: paired by stopping the thread while read")  \
+  X(native_captured, uint64_t, "of native_mixed: Python frames the kernel copied with them")  \
   X(native_marked, uint64_t, "thread-samples marked: native frames not of their instant")    \
   X(torn_dropped, uint64_t, "thread-samples lost because every read of them was torn")      \
   X(torn_stopped, uint64_t, "torn reads read again with the thread stopped")                \
@@ -142,6 +143,8 @@ struct SamplerState {
   bool threads_full = false;  // it ended because a thread came after max_threads
   // record --native: why perf events could not be opened for a thread ("" when they could).
   std::string native_refusal;
+  // Why the kernel could not copy the Python frames with the native ones ("" when it could).
+  std::string capture_refusal;
   std::vector<std::string> native_replaced;  // binaries replaced on disk while mapped
 };
 
@@ -242,6 +245,7 @@ class Sampler {
   SamplerState published_;                // guarded by mu_
   uint64_t pass_ = 0;
   std::string native_refusal_;  // the first NativeSampling::refusal() met
+  std::string capture_refusal_;  // the first NativeSampling::captureRefusal() met
   std::vector<std::string> native_replaced_;  // every NativeSampling::replaced() met
   uint64_t pass_ns_ = 0;  // CLOCK_MONOTONIC time the current pass began
   // Counted per sample, published once per pass.
@@ -252,6 +256,7 @@ class Sampler {
   std::vector<uint32_t> ended_;   // threads of the current target that ended while read
   std::vector<ThreadHead> new_;   // states met by the walk not as a known thread's, in its order
   std::vector<RawFrame> frames_kept_;  // nativeStack: the Python frames it marks
+  Capture capture_;                    // sampleThread: the capture being read
   std::unordered_set<uint64_t> new_met_;  // sampleNewThreads: those of new_ taken already
 
   std::thread thread_;

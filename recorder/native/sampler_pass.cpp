@@ -416,9 +416,14 @@ void Sampler::settleNative(Target& t) {
   bump(st_.native_from_proc, now.from_proc - was.from_proc);
   bump(st_.native_interrupted, now.interrupted - was.interrupted);
   bump(st_.native_stopped, now.stopped - was.stopped);
+  bump(st_.native_captured, now.captured - was.captured);
   bump(st_.native_marked, now.marked - was.marked);
   was = now;
   bool changed = false;
+  if (capture_refusal_.empty() && !t.native->captureRefusal().empty()) {
+    capture_refusal_ = t.native->captureRefusal();
+    changed = true;
+  }
   if (native_refusal_.empty() && !t.native->refusal().empty()) {
     native_refusal_ = t.native->refusal();
     changed = true;
@@ -462,7 +467,20 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   PassReader::updateHint(th_head, th.stack.hint);
   th.seen_pass = pass_;
   uint64_t read_again = 0;
-  StackRead got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
+  // --native: the Python frames the kernel copied with the thread's newest perf sample, where
+  // it does, so that both halves of the sample are of one instant (spec section 10, rule 7).
+  th.from_capture = false;
+  StackRead got = StackRead::kTorn;
+  if (t.native && th.native_tid) {
+    if (!th.native) th.native = std::make_unique<NativeThread>();
+    t.native->prepare(*th.native, static_cast<pid_t>(th.native_tid), th.tstate);
+    if (t.native->captured(*th.native, monotonicNs(), capture_)) {
+      got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
+      th.from_capture = got == StackRead::kOk;
+    }
+  }
+  if (!th.from_capture)
+    got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
   if (got == StackRead::kTorn && mayStop(t, th, monotonicNs())) {
     // The stack changes faster than it can be copied: read it once more with the thread held
     // still for the read (spec section 10, rule 7).
@@ -478,6 +496,9 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     }
     stopEnded(t, th, error, t0);
   }
+  if (read_again) bump(st_.retries, read_again);
+  if (t.reader->cached()) bump(st_.cached_stacks, 1);
+  if (t.reader->wroteAnchor()) bump(st_.anchor_writes, 1);
   if (got == StackRead::kOk) {
     record(t, th, th_head, head, interp);
   } else if (got == StackRead::kEnded) {
@@ -576,10 +597,11 @@ void Sampler::stopEnded(Target& t, Thread& th, int error, uint64_t t0_ns) {
 
 void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_t interp) {
   NativeSampling& native = *t.native;
-  if (!th.native) th.native = std::make_unique<NativeThread>();
   NativeThread& nt = *th.native;
   const pid_t tid = static_cast<pid_t>(th.native_tid);
-  if (config_.blocking && th.paused) {
+  if (th.from_capture) {
+    if (native.mixCaptured(nt, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
+  } else if (config_.blocking && th.paused) {
     // Stopped with the whole process for this pass: its registers are of this instant.
     if (native.mixStopped(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
   } else if (native.mix(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) {

@@ -60,7 +60,10 @@ void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
     const uint64_t period = std::max<uint64_t>(config_.interval_ns, 100000);
     t.native = std::make_unique<NativeSampling>(t.pid, t.proc->info().runtime_addr,
                                                 t.proc->mem(), period,
-                                                t.proc->layout().version_hex < 0x030B0000);
+                                                t.proc->layout().version_hex < 0x030B0000,
+                                                t.proc->layout().iframe_is_entry !=
+                                                    cpython::kAbsent,
+                                                FrameWalker::captureLayout(t.proc->layout()));
   }
   // Threads already running get threading's names in their first record.
   t.names->read(t.py_names, true);

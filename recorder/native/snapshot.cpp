@@ -127,6 +127,7 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
   list.begin(interp, head);
   ThreadHead t;
   auto no_hint = [](uint64_t) -> const StackHint* { return nullptr; };
+  std::map<uint64_t, pid_t> tids;  // the process's threads, read when a stop needs them
   std::vector<ThreadRef> refs;
   std::vector<std::vector<uint64_t>> stacks;  // each thread's frame addresses, as refs
   while (list.next(t, no_hint)) {
@@ -135,7 +136,17 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
     if (unwinder.pass.notStarted(t)) continue;
     ThreadStack stack;
     uint64_t read_again = 0;
-    const StackRead got = reader.read(t, stack, interp, pass, kReadAgain, &read_again);
+    StackRead got = reader.read(t, stack, interp, pass, kReadAgain, &read_again);
+    if (got == StackRead::kTorn && t.native_tid) {
+      // Its stack changes faster than it can be copied: read once more with the thread held
+      // still for the read (a few microseconds; the process was not stopped as a whole).
+      if (tids.empty()) tids = threadIds(proc.pid());
+      auto it = tids.find(t.native_tid);
+      if (it != tids.end()) {
+        ThreadStop stop(it->second);
+        if (stop.stopped()) got = reader.read(t, stack, interp, pass, 2, &read_again);
+      }
+    }
     if (got == StackRead::kEnded) continue;  // it exited while read: no thread of the process
     ThreadDump d;
     d.python_tid = t.thread_id;

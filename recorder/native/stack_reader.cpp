@@ -133,6 +133,37 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     if (std::adjacent_find(code_addrs_.begin(), code_addrs_.end()) != code_addrs_.end())
       return false;
   }
+  return adoptWalk(head, last, pass, keep, r, guess, last_try);
+}
+
+bool StackReader::adoptWalk(const ThreadHead& head, ThreadStack& last, uint64_t pass, size_t keep,
+                            WalkResult r, bool guess, bool last_try) {
+  switch (adopt(last, pass, keep, r, true)) {
+    case Adopted::kGood: return true;
+    case Adopted::kWalkAlone:
+      return guess && !unwinder_.frames.copyAgainFirst(last_try) &&
+             readOnce(head, last, pass, false, last_try);
+    case Adopted::kAgain: return readOnce(head, last, pass, guess, last_try);
+    case Adopted::kTorn: break;
+  }
+  return false;
+}
+
+StackRead StackReader::readCaptured(const ThreadHead& head, const Capture& c, ThreadStack& last,
+                                    uint64_t pass) {
+  cached_ = wrote_anchor_ = false;
+  for (int again = 0; again < 2; ++again) {
+    const WalkResult r = unwinder_.frames.fromCapture(head, c, walk_, max_depth_);
+    if (r == WalkResult::kError) return StackRead::kTorn;
+    const Adopted got = adopt(last, pass, 0, r, false);
+    if (got == Adopted::kGood) return StackRead::kOk;
+    if (got != Adopted::kAgain) break;
+  }
+  return StackRead::kTorn;
+}
+
+StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t keep,
+                                         WalkResult r, bool verify) {
   // Root first, into a stack of its own that replaces the last one when the read is good (the
   // vectors are swapped, not copied; after a read through the frame cache only the frames
   // read are copied in). Frames identical (address, code, instruction) to the last stack
@@ -198,8 +229,9 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
   }
   std::sort(callers_.begin(), callers_.end());
   callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
-  if (!unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size())) return false;
-  if (!unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) {
+  if (verify && !unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size()))
+    return Adopted::kTorn;
+  if (verify && !unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) {
     // 3.8-3.10: a copy of the guessed frames found torn is walked again one frame at a time.
     // A thread that resumes a generator from C many times a millisecond tears the one copy
     // again and again (the generator drops its link back at each yield, while the thread
@@ -207,8 +239,7 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     // whose deep stack changes at every call is read whole by a copy far more often than by
     // a walk one by one, which takes a system call a frame: a deep stack is copied again (the
     // reader's next try), and walked one by one at the last.
-    return guess && !unwinder_.frames.copyAgainFirst(last_try) &&
-           readOnce(head, last, pass, false, last_try);
+    return Adopted::kWalkAlone;
   }
   code_addrs_.clear();
   for (size_t i = same; i < n; ++i) {
@@ -221,28 +252,28 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     code_addrs_.push_back(stack_[i].code);
   }
   if (!code_addrs_.empty() && !codes_.prepare(code_addrs_.data(), code_addrs_.size(), pass))
-    return false;
+    return Adopted::kTorn;
   // Only the frames from the one before `same` on are looked at (below, and by the sampler).
   infos_.resize(n);
   std::fill(infos_.begin() + static_cast<std::ptrdiff_t>(same ? same - 1 : 0), infos_.end(),
             nullptr);
   for (size_t i = same; i < n; ++i) {
     CodeInfo* info = codes_.get(stack_[i].code, pass);
-    if (!info) return false;
+    if (!info) return Adopted::kTorn;
     if (info->shim && !unwinder_.frames.shimCode()) {
       // First sight of the __init__ trampoline: the walk leaves it out from now on.
       unwinder_.frames.setShimCode(stack_[i].code);
-      return readOnce(head, last, pass, guess, last_try);
+      return Adopted::kAgain;
     }
     const int off = codes_.byteOffset(*info, stack_[i].instr, stack_[i].tlbc);
-    if (off < -1 || (info->key.size && off > info->key.size * 2)) return false;
+    if (off < -1 || (info->key.size && off > info->key.size * 2)) return Adopted::kTorn;
     infos_[i] = info;
   }
   // A frame whose callee the interpreter pushed directly must be at an instruction that
   // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has
   // moved on: its callee returned after the copy began and what lies above it is stale, or
   // the link to it was. Frames in the unchanged prefix were checked in an earlier read.
-  if (proc_.layout().call_sites.known()) {
+  if (verify && proc_.layout().call_sites.known()) {
     for (size_t i = same ? same - 1 : 0; i + 1 < n; ++i) {
       // A recursion's frames look alike whichever of its calls they came from: a copy that
       // caught one between two calls still shows the right functions, and rejecting it would
@@ -250,7 +281,8 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
       if (stack_[i + 1].entered || stack_[i + 1].code == stack_[i].code) continue;
       CodeInfo* info = infos_[i] ? infos_[i] : codes_.peek(stack_[i].code);
       const uint8_t need = stack_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
-      if (!info || !(codes_.pushes(*info, stack_[i].instr, stack_[i].tlbc) & need)) return false;
+      if (!info || !(codes_.pushes(*info, stack_[i].instr, stack_[i].tlbc) & need))
+        return Adopted::kTorn;
     }
   }
   same_ = same;
@@ -264,7 +296,7 @@ bool StackReader::readOnce(const ThreadHead& head, ThreadStack& last, uint64_t p
     last.raw.swap(stack_);
   }
   frames_ = &last.raw;
-  return true;
+  return Adopted::kGood;
 }
 
 }  // namespace psrec::recorder

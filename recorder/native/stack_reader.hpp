@@ -55,6 +55,13 @@ class StackReader {
   StackRead read(ThreadHead& head, ThreadStack& last, uint64_t interp, uint64_t pass,
                  int retries, uint64_t* read_again);
 
+  // The stack of the thread whose state `head` was read, from a capture of its frames (the
+  // chain the kernel copied at one perf sample: FrameCapture), nothing read again: kOk as
+  // read() gives it, or kTorn when the capture holds no whole stack (the caller reads the
+  // thread instead).
+  StackRead readCaptured(const ThreadHead& head, const Capture& c, ThreadStack& last,
+                         uint64_t pass);
+
   const std::vector<RawFrame>& frames() const { return *frames_; }
   size_t same() const { return same_; }
   // The stack went deeper than the maximum depth: frames() holds its innermost frames only.
@@ -77,6 +84,16 @@ class StackReader {
   // guess, last_try: see FrameWalker::walk.
   bool readOnce(const ThreadHead& head, ThreadStack& last, uint64_t pass, bool guess,
                 bool last_try);
+  // After a walk into walk_: the stack it read made the thread's last (see adopt), read again
+  // where the checks say so.
+  bool adoptWalk(const ThreadHead& head, ThreadStack& last, uint64_t pass, size_t keep,
+                 WalkResult r, bool guess, bool last_try);
+  // walk_ (innermost first, `keep` frames under it from the frame cache) as the thread's
+  // stack, root first, with the code of its new frames looked up. With verify, the frames a
+  // torn copy may have left stale are read again, and a frame whose callee the interpreter
+  // pushed must stand at a call (a capture, copied at one instant, needs neither).
+  enum class Adopted { kGood, kTorn, kWalkAlone, kAgain };
+  Adopted adopt(ThreadStack& last, uint64_t pass, size_t keep, WalkResult r, bool verify);
   // The frame-cache anchor as this read finds it in the thread's last stack (0: none usable),
   // and at *index its place there.
   uint64_t anchorStop(const ThreadHead& head, const ThreadStack& last, size_t* index) const;

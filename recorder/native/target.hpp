@@ -54,6 +54,7 @@ struct SampledThread {
   // record --native: its capture, and its stack with its native frames, root first.
   std::unique_ptr<NativeThread> native;
   std::vector<uint32_t> mixed;
+  bool from_capture = false;  // this pass's Python frames came from its capture
 };
 
 // An asyncio task seen running, under its TASK id: a task created later at its address has

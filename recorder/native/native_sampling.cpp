@@ -17,25 +17,18 @@ constexpr uint64_t kRefreshNs = 100000000;
 
 }  // namespace
 
-NativeThread::~NativeThread() {
-  if (capture && capture_tid) capture->forget(capture_tid);
-}
-
 NativeSampling::NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem,
                                uint64_t period_ns, bool one_frame_per_loop, bool entry_flag,
-                               const CaptureLayout& capture)
+                               FrameCapture* capture)
     : pid_(pid),
       mem_(mem),
       period_ns_(period_ns),
       one_frame_per_loop_(one_frame_per_loop),
       entry_flag_(entry_flag),
       modules_(pid),
-      walker_(modules_, mem) {
+      walker_(modules_, mem),
+      capture_(capture) {
   modules_.findEvalLoop(runtime_addr);
-  if (capture.header_bytes)
-    capture_ = FrameCapture::open(capture, kMaxCapturedThreads, &capture_refusal_);
-  else
-    capture_refusal_ = "this Python's frames are not laid out for a copy by the kernel";
 }
 
 void NativeSampling::prepare(NativeThread& th, pid_t tid, uint64_t tstate) {
@@ -45,18 +38,15 @@ void NativeSampling::prepare(NativeThread& th, pid_t tid, uint64_t tstate) {
     refusal_ = perfRefusal(th.perf_error);
     return;
   }
-  if (capture_ && capture_->watch(tid, tstate, th.perf.sampleFd())) {
-    th.capture = capture_.get();
-    th.capture_tid = tid;
-  }
+  if (capture_) th.watch.watch(*capture_, tid, tstate, th.perf.sampleFd());
 }
 
 bool NativeSampling::captured(NativeThread& th, uint64_t now_ns, Capture& out) {
-  if (!th.capture) return false;
+  if (!th.watch.active()) return false;
   th.perf.latest(th.latest);
   const uint64_t t = th.latest.time_ns;
   if (t <= 1 || now_ns - t > kCaptureAgePeriods * period_ns_ + kCaptureSlackNs) return false;
-  return th.capture->at(th.capture_tid, t, out);
+  return th.watch.at(t, out);
 }
 
 bool NativeSampling::mixCaptured(NativeThread& th, const std::vector<uint32_t>& py_ids,

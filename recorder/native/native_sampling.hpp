@@ -26,22 +26,22 @@ constexpr uint32_t kNativeStackCopy = 8 * 1024;
 constexpr size_t kMaxNativeFrames = 4096;
 // Threads of one target whose Python frames the kernel copies at once.
 constexpr size_t kMaxCapturedThreads = 128;
-// A capture stands for the thread's stack for this many perf periods after it was taken.
+// A capture stands for a running thread's stack for this many perf periods after it was
+// taken, and kCaptureSlackNs more.
 constexpr uint64_t kCaptureAgePeriods = 2;
 constexpr uint64_t kCaptureSlackNs = 1000000;
+// The perf period of a recording of this interval: 10 kHz at most, which -r max does not raise.
+inline uint64_t perfPeriod(uint64_t interval_ns) {
+  return interval_ns > 100000 ? interval_ns : 100000;
+}
 
 
 // One thread's capture.
 struct NativeThread {
-  NativeThread() = default;
-  ~NativeThread();
-  NativeThread(const NativeThread&) = delete;
-  NativeThread& operator=(const NativeThread&) = delete;
   PerfThread perf;
-  // Its Python frames copied with each perf sample (FrameCapture::watch), where the kernel
-  // allows it: the capture that owns its slot and the id it watches (0: none).
-  FrameCapture* capture = nullptr;
-  pid_t capture_tid = 0;
+  // Its Python frames copied with each perf sample, where the kernel allows it (declared
+  // after perf: given up before its event is closed).
+  CaptureWatch watch;
   NativeSnapshot latest;
   int perf_error = -1;  // -1: not opened yet; 0: open; else errno
   bool interrupted = false;  // its registers were read once by stopping it (a blocked thread)
@@ -69,10 +69,10 @@ class NativeSampling {
  public:
   // one_frame_per_loop: the interpreter runs each Python frame in a loop call of its own
   // (before 3.11).
-  // entry_flag: a frame entered from C says so in a flag of its own (3.11). capture: how the
-  // kernel finds the target's Python frames (header_bytes 0: no capture).
+  // entry_flag: a frame entered from C says so in a flag of its own (3.11). capture: the
+  // target's copies of Python frames by the kernel (null: none).
   NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem, uint64_t period_ns,
-                 bool one_frame_per_loop, bool entry_flag, const CaptureLayout& capture);
+                 bool one_frame_per_loop, bool entry_flag, FrameCapture* capture);
   // The registers of a thread blocked since before its events were opened come from
   // stopping it once (interruptedThreadRegisters); where ptrace is refused, from /proc (stack
   // and instruction pointers only: a frame that finds its caller from rbp ends the walk).
@@ -89,8 +89,6 @@ class NativeSampling {
   bool mixCaptured(NativeThread& th, const std::vector<uint32_t>& py_ids,
                    const std::vector<RawFrame>& frames, format::Encoder& enc,
                    std::vector<uint32_t>& out);
-  // Why the kernel copies no Python frames ("" when it does).
-  const std::string& captureRefusal() const { return capture_refusal_; }
 
   // The thread's stack, root first, with its native frames from its latest snapshot, into
   // out: py_ids are its Python frame ids, root first, and frames[i].entered whether frame i was
@@ -142,8 +140,7 @@ class NativeSampling {
   std::string refusal_;
   uint32_t marker_ = 0;  // the frame id of the marker (0: not defined yet)
   std::vector<uint8_t> stopped_stack_;
-  std::unique_ptr<FrameCapture> capture_;
-  std::string capture_refusal_;
+  FrameCapture* capture_;
 };
 
 }  // namespace psrec::recorder

@@ -59,6 +59,23 @@ void fill(perf_event_attr& a, uint32_t stack_bytes) {
 
 PerfThread::~PerfThread() { close(); }
 
+int PerfThread::openClock(pid_t tid, uint64_t period_ns) {
+  close();
+  perf_event_attr clock{};
+  clock.type = PERF_TYPE_SOFTWARE;
+  clock.config = PERF_COUNT_SW_TASK_CLOCK;
+  clock.sample_period = period_ns ? period_ns : 1000000;
+  clock.size = sizeof clock;
+  clock.sample_type = PERF_SAMPLE_TIME;
+  clock.exclude_hv = 1;
+  clock.use_clockid = 1;
+  clock.clockid = CLOCK_MONOTONIC;
+  const long fd = perfEventOpen(&clock, tid);
+  if (fd < 0) return errno;
+  fd_ = static_cast<int>(fd);
+  return 0;
+}
+
 void PerfThread::close() {
   if (ring_) munmap(ring_ - (map_len_ - ring_len_), map_len_);
   ring_ = nullptr;

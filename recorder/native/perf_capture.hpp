@@ -34,6 +34,9 @@ class PerfThread {
   // first that failed (EACCES or EPERM: perf_event_paranoid, a seccomp profile; ENOENT: no
   // tracepoint; ESRCH: the thread is gone).
   int open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes);
+  // Only the task-clock event, writing nowhere: for a program attached to it (a capture of
+  // the thread's Python frames at each period of its CPU time). 0 or an errno.
+  int openClock(pid_t tid, uint64_t period_ns);
   bool isOpen() const { return fd_ >= 0; }
   // The task-clock event's fd (a capture's program is attached to it).
   int sampleFd() const { return fd_; }

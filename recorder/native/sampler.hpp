@@ -86,6 +86,7 @@ struct SamplerConfig {
   X(elapsed_ns, uint64_t, "time from the first pass to the last")                            \
   X(retries, uint64_t, "threads read again in a pass after a torn read")                     \
   X(cached_stacks, uint64_t, "thread-samples whose outer frames came from the frame cache")  \
+  X(captured_stacks, uint64_t, "thread-samples whose frames the kernel copied at a sample")   \
   X(anchor_writes, uint64_t, "frame-cache anchors written into the target (3.15+)")          \
   X(ended_in_pass, uint64_t, "threads that ended while a pass read them (not errors)")       \
   X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
@@ -200,6 +201,12 @@ class Sampler {
   // --native: th.mixed from th.ids and th's native frames of the same instant, or marked
   // where they are missing (NativeSampling::mark).
   void nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_t interp);
+  // th's CPU state for this pass, read now (before_pause; once a pass).
+  void cpuFirst(Thread& th);
+  // Whether capture_ now holds the kernel's newest copy of th's Python frames, to be read
+  // instead of the process: th is running, and the copy recent (spec section 10, rule 7).
+  // Opens th's events first (NativeSampling::prepare, or th.clock).
+  bool captured(Target& t, Thread& th);
   // Whether the sampler may stop th alone now (its StopBudget, ptrace not refused); if so its
   // CPU state is read first (before_pause).
   bool mayStop(Target& t, Thread& th, uint64_t now_ns);

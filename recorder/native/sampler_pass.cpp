@@ -420,10 +420,6 @@ void Sampler::settleNative(Target& t) {
   bump(st_.native_marked, now.marked - was.marked);
   was = now;
   bool changed = false;
-  if (capture_refusal_.empty() && !t.native->captureRefusal().empty()) {
-    capture_refusal_ = t.native->captureRefusal();
-    changed = true;
-  }
   if (native_refusal_.empty() && !t.native->refusal().empty()) {
     native_refusal_ = t.native->refusal();
     changed = true;
@@ -471,13 +467,10 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   // it does, so that both halves of the sample are of one instant (spec section 10, rule 7).
   th.from_capture = false;
   StackRead got = StackRead::kTorn;
-  if (t.native && th.native_tid) {
-    if (!th.native) th.native = std::make_unique<NativeThread>();
-    t.native->prepare(*th.native, static_cast<pid_t>(th.native_tid), th.tstate);
-    if (t.native->captured(*th.native, monotonicNs(), capture_)) {
-      got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
-      th.from_capture = got == StackRead::kOk;
-    }
+  if (captured(t, th)) {
+    got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
+    th.from_capture = got == StackRead::kOk;
+    if (th.from_capture) bump(st_.captured_stacks, 1);
   }
   if (!th.from_capture)
     got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
@@ -577,12 +570,47 @@ void Sampler::pythonIds(Target& t, Thread& th) {
   }
 }
 
-bool Sampler::mayStop(Target& t, Thread& th, uint64_t now_ns) {
-  if (t.stops_refused || !th.native_tid || th.paused || !th.stops.allows(now_ns)) return false;
+void Sampler::cpuFirst(Thread& th) {
+  if (th.paused) return;
   const uint64_t stat_reads = th.files.statReads();
   th.before_pause = th.files.sample(pass_ns_);
   pass_stat_reads_ += th.files.statReads() - stat_reads;
   th.paused = true;
+}
+
+bool Sampler::captured(Target& t, Thread& th) {
+  if (!t.capture || !th.native_tid) return false;
+  const pid_t tid = static_cast<pid_t>(th.native_tid);
+  const uint64_t period = perfPeriod(config_.interval_ns);
+  if (t.native) {
+    if (!th.native) th.native = std::make_unique<NativeThread>();
+    t.native->prepare(*th.native, tid, th.tstate);
+    if (!th.native->watch.active()) return false;
+  } else {
+    if (!th.clock_tried) {
+      th.clock_tried = true;
+      auto clock = std::make_unique<Thread::Clock>();
+      if (clock->perf.openClock(tid, period) == 0 &&
+          clock->watch.watch(*t.capture, tid, th.tstate, clock->perf.sampleFd()))
+        th.clock = std::move(clock);
+    }
+    if (!th.clock) return false;
+  }
+  // A thread that waits has not moved since it left its CPU: it is read from the process,
+  // where it waits (its newest capture is of before it began to wait).
+  cpuFirst(th);
+  if (!th.before_pause.ok || !th.before_pause.running) return false;
+  const uint64_t now = monotonicNs();
+  if (t.native) return t.native->captured(*th.native, now, capture_);
+  return th.clock->watch.newest(capture_) && capture_.time_ns <= now &&
+         now - capture_.time_ns <= kCaptureAgePeriods * period + kCaptureSlackNs;
+}
+
+bool Sampler::mayStop(Target& t, Thread& th, uint64_t now_ns) {
+  if (t.stops_refused || !th.native_tid || (th.paused && config_.blocking) ||
+      !th.stops.allows(now_ns))
+    return false;
+  cpuFirst(th);
   return true;
 }
 

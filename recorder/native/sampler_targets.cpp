@@ -55,15 +55,23 @@ std::vector<pid_t> childrenOf(pid_t pid) {
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.openReaders();
   t.reader->setFrameCache(config_.frame_cache);
+  if (!config_.blocking) {
+    // The kernel's copies of the running threads' Python frames (not needed where every pass
+    // stops the process).
+    const CaptureLayout layout = FrameWalker::captureLayout(t.proc->layout());
+    if (layout.header_bytes)
+      t.capture = FrameCapture::open(layout, kMaxCapturedThreads, &t.capture_refusal);
+    else
+      t.capture_refusal = "this Python's frames are not laid out for the kernel to copy";
+    if (!t.capture && capture_refusal_.empty()) capture_refusal_ = t.capture_refusal;
+  }
   if (config_.native) {
-    // The recording's rate, as a perf period: 10 kHz at most, which -r max does not raise.
-    const uint64_t period = std::max<uint64_t>(config_.interval_ns, 100000);
     t.native = std::make_unique<NativeSampling>(t.pid, t.proc->info().runtime_addr,
-                                                t.proc->mem(), period,
+                                                t.proc->mem(), perfPeriod(config_.interval_ns),
                                                 t.proc->layout().version_hex < 0x030B0000,
                                                 t.proc->layout().iframe_is_entry !=
                                                     cpython::kAbsent,
-                                                FrameWalker::captureLayout(t.proc->layout()));
+                                                t.capture.get());
   }
   // Threads already running get threading's names in their first record.
   t.names->read(t.py_names, true);

@@ -97,6 +97,9 @@ bool Target::tryAttach(uint64_t now) {
 }
 
 void Target::execedInto(uint64_t new_image, uint64_t now) {
+  // The threads first: each gives up its place in the capture, which the move below ends.
+  threads.clear();
+  native.reset();
   Target fresh;
   fresh.pid = pid;
   fresh.ppid = ppid;

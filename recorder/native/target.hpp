@@ -54,6 +54,14 @@ struct SampledThread {
   // record --native: its capture, and its stack with its native frames, root first.
   std::unique_ptr<NativeThread> native;
   std::vector<uint32_t> mixed;
+  // Without --native: its task-clock event, to which the capture of its Python frames is
+  // attached (declared before it: given up first).
+  struct Clock {
+    PerfThread perf;
+    CaptureWatch watch;
+  };
+  std::unique_ptr<Clock> clock;
+  bool clock_tried = false;
   bool from_capture = false;  // this pass's Python frames came from its capture
 };
 
@@ -87,6 +95,10 @@ struct Target {
   std::unique_ptr<StackReader> reader;
   std::unique_ptr<ThreadListWalk> list;
   std::unique_ptr<ThreadNames> names;
+  // The kernel's copies of its threads' Python frames, where permitted (spec 10, rule 7);
+  // declared before native and threads, which use it.
+  std::unique_ptr<FrameCapture> capture;
+  std::string capture_refusal;             // why there is none
   std::unique_ptr<NativeSampling> native;  // record --native
   bool stops_refused = false;              // ptrace refused a stop of one of its threads
   NativeCounts native_counted;             // its counts already in the sampler's stats

@@ -499,8 +499,9 @@ def test_frames_under_a_deep_stacks_top_come_and_go(python: str, tmp_path: Path)
     wrong = [s for s in samples if not whole(s)]
     bound = DEEP_CHAIN_WRONG.get(min(minor_of(python), (3, 15)), DEEP_CHAIN_WRONG_ELSE)
     assert len(wrong) <= len(samples) * bound, collapsed(wrong)
+    # Read through the frame cache (3.15+) where the kernel did not copy the frames.
     if minor_of(python) >= (3, 15):
-        assert st["cached_stacks"] >= 0.8 * st["samples"], dict(st)
+        assert st["cached_stacks"] + st["captured_stacks"] >= 0.8 * st["samples"], dict(st)
     else:
         assert st["cached_stacks"] == st["anchor_writes"] == 0, dict(st)
 

@@ -145,4 +145,36 @@ class FrameCapture {
   uint32_t next_watch_id_ = 1;
 };
 
+// One thread's place in a FrameCapture (watch), given up when it goes (forget). The capture
+// must outlive it.
+class CaptureWatch {
+ public:
+  CaptureWatch() = default;
+  ~CaptureWatch() { reset(); }
+  CaptureWatch(const CaptureWatch&) = delete;
+  CaptureWatch& operator=(const CaptureWatch&) = delete;
+
+  // FrameCapture::watch; false (and nothing watched) where it refuses.
+  bool watch(FrameCapture& capture, pid_t tid, uint64_t tstate, int perf_fd) {
+    reset();
+    if (!capture.watch(tid, tstate, perf_fd)) return false;
+    capture_ = &capture;
+    tid_ = tid;
+    return true;
+  }
+  void reset() {
+    if (capture_) capture_->forget(tid_);
+    capture_ = nullptr;
+  }
+  bool active() const { return capture_ != nullptr; }
+  bool at(uint64_t sample_ns, Capture& out) const {
+    return capture_ && capture_->at(tid_, sample_ns, out);
+  }
+  bool newest(Capture& out) const { return capture_ && capture_->newest(tid_, out); }
+
+ private:
+  FrameCapture* capture_ = nullptr;
+  pid_t tid_ = 0;
+};
+
 }  // namespace psrec::recorder

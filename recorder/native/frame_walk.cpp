@@ -519,10 +519,11 @@ WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
   cut_ = false;
   walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
   const uint32_t hb = capture_header_;
-  if (!c.complete || !hb) return WalkResult::kError;
-  // Each frame's link must name the next frame copied: the kernel followed it.
+  if ((!c.complete && !c.truncated) || !hb || !c.frames) return WalkResult::kError;
+  // Each frame's link must name the next frame copied: the kernel followed it. Past the last
+  // copied frame of a deeper stack, the frames are read from the process (continueCapture).
   auto linked = [&](size_t i, uint64_t prev) {
-    return i + 1 < c.frames ? c.addr[i + 1] == prev : prev == 0;
+    return i + 1 < c.frames ? c.addr[i + 1] == prev : (prev == 0) != c.truncated;
   };
   if (l_.frame_model == FrameModel::kFrameObject) {
     for (size_t i = 0; i < c.frames; ++i) {
@@ -536,7 +537,7 @@ WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
       if (!f.code || !linked(i, f.prev)) return WalkResult::kError;
       if (!f.prev) walk_bottom_ = f.addr;
     }
-    return WalkResult::kOk;
+    return c.truncated ? continueCapture(t, c, out, max_depth) : WalkResult::kOk;
   }
   for (size_t i = 0; i < c.frames; ++i) {
     const uint64_t addr = c.addr[i];
@@ -572,6 +573,79 @@ WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
     if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
     if (!prev) walk_bottom_ = addr;
   }
+  return c.truncated ? continueCapture(t, c, out, max_depth) : WalkResult::kOk;
+}
+
+WalkResult FrameWalker::continueCapture(const ThreadHead& t, const Capture& c,
+                                        std::vector<RawFrame>& out, size_t max_depth) {
+  // The outermost copied frame was suspended in a call when it was copied, and so were all
+  // its callers: while it stays so, none of them can run. Its callers are read from the
+  // process, one by one, and then the frame itself again: found as it was copied (its code,
+  // instruction and link), it has not returned in between (but for a call of the same
+  // function from the same place, at the same address), and the callers read are those of
+  // the copy's instant.
+  const uint32_t hb = capture_header_;
+  const size_t last = c.frames - 1;
+  const uint8_t* copied = c.header(last, hb);
+  const bool objects = l_.frame_model == FrameModel::kFrameObject;
+  const int32_t prev_at = objects ? l_.frame_back : l_.iframe_previous;
+  uint64_t addr = 0;
+  std::memcpy(&addr, copied + prev_at, 8);
+  uint8_t buf[kMaxCapturedHeader];
+  while (addr) {
+    if (addr == t.base_frame) {
+      if (!out.empty()) out.back().entered = true;
+      walk_bottom_ = addr;
+      break;
+    }
+    if (out.size() >= max_depth) return WalkResult::kTruncated;
+    ++stats_.frame_reads;
+    if (proc_.mem().read(addr, buf, hb) != ReadStatus::kOk) return WalkResult::kError;
+    uint64_t prev;
+    if (objects) {
+      StructView<st::FrameObject> v(buf, hb);
+      RawFrame& f = out.emplace_back();
+      f.addr = addr;
+      f.code = v.ptr(l_.frame_code);
+      f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+      f.prev = prev = v.ptr(l_.frame_back);
+      if (!f.code) return WalkResult::kError;
+    } else {
+      StructView<st::IFrame> v(buf, hb);
+      const uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
+      prev = v.ptr(l_.iframe_previous);
+      if (owner > l_.owner_max || prev == addr) return WalkResult::kError;
+      if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
+      if (owner >= l_.owner_shim) {
+        if (!out.empty()) out.back().entered = true;
+      } else {
+        RawFrame& f = out.emplace_back();
+        f.addr = addr;
+        f.prev = prev;
+        f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
+        f.instr = v.ptr(l_.iframe_instr);
+        if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
+        f.owner = owner;
+        if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+        if (!f.code) return WalkResult::kError;
+        if (f.code == shim_code_ && shim_code_) out.pop_back();
+      }
+      if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
+        return WalkResult::kError;
+      if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
+    }
+    if (!prev) walk_bottom_ = addr;
+    addr = prev;
+  }
+  // The outermost copied frame, again: its code, instruction and link as copied.
+  ++stats_.frame_reads;
+  if (proc_.mem().read(c.addr[last], buf, hb) != ReadStatus::kOk) return WalkResult::kError;
+  const int32_t code_at = objects ? l_.frame_code : l_.iframe_code;
+  const int32_t instr_at = objects ? l_.frame_lasti : l_.iframe_instr;
+  const size_t instr_len = objects ? 4 : 8;
+  const std::pair<int32_t, size_t> fields[] = {{code_at, 8}, {instr_at, instr_len}, {prev_at, 8}};
+  for (const auto& [at, len] : fields)
+    if (std::memcmp(buf + at, copied + at, len) != 0) return WalkResult::kError;
   return WalkResult::kOk;
 }
 

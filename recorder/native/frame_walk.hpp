@@ -41,6 +41,10 @@ class FrameWalker {
   // frame caught while it was being pushed), kTruncated past max_depth.
   WalkResult fromCapture(const ThreadHead& t, const Capture& c, std::vector<RawFrame>& out,
                          size_t max_depth);
+  // Past the last frame of a capture cut short (Capture::truncated): its callers read from
+  // the process, accepted while that frame still reads as it was copied.
+  WalkResult continueCapture(const ThreadHead& t, const Capture& c, std::vector<RawFrame>& out,
+                             size_t max_depth);
   // How a capture finds a thread's frames in this target's layout (CaptureLayout).
   static CaptureLayout captureLayout(const cpython::Layout& l);
   // 3.8-3.10: whether a torn copy of the thread's stack is copied again (the reader's next

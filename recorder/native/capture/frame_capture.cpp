@@ -342,6 +342,7 @@ bool FrameCapture::readSlot(const uint8_t* s, uint64_t gen, Capture& out) const 
   out.time_ns = time;
   out.first_hop = first_hop;
   out.complete = status == kStatusComplete;
+  out.truncated = status == kStatusTruncated;
   out.frames = n;
   return true;
 }

@@ -58,6 +58,8 @@ struct Capture {
   uint64_t first_hop = 0;  // the pointer read at tstate + tstate_frame
   // The chain ended at a null link within kMaxCapturedFrames, and every read succeeded.
   bool complete = false;
+  // kMaxCapturedFrames frames copied, every read succeeded, and more follow.
+  bool truncated = false;
   size_t frames = 0;       // frames copied
   std::vector<uint64_t> addr;   // frame i's address, innermost first
   std::vector<uint8_t> bytes;   // frame i's header at bytes[i * header_bytes]

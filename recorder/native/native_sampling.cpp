@@ -45,6 +45,7 @@ bool NativeSampling::captured(NativeThread& th, uint64_t now_ns, Capture& out) {
   if (!th.watch.active()) return false;
   th.perf.latest(th.latest);
   const uint64_t t = th.latest.time_ns;
+  if (t > 1) th.perf.settle();
   if (t <= 1 || now_ns - t > kCaptureAgePeriods * period_ns_ + kCaptureSlackNs) return false;
   return th.watch.at(t, out);
 }
@@ -67,6 +68,7 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
                          std::vector<uint32_t>& out) {
   const bool sees_waits = th.perf.isOpen() && th.perf.seesWaits();
   if (th.perf.isOpen()) th.perf.latest(th.latest);
+  if (th.latest.time_ns > 1) th.perf.settle();
   if (sees_waits && !th.latest.time_ns && !th.interrupted) {
     // Not on a CPU since its events were opened: blocked since before. Read once; it stays
     // true until the thread runs, which its events then see.

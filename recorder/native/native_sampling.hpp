@@ -27,9 +27,12 @@ constexpr size_t kMaxNativeFrames = 4096;
 // Threads of one target whose Python frames the kernel copies at once.
 constexpr size_t kMaxCapturedThreads = 128;
 // A capture stands for a running thread's stack for this many perf periods after it was
-// taken, and kCaptureSlackNs more.
-constexpr uint64_t kCaptureAgePeriods = 2;
-constexpr uint64_t kCaptureSlackNs = 1000000;
+// taken, and kCaptureSlackNs more. The period is one of the thread's CPU time, so that its
+// newest capture is always of its last period on a CPU; on a busy host that can be several
+// periods of wall time before. Older, the thread woke after a long wait with no capture since
+// (it has not run a period yet): it is read from the process.
+constexpr uint64_t kCaptureAgePeriods = 4;
+constexpr uint64_t kCaptureSlackNs = 20000000;
 // The perf period of a recording of this interval: 10 kHz at most, which -r max does not raise.
 inline uint64_t perfPeriod(uint64_t interval_ns) {
   return interval_ns > 100000 ? interval_ns : 100000;

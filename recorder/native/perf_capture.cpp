@@ -59,12 +59,20 @@ void fill(perf_event_attr& a, uint32_t stack_bytes) {
 
 PerfThread::~PerfThread() { close(); }
 
+void PerfThread::settle() {
+  if (!period_ns_ || fd_ < 0) return;
+  uint64_t period = period_ns_;
+  ioctl(fd_, PERF_EVENT_IOC_PERIOD, &period);
+  period_ns_ = 0;
+}
+
 int PerfThread::openClock(pid_t tid, uint64_t period_ns) {
   close();
   perf_event_attr clock{};
   clock.type = PERF_TYPE_SOFTWARE;
   clock.config = PERF_COUNT_SW_TASK_CLOCK;
-  clock.sample_period = period_ns ? period_ns : 1000000;
+  period_ns_ = period_ns ? period_ns : 1000000;
+  clock.sample_period = std::min(period_ns_, kFirstPeriodNs);
   clock.size = sizeof clock;
   clock.sample_type = PERF_SAMPLE_TIME;
   clock.exclude_hv = 1;
@@ -90,7 +98,8 @@ int PerfThread::open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
   perf_event_attr clock{};
   clock.type = PERF_TYPE_SOFTWARE;
   clock.config = PERF_COUNT_SW_TASK_CLOCK;
-  clock.sample_period = period_ns ? period_ns : 1000000;
+  period_ns_ = period_ns ? period_ns : 1000000;
+  clock.sample_period = std::min(period_ns_, kFirstPeriodNs);
   fill(clock, stack_bytes);
   long fd = perfEventOpen(&clock, tid);
   if (fd < 0 && (errno == EACCES || errno == EPERM)) {

@@ -40,6 +40,10 @@ class PerfThread {
   bool isOpen() const { return fd_ >= 0; }
   // The task-clock event's fd (a capture's program is attached to it).
   int sampleFd() const { return fd_; }
+  // The first sample comes after kFirstPeriodNs of the thread's CPU time, so that a thread is
+  // captured from its first passes on; settle() then sets the period asked for (once).
+  static constexpr uint64_t kFirstPeriodNs = 100000;
+  void settle();
   // Whether a sample is also taken each time the thread leaves a CPU to wait (the
   // sched_switch tracepoint, which needs tracefs and CAP_PERFMON or perf_event_paranoid 1).
   // Without it the newest sample is from the thread's last time on a CPU.
@@ -52,6 +56,7 @@ class PerfThread {
  private:
   void close();
   int fd_ = -1;         // the task-clock event, which owns the ring buffer
+  uint64_t period_ns_ = 0;  // the period asked for, until settle() sets it (0: set)
   int switch_fd_ = -1;  // the sched_switch tracepoint, writing into the same buffer
   uint8_t* ring_ = nullptr;
   size_t ring_len_ = 0;  // data pages only

@@ -602,7 +602,9 @@ bool Sampler::captured(Target& t, Thread& th) {
   if (!th.before_pause.ok || !th.before_pause.running) return false;
   const uint64_t now = monotonicNs();
   if (t.native) return t.native->captured(*th.native, now, capture_);
-  return th.clock->watch.newest(capture_) && capture_.time_ns <= now &&
+  if (!th.clock->watch.newest(capture_)) return false;
+  th.clock->perf.settle();
+  return capture_.time_ns <= now &&
          now - capture_.time_ns <= kCaptureAgePeriods * period + kCaptureSlackNs;
 }
 
@@ -625,8 +627,10 @@ void Sampler::stopEnded(Target& t, Thread& th, int error, uint64_t t0_ns) {
 
 void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_t interp) {
   NativeSampling& native = *t.native;
+  if (!th.native) th.native = std::make_unique<NativeThread>();
   NativeThread& nt = *th.native;
   const pid_t tid = static_cast<pid_t>(th.native_tid);
+  native.prepare(nt, tid, th.tstate);
   if (th.from_capture) {
     if (native.mixCaptured(nt, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
   } else if (config_.blocking && th.paused) {

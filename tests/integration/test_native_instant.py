@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +25,14 @@ from rec_live import python_params, record, target
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
 MARKER = "[native frames not captured]"
-# Each workload's Python caller, the C function it calls, and the Python callee that C calls.
+# Each workload's Python caller and the Python callee that C calls (None: it stays in C).
 WORKLOADS = {
     "qsort": ("sort_it", "py_cmp"),
     "sorted": ("sort_keyed", "key_of"),
     "resub": ("substitute", "replace_match"),
     "callback": ("call_into_c", "py_callback"),
+    "zlib": ("compress_it", None),
+    "numpy": ("multiply_it", None),
 }
 
 
@@ -51,21 +56,53 @@ def worker_stacks(path: Path, thread: str) -> list[list[tuple[str, int]]]:
     return out
 
 
-def never_happened(stack: list[tuple[str, int]], caller: str, callee: str) -> bool:
+def never_happened(stack: list[tuple[str, int]], caller: str, callee: str | None) -> bool:
     """A stack no thread of the workload can have: the callee with no frame between it and its
     Python caller (it is reached only through C)."""
     return any(stack[i][0] == callee and stack[i - 1][0] == caller
                for i in range(1, len(stack)))
 
 
+@pytest.fixture
+def busy() -> Iterator[None]:
+    """A CPU-bound process per core, for as long as the test runs."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def recorded(python: str, workload: str, tmp_path: Path, rate: str) -> Path:
+    args = [str(native_ext.build(python))] if workload == "callback" else []
+    path = tmp_path / f"{workload}.psr"
+    if workload == "numpy" and subprocess.run([python, "-c", "import numpy"],
+                                              capture_output=True).returncode != 0:
+        pytest.skip(f"numpy is not installed for {python}")
+    with target(python, "native_callbacks.py", workload, *args) as t:
+        record(path, t.pid, "--native", "-r", rate, duration=2.0)
+    return path
+
+
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
 @pytest.mark.parametrize("python", python_params())
 def test_every_native_sample_is_whole_or_marked(python: str, workload: str,
                                                tmp_path: Path) -> None:
-    args = [str(native_ext.build(python))] if workload == "callback" else []
-    path = tmp_path / f"{workload}.psr"
-    with target(python, "native_callbacks.py", workload, *args) as t:
-        record(path, t.pid, "--native", "-r", "1000", duration=2.0)
+    check(recorded(python, workload, tmp_path, "1000"), workload)
+
+
+@pytest.mark.parametrize("rate", ["100", "1000"])
+@pytest.mark.parametrize("python", python_params())
+def test_callbacks_pair_on_a_busy_host(python: str, rate: str, busy: None,
+                                       tmp_path: Path) -> None:
+    """The same for ctypes' qsort, with a CPU-bound process per core running beside it."""
+    check(recorded(python, "qsort", tmp_path, rate), "qsort")
+
+
+def check(path: Path, workload: str) -> None:
     caller, callee = WORKLOADS[workload]
     samples = worker_stacks(path, workload)
     marked = [s for s in samples if any(name == MARKER for name, _ in s)]

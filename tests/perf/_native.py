@@ -302,12 +302,46 @@ def _slowdown(ctx: Ctx, configs: list[tuple[str, str, bool]], raw: dict[str, Any
                 ctx.add(Row("N", f"slowdown at {rate} Hz, wall, {what}, Python frames only "
                             "(psrec without --native)", "%", "none",
                             {"psrec": run.slowdown(f"psrec@{rate}")}))
+                _pairing_rows(ctx, [w.recorded for w in run.windows
+                                    if w.config == f"psrec-native@{rate}"],
+                              f"at {rate} Hz, {what}")
                 for label, how in (("psrec-native", "with native frames"),
                                    ("psrec", "Python frames only")):
                     ctx.add(Row("N", f"recorder CPU per thread-sample at {rate} Hz, {what}, "
                                 f"{how}", "µs", "none",
                                 {"psrec": _cpu_per_sample(run, f"{label}@{rate}")},
                                 note="the sampling thread's CPU, its wake-ups included"))
+
+
+def _pairing_rows(ctx: Ctx, recorded: list[Any], when: str) -> None:
+    """How psrec --native read each sample's two halves (spec 10, rule 7): of one instant (the
+    kernel's copy of the Python frames in the same perf sample, or the thread stopped for the
+    read), or marked; and the time threads were stopped. py-spy --native stops the whole
+    target for every sample: all of its samples are of one instant."""
+    def share(key: str) -> Summary | None:
+        vals = []
+        for r in recorded:
+            x = r.result.extra if r is not None and r.result else {}
+            mixed, marked = x.get("native_mixed"), x.get("native_marked")
+            if isinstance(mixed, int) and isinstance(marked, int) and mixed + marked:
+                vals.append(100.0 * (x.get(key) or 0) / (mixed + marked))
+        return summarize(vals)
+
+    ctx.add(Row("N", f"samples with native frames of their Python frames' instant (not "
+                f"marked), {when}", "%", "higher", {"psrec": share("native_mixed")},
+                "≥ 99 %", lambda p, b: p.median >= 99.0,
+                note="py-spy --native stops the whole target for every sample to read both"))
+    ctx.add(Row("N", f"samples whose Python frames the kernel copied in their perf sample, "
+                f"{when}", "%", "none", {"psrec": share("native_captured")}))
+    ctx.add(Row("N", f"samples read with their thread stopped, {when}", "%", "none",
+                {"psrec": share("native_stopped")}))
+
+    def stopped(r: Any) -> float | None:
+        x = r.result.extra if r is not None and r.result else {}
+        ns = x.get("stopped_ns")
+        return 100.0 * ns / 1e9 / r.duration_s if isinstance(ns, int) and r.duration_s else None
+    ctx.add(Row("N", f"time the sampled threads were held stopped for a read, {when}", "%",
+                "none", {"psrec": summarize([stopped(r) for r in recorded])}))
 
 
 def _cpu_per_sample(run: _windows.WindowRun, label: str) -> Summary | None:

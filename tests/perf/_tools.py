@@ -482,7 +482,12 @@ def _read_psr(path: str, size: int, attribution: bool) -> ToolResult:
                    "threads": d["threads"], "achieved_rate_hz": d["achieved_rate_hz"],
                    # the sampling thread's own CPU, and its time inside passes
                    "sampler_cpu_ns": d["stats"].get("sampler_cpu_ns"),
-                   "sampling_ns_total": d["stats"].get("sampling_ns_total")},
+                   "sampling_ns_total": d["stats"].get("sampling_ns_total"),
+                   # how each sample's halves were read (spec 10, rule 7)
+                   **{k: d["stats"].get(k) for k in (
+                       "captured_stacks", "native_mixed", "native_captured", "native_stopped",
+                       "native_marked", "torn_stopped", "torn_dropped", "retries",
+                       "stopped_ns")}},
         )
         if attribution:
             _psr_attribution(rec, r)

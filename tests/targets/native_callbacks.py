@@ -7,7 +7,9 @@ happened:
 - qsort: ctypes calls libc's qsort, which calls py_cmp (a ctypes callback) at each comparison;
 - sorted: sorted() calls key_of for each item of a large list;
 - resub: re.sub calls replace_match for each match of a large text;
-- callback: psrec_native_ext.call_back (EXT_DIR) calls py_callback from C.
+- callback: psrec_native_ext.call_back (EXT_DIR) calls py_callback from C;
+and two that stay in C, without calling back: zlib (compress_it calls zlib.compress) and numpy
+(multiply_it multiplies matrices: the interpreter must have numpy).
 """
 
 import ctypes
@@ -84,8 +86,32 @@ def run_callback():
         call_into_c(ext)
 
 
+def compress_it(zlib, data):
+    return zlib.compress(data, 6)
+
+
+def run_zlib():
+    import zlib
+
+    data = bytes(range(256)) * 4096
+    while True:
+        compress_it(zlib, data)
+
+
+def multiply_it(a):
+    return a @ a
+
+
+def run_numpy():
+    import numpy
+
+    a = numpy.ones((300, 300))
+    while True:
+        multiply_it(a)
+
+
 WORKLOADS = {"qsort": run_qsort, "sorted": run_sorted, "resub": run_resub,
-             "callback": run_callback}
+             "callback": run_callback, "zlib": run_zlib, "numpy": run_numpy}
 
 
 def main():

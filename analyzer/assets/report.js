@@ -164,8 +164,10 @@
     const health = [`rate: ${rate.join(", ") || "not recorded"}`,
                     `${H.missed_deadlines.toLocaleString()} missed deadline${H.missed_deadlines === 1 ? "" : "s"}`,
                     `${H.sample_errors.toLocaleString()} sample error${H.sample_errors === 1 ? "" : "s"}`];
+    if (H.native_marked) health.push(H.native_marked);
     $("#health").textContent = health.join(" · ");
-    $("#health").classList.toggle("warn", H.missed_deadlines > 0 || H.sample_errors > 0);
+    $("#health").classList.toggle("warn", H.missed_deadlines > 0 || H.sample_errors > 0 ||
+                                  !!H.native_marked);
     $("#health").title = "missed deadlines: sampling passes that started late; sample errors: " +
       "thread samples that could not be read (psrec info gives the same counts)";
     if (!WAIT_KNOWN) {

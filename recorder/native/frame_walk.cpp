@@ -592,6 +592,7 @@ WalkResult FrameWalker::continueCapture(const ThreadHead& t, const Capture& c,
   uint64_t addr = 0;
   std::memcpy(&addr, copied + prev_at, 8);
   uint8_t buf[kMaxCapturedHeader];
+  size_t read = 0;
   while (addr) {
     if (addr == t.base_frame) {
       if (!out.empty()) out.back().entered = true;
@@ -599,6 +600,9 @@ WalkResult FrameWalker::continueCapture(const ThreadHead& t, const Capture& c,
       break;
     }
     if (out.size() >= max_depth) return WalkResult::kTruncated;
+    // A read a frame: deeper stacks are read as the process holds them (in bulk, and on
+    // 3.15+ through the frame cache), not one frame a system call.
+    if (++read > kMaxContinuedFrames) return WalkResult::kError;
     ++stats_.frame_reads;
     if (proc_.mem().read(addr, buf, hb) != ReadStatus::kOk) return WalkResult::kError;
     uint64_t prev;

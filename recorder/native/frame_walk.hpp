@@ -42,7 +42,9 @@ class FrameWalker {
   WalkResult fromCapture(const ThreadHead& t, const Capture& c, std::vector<RawFrame>& out,
                          size_t max_depth);
   // Past the last frame of a capture cut short (Capture::truncated): its callers read from
-  // the process, accepted while that frame still reads as it was copied.
+  // the process, at most kMaxContinuedFrames of them, accepted while that frame still reads
+  // as it was copied.
+  static constexpr size_t kMaxContinuedFrames = 96;
   WalkResult continueCapture(const ThreadHead& t, const Capture& c, std::vector<RawFrame>& out,
                              size_t max_depth);
   // How a capture finds a thread's frames in this target's layout (CaptureLayout).

@@ -207,6 +207,8 @@ class Sampler {
   // instead of the process: th is running, and the copy recent (spec section 10, rule 7).
   // Opens th's events first (NativeSampling::prepare, or th.clock).
   bool captured(Target& t, Thread& th);
+  // Whether capture_ now holds th's copy before the one it holds, as recent (Python-only).
+  bool olderCapture(Thread& th);
   // Whether the sampler may stop th alone now (its StopBudget, ptrace not refused); if so its
   // CPU state is read first (before_pause).
   bool mayStop(Target& t, Thread& th, uint64_t now_ns);

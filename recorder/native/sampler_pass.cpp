@@ -469,6 +469,12 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   StackRead got = StackRead::kTorn;
   if (captured(t, th)) {
     got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
+    // A copy caught as a frame was being pushed or popped holds no whole stack: without
+    // --native (whose copy must be its perf sample's), the copy before it, one period older.
+    for (int older = 0; got != StackRead::kOk && !t.native && older < 2 &&
+                        olderCapture(th);
+         ++older)
+      got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
     th.from_capture = got == StackRead::kOk;
     if (th.from_capture) bump(st_.captured_stacks, 1);
   }
@@ -579,7 +585,10 @@ void Sampler::cpuFirst(Thread& th) {
 }
 
 bool Sampler::captured(Target& t, Thread& th) {
-  if (!t.capture || !th.native_tid) return false;
+  // Once asyncio runs, each sample also names the task its thread runs, read after the
+  // stacks and checked against them: a stack copied up to a few periods before would not
+  // hold the task running now. Its threads are read from the process.
+  if (!t.capture || !th.native_tid || (config_.tasks && t.asyncio)) return false;
   const pid_t tid = static_cast<pid_t>(th.native_tid);
   const uint64_t period = perfPeriod(config_.interval_ns);
   if (t.native) {
@@ -599,13 +608,25 @@ bool Sampler::captured(Target& t, Thread& th) {
   // A thread that waits has not moved since it left its CPU: it is read from the process,
   // where it waits (its newest capture is of before it began to wait).
   cpuFirst(th);
-  if (!th.before_pause.ok || !th.before_pause.running) return false;
+  if (!th.before_pause.ok) return false;
+  if (!th.before_pause.running) {
+    // Its context switches may lag: the stat file says.
+    if (!th.files.runnableNow()) return false;
+    th.before_pause.running = true;
+  }
   const uint64_t now = monotonicNs();
   if (t.native) return t.native->captured(*th.native, now, capture_);
   if (!th.clock->watch.newest(capture_)) return false;
   th.clock->perf.settle();
   return capture_.time_ns <= now &&
          now - capture_.time_ns <= kCaptureAgePeriods * period + kCaptureSlackNs;
+}
+
+bool Sampler::olderCapture(Thread& th) {
+  const uint64_t now = monotonicNs();
+  return th.clock && th.clock->watch.newest(capture_, capture_.seq) && capture_.time_ns <= now &&
+         now - capture_.time_ns <=
+             kCaptureAgePeriods * perfPeriod(config_.interval_ns) + kCaptureSlackNs;
 }
 
 bool Sampler::mayStop(Target& t, Thread& th, uint64_t now_ns) {

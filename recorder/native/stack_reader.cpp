@@ -152,6 +152,10 @@ bool StackReader::adoptWalk(const ThreadHead& head, ThreadStack& last, uint64_t 
 StackRead StackReader::readCaptured(const ThreadHead& head, const Capture& c, ThreadStack& last,
                                     uint64_t pass) {
   cached_ = wrote_anchor_ = false;
+  // A stack deeper than a capture and the frames read after it: read from the process.
+  if (c.truncated &&
+      last.raw.size() > kMaxCapturedFrames + FrameWalker::kMaxContinuedFrames + 16)
+    return StackRead::kTorn;
   for (int again = 0; again < 2; ++again) {
     const WalkResult r = unwinder_.frames.fromCapture(head, c, walk_, max_depth_);
     if (r == WalkResult::kError) return StackRead::kTorn;

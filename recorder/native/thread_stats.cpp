@@ -332,6 +332,12 @@ ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
   return sampleFiles();
 }
 
+bool ThreadStatFiles::runnableNow() {
+  bool running = false;
+  ++stat_reads_;
+  return stat_fd_.get() >= 0 && statRunning(stat_fd_.get(), &running) && running;
+}
+
 void ThreadStatFiles::resumed(bool was_running) {
   if (was_running && ring_ && ring_->update()) ring_->markRunnable();
 }

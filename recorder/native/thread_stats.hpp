@@ -72,6 +72,9 @@ class ThreadStatFiles {
   // which the ring's CPU time of a running thread counts up to.
   ThreadCpu sample(uint64_t now_ns);
   uint64_t statReads() const { return stat_reads_; }
+  // Whether the thread is runnable now, as its stat file says (one read): for a sample that
+  // must know it (Sampler::captured), where the context switches may not have arrived yet.
+  bool runnableNow();
   // psrec paused the thread (--blocking) and has resumed it. The pause switched it out, which
   // its context switches tell as a thread gone to sleep, and a thread woken again makes no
   // switch until it reaches a CPU: behind another program on its CPU it stayed "asleep" for up

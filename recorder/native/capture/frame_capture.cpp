@@ -393,7 +393,7 @@ bool FrameCapture::at(pid_t tid, uint64_t sample_ns, Capture& out) const {
   return false;
 }
 
-bool FrameCapture::newest(pid_t tid, Capture& out) const {
+bool FrameCapture::newest(pid_t tid, Capture& out, uint64_t before_seq) const {
   auto it = watches_.find(tid);
   if (it == watches_.end()) return false;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -401,7 +401,8 @@ bool FrameCapture::newest(pid_t tid, Capture& out) const {
     const size_t n = scan(it->second, seen);
     const SlotSeen* best = nullptr;
     for (size_t i = 0; i < n; ++i)
-      if (!best || seen[i].gen > best->gen) best = &seen[i];
+      if ((seen[i].gen & kCountMask) < before_seq && (!best || seen[i].gen > best->gen))
+        best = &seen[i];
     if (!best) return false;
     if (readSlot(best->slot, best->gen, out)) return true;
   }

@@ -106,8 +106,8 @@ class FrameCapture {
   // that may be the next sample's because the sample's own was overwritten. False when none
   // is (overwritten: the thread ran kSlotsPerThread or more periods since; or never taken).
   bool at(pid_t tid, uint64_t sample_ns, Capture& out) const;
-  // Its newest capture.
-  bool newest(pid_t tid, Capture& out) const;
+  // Its newest capture (of those before the capture of sequence number before_seq).
+  bool newest(pid_t tid, Capture& out, uint64_t before_seq = UINT64_MAX) const;
   const CaptureLayout& layout() const { return layout_; }
 
  private:
@@ -172,7 +172,9 @@ class CaptureWatch {
   bool at(uint64_t sample_ns, Capture& out) const {
     return capture_ && capture_->at(tid_, sample_ns, out);
   }
-  bool newest(Capture& out) const { return capture_ && capture_->newest(tid_, out); }
+  bool newest(Capture& out, uint64_t before_seq = UINT64_MAX) const {
+    return capture_ && capture_->newest(tid_, out, before_seq);
+  }
 
  private:
   FrameCapture* capture_ = nullptr;

@@ -312,6 +312,12 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
       if (stop && addr == stop && !cut_at) cut_at = out.size() + kAnchorCallers;
     }
     if (prev == addr) return WalkResult::kError;
+    if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
+        !out.back().entered) {
+      // 3.11 marks a thread's first frame as entered from C: a stack ending at a frame not so
+      // marked was caught while a frame was being linked in (its `previous` not set yet).
+      return WalkResult::kError;
+    }
     if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
       // 3.12+ runs every frame under the entry frame of its run of the interpreter loop: a
       // Python frame with no `previous` was pushed and not yet linked to its entry frame
@@ -568,6 +574,9 @@ WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
       if (!f.code) return WalkResult::kError;
       if (f.code == shim_code_ && shim_code_) out.pop_back();
     }
+    if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
+        !out.back().entered)
+      return WalkResult::kError;  // 3.11: see walkInterpreterFrames
     if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
       return WalkResult::kError;
     if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
@@ -634,6 +643,9 @@ WalkResult FrameWalker::continueCapture(const ThreadHead& t, const Capture& c,
         if (!f.code) return WalkResult::kError;
         if (f.code == shim_code_ && shim_code_) out.pop_back();
       }
+      if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
+          !out.back().entered)
+        return WalkResult::kError;  // 3.11: see walkInterpreterFrames
       if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
         return WalkResult::kError;
       if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;

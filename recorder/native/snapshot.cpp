@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -136,17 +137,17 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
     if (unwinder.pass.notStarted(t)) continue;
     ThreadStack stack;
     uint64_t read_again = 0;
-    StackRead got = reader.read(t, stack, interp, pass, kReadAgain, &read_again);
-    if (got == StackRead::kTorn && t.native_tid) {
-      // Its stack changes faster than it can be copied: read once more with the thread held
-      // still for the read (a few microseconds; the process was not stopped as a whole).
+    // Each thread is held still for the few microseconds its read takes (where ptrace is
+    // allowed, and the process was not stopped as a whole): a copy of a stack that changes
+    // faster than it is read can pass every check of a torn copy (spec 10, rule 7).
+    std::optional<ThreadStop> still;
+    if (t.native_tid) {
       if (tids.empty()) tids = threadIds(proc.pid());
       auto it = tids.find(t.native_tid);
-      if (it != tids.end()) {
-        ThreadStop stop(it->second);
-        if (stop.stopped()) got = reader.read(t, stack, interp, pass, 2, &read_again);
-      }
+      if (it != tids.end()) still.emplace(it->second);
     }
+    StackRead got = reader.read(t, stack, interp, pass, kReadAgain, &read_again);
+    still.reset();
     if (got == StackRead::kEnded) continue;  // it exited while read: no thread of the process
     ThreadDump d;
     d.python_tid = t.thread_id;

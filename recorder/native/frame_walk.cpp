@@ -517,6 +517,50 @@ CaptureLayout FrameWalker::captureLayout(const cpython::Layout& l) {
   return c;
 }
 
+WalkResult FrameWalker::takeFrame(const ThreadHead& t, uint64_t addr, const uint8_t* bytes,
+                                  std::vector<RawFrame>& out, uint64_t* prev) {
+  const uint32_t hb = capture_header_;
+  if (l_.frame_model == FrameModel::kFrameObject) {
+    StructView<st::FrameObject> v(bytes, hb);
+    RawFrame& f = out.emplace_back();
+    f.addr = addr;
+    f.code = v.ptr(l_.frame_code);
+    f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
+    f.prev = *prev = v.ptr(l_.frame_back);
+    if (!f.code) return WalkResult::kError;
+  } else {
+    StructView<st::IFrame> v(bytes, hb);
+    const uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
+    *prev = v.ptr(l_.iframe_previous);
+    // The structural checks of walkInterpreterFrames: a frame being pushed or popped as it
+    // was copied reads as these do.
+    if (owner > l_.owner_max || *prev == addr) return WalkResult::kError;
+    if (owner == kOwnedByGenerator && !*prev) return WalkResult::kError;
+    if (owner >= l_.owner_shim) {
+      if (!out.empty()) out.back().entered = true;
+    } else {
+      RawFrame& f = out.emplace_back();
+      f.addr = addr;
+      f.prev = *prev;
+      f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
+      f.instr = v.ptr(l_.iframe_instr);
+      if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
+      f.owner = owner;
+      if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+      if (!f.code) return WalkResult::kError;
+      if (f.code == shim_code_ && shim_code_) out.pop_back();
+    }
+    if (!*prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
+        !out.back().entered)
+      return WalkResult::kError;  // 3.11: see walkInterpreterFrames
+    if (!*prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
+      return WalkResult::kError;
+    if (!*prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
+  }
+  if (!*prev) walk_bottom_ = addr;
+  return WalkResult::kOk;
+}
+
 WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
                                     std::vector<RawFrame>& out, size_t max_depth) {
   out.clear();
@@ -526,25 +570,6 @@ WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
   walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
   const uint32_t hb = capture_header_;
   if ((!c.complete && !c.truncated) || !hb || !c.frames) return WalkResult::kError;
-  // Each frame's link must name the next frame copied: the kernel followed it. Past the last
-  // copied frame of a deeper stack, the frames are read from the process (continueCapture).
-  auto linked = [&](size_t i, uint64_t prev) {
-    return i + 1 < c.frames ? c.addr[i + 1] == prev : (prev == 0) != c.truncated;
-  };
-  if (l_.frame_model == FrameModel::kFrameObject) {
-    for (size_t i = 0; i < c.frames; ++i) {
-      if (out.size() >= max_depth) return WalkResult::kTruncated;
-      StructView<st::FrameObject> v(c.header(i, hb), hb);
-      RawFrame& f = out.emplace_back();
-      f.addr = c.addr[i];
-      f.code = v.ptr(l_.frame_code);
-      f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
-      f.prev = v.ptr(l_.frame_back);
-      if (!f.code || !linked(i, f.prev)) return WalkResult::kError;
-      if (!f.prev) walk_bottom_ = f.addr;
-    }
-    return c.truncated ? continueCapture(t, c, out, max_depth) : WalkResult::kOk;
-  }
   for (size_t i = 0; i < c.frames; ++i) {
     const uint64_t addr = c.addr[i];
     if (addr == t.base_frame) {  // 3.15+: see walkInterpreterFrames
@@ -553,34 +578,13 @@ WalkResult FrameWalker::fromCapture(const ThreadHead& t, const Capture& c,
       return WalkResult::kOk;
     }
     if (out.size() >= max_depth) return WalkResult::kTruncated;
-    StructView<st::IFrame> v(c.header(i, hb), hb);
-    const uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
-    const uint64_t prev = v.ptr(l_.iframe_previous);
-    // The structural checks of walkInterpreterFrames: a frame being pushed or popped as the
-    // kernel copied it reads as these do.
-    if (owner > l_.owner_max || prev == addr || !linked(i, prev)) return WalkResult::kError;
-    if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
-    if (owner >= l_.owner_shim) {
-      if (!out.empty()) out.back().entered = true;
-    } else {
-      RawFrame& f = out.emplace_back();
-      f.addr = addr;
-      f.prev = prev;
-      f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
-      f.instr = v.ptr(l_.iframe_instr);
-      if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
-      f.owner = owner;
-      if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
-      if (!f.code) return WalkResult::kError;
-      if (f.code == shim_code_ && shim_code_) out.pop_back();
-    }
-    if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
-        !out.back().entered)
-      return WalkResult::kError;  // 3.11: see walkInterpreterFrames
-    if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
+    uint64_t prev = 0;
+    if (takeFrame(t, addr, c.header(i, hb), out, &prev) != WalkResult::kOk)
       return WalkResult::kError;
-    if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
-    if (!prev) walk_bottom_ = addr;
+    // Each frame's link must name the next frame copied: the kernel followed it. Past the
+    // last copied frame of a deeper stack, the frames are read from the process.
+    if (i + 1 < c.frames ? c.addr[i + 1] != prev : (prev == 0) == c.truncated)
+      return WalkResult::kError;
   }
   return c.truncated ? continueCapture(t, c, out, max_depth) : WalkResult::kOk;
 }
@@ -614,43 +618,8 @@ WalkResult FrameWalker::continueCapture(const ThreadHead& t, const Capture& c,
     if (++read > kMaxContinuedFrames) return WalkResult::kError;
     ++stats_.frame_reads;
     if (proc_.mem().read(addr, buf, hb) != ReadStatus::kOk) return WalkResult::kError;
-    uint64_t prev;
-    if (objects) {
-      StructView<st::FrameObject> v(buf, hb);
-      RawFrame& f = out.emplace_back();
-      f.addr = addr;
-      f.code = v.ptr(l_.frame_code);
-      f.instr = static_cast<uint64_t>(static_cast<uint32_t>(v.get<int32_t>(l_.frame_lasti)));
-      f.prev = prev = v.ptr(l_.frame_back);
-      if (!f.code) return WalkResult::kError;
-    } else {
-      StructView<st::IFrame> v(buf, hb);
-      const uint8_t owner = v.get<uint8_t>(l_.iframe_owner);
-      prev = v.ptr(l_.iframe_previous);
-      if (owner > l_.owner_max || prev == addr) return WalkResult::kError;
-      if (owner == kOwnedByGenerator && !prev) return WalkResult::kError;
-      if (owner >= l_.owner_shim) {
-        if (!out.empty()) out.back().entered = true;
-      } else {
-        RawFrame& f = out.emplace_back();
-        f.addr = addr;
-        f.prev = prev;
-        f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
-        f.instr = v.ptr(l_.iframe_instr);
-        if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
-        f.owner = owner;
-        if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
-        if (!f.code) return WalkResult::kError;
-        if (f.code == shim_code_ && shim_code_) out.pop_back();
-      }
-      if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
-          !out.back().entered)
-        return WalkResult::kError;  // 3.11: see walkInterpreterFrames
-      if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim)
-        return WalkResult::kError;
-      if (!prev && t.base_frame && addr != t.base_frame) return WalkResult::kError;
-    }
-    if (!prev) walk_bottom_ = addr;
+    uint64_t prev = 0;
+    if (takeFrame(t, addr, buf, out, &prev) != WalkResult::kOk) return WalkResult::kError;
     addr = prev;
   }
   // The outermost copied frame, again: its code, instruction and link as copied.

@@ -45,6 +45,11 @@ class FrameWalker {
   // the process, at most kMaxContinuedFrames of them, accepted while that frame still reads
   // as it was copied.
   static constexpr size_t kMaxContinuedFrames = 96;
+  // One frame of a capture (its copied bytes, or a read past the copy), as the walk takes it:
+  // appended to out (a shim frame marks its callee entered from C instead), *prev its link.
+  // kError where the bytes read as no frame of a whole stack can.
+  WalkResult takeFrame(const ThreadHead& t, uint64_t addr, const uint8_t* bytes,
+                       std::vector<RawFrame>& out, uint64_t* prev);
   WalkResult continueCapture(const ThreadHead& t, const Capture& c, std::vector<RawFrame>& out,
                              size_t max_depth);
   // How a capture finds a thread's frames in this target's layout (CaptureLayout).

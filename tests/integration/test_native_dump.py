@@ -144,30 +144,39 @@ def base(name: str) -> str:
     return name.split(".", 1)[0]
 
 
+def dump_and_gdb(python: str, pid: int) -> tuple[dict[str, Any], dict[int, list[Any]]]:
+    """psrec's native dump and gdb's frames of a target stopped (SIGSTOP) between them."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        doc = dump(pid)
+        truth = gdb_threads(pid, python in ROOTS)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    if python in ROOTS and any(f and f[-1]["pc"] == 0 for f in truth.values()):
+        pytest.skip("gdb lost its way in this target's own root (its unwinding ends at pc 0): "
+                    "gdb 13 does not read the files of a target chrooted in a mount namespace")
+    return doc, truth
+
+
+def assert_agrees(name: str, ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> None:
+    """The same pcs, frame by frame, and each named function where gdb's starts."""
+    assert [f["pc"] for f in ours] == [f["pc"] for f in theirs], (
+        name, [hex(f["pc"]) for f in ours], [hex(f["pc"]) for f in theirs])
+    for f, g in zip(ours, theirs):
+        if not f["function"]:
+            continue  # no symbol in the binary: gdb may know one from debug files
+        same_start = g["start"] is not None and f["pc"] - f["offset"] == g["start"]
+        assert same_start or base(f["function"]) == base(g["name"] or ""), (name, f, g)
+
+
 @pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (Debian's gdb)")
 @pytest.mark.parametrize("python", PYTHONS)
 def test_native_frames_agree_with_gdb(python: str) -> None:
     with native_target(python) as t:
-        os.kill(t.pid, signal.SIGSTOP)
-        try:
-            doc = dump(t.pid)
-            truth = gdb_threads(t.pid, python in ROOTS)
-        finally:
-            os.kill(t.pid, signal.SIGCONT)
-    if python in ROOTS and any(f and f[-1]["pc"] == 0 for f in truth.values()):
-        pytest.skip("gdb lost its way in this target's own root (its unwinding ends at pc 0): "
-                    "gdb 13 does not read the files of a target chrooted in a mount namespace")
+        doc, truth = dump_and_gdb(python, t.pid)
     assert set(truth) == {th["native_tid"] for th in doc["threads"]}
     for th in doc["threads"]:
-        ours = th["native"]
-        theirs = truth[th["native_tid"]]
-        assert [f["pc"] for f in ours] == [f["pc"] for f in theirs], (
-            th["name"], [hex(f["pc"]) for f in ours], [hex(f["pc"]) for f in theirs])
-        for f, g in zip(ours, theirs):
-            if not f["function"]:
-                continue  # no symbol in the binary: gdb may know one from debug files
-            same_start = g["start"] is not None and f["pc"] - f["offset"] == g["start"]
-            assert same_start or base(f["function"]) == base(g["name"] or ""), (th["name"], f, g)
+        assert_agrees(th["name"], th["native"], truth[th["native_tid"]])
 
 
 @pytest.mark.parametrize("python", PYTHONS[:1])

@@ -478,11 +478,16 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     th.from_capture = got == StackRead::kOk;
     if (th.from_capture) bump(st_.captured_stacks, 1);
   }
-  if (!th.from_capture)
+  bool ran = false;  // switched onto a CPU while it was read from the process
+  if (!th.from_capture) {
+    const uint64_t off = th.files.offCpuMark();
     got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
-  if (got == StackRead::kTorn && mayStop(t, th, monotonicNs())) {
-    // The stack changes faster than it can be copied: read it once more with the thread held
-    // still for the read (spec section 10, rule 7).
+    ran = got == StackRead::kOk && off && !th.files.stillOff(off);
+  }
+  if ((got == StackRead::kTorn || ran) && mayStop(t, th, monotonicNs())) {
+    // The stack changes faster than it can be copied, or the thread, off its CPU when its
+    // read began, ran during it: read it once more with the thread held still for the read
+    // (spec section 10, rule 7). (Past the budget, a read that passed its checks is kept.)
     const uint64_t t0 = monotonicNs();
     int error;
     {

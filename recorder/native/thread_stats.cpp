@@ -139,6 +139,8 @@ class SwitchRing {
     return ok;
   }
   bool running() const { return on_cpu_ || runnable_; }
+  bool onCpu() const { return on_cpu_; }
+  uint64_t switchesIn() const { return ins_; }
   // Off a CPU but runnable (ThreadStatFiles::resumed).
   void markRunnable() {
     if (!on_cpu_) runnable_ = true;
@@ -336,6 +338,24 @@ bool ThreadStatFiles::runnableNow() {
   bool running = false;
   ++stat_reads_;
   return stat_fd_.get() >= 0 && statRunning(stat_fd_.get(), &running) && running;
+}
+
+uint64_t ThreadStatFiles::offCpuMark() {
+  if (!ring_) return 0;
+  if (!ring_->update()) {
+    startRing();  // switches were lost: nothing can be told of this read
+    return 0;
+  }
+  return ring_->onCpu() ? 0 : ring_->switchesIn() + 1;
+}
+
+bool ThreadStatFiles::stillOff(uint64_t mark) {
+  if (!ring_ || !mark) return false;
+  if (!ring_->update()) {
+    startRing();
+    return false;
+  }
+  return !ring_->onCpu() && ring_->switchesIn() + 1 == mark;
 }
 
 void ThreadStatFiles::resumed(bool was_running) {

@@ -83,6 +83,12 @@ class ThreadStatFiles {
   void resumed(bool was_running);
   // Whether sample() takes the state from context switches.
   bool fromSwitches() const { return ring_ != nullptr; }
+  // A thread off its CPU does not move until it is switched in again. offCpuMark() marks the
+  // switches so far of a thread that is off its CPU now (0: on a CPU, or not known without
+  // the context-switch ring); stillOff(mark) says whether it has not been switched in since.
+  // No system call: a memory read became a consistent one when the thread stayed off.
+  uint64_t offCpuMark();
+  bool stillOff(uint64_t mark);
 
  private:
   ThreadCpu sampleFiles();

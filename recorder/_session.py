@@ -66,6 +66,8 @@ class Session:
         self.files: list[str] = [opts.output]
         self.window_end: float | None = None  # in ticks, once the first chunk came
         self.stats_before: dict[str, Any] = {}  # the sampler's figures when the file began
+        # the sampler's figures when the last chunk written was sealed (a window's end)
+        self.sealed_stats: dict[str, Any] = {}
         self.write_error: list[BaseException] = []
         self.writer_thread = threading.Thread(target=self._write_loop, name="psrec-writer",
                                               daemon=True)
@@ -163,7 +165,8 @@ class Session:
                 if chunk is not None:
                     if self.opts.window_s is not None and chunk[1]:
                         self._next_window(chunk[2], chunk[6])
-                    self.writer.write_sealed(*chunk)
+                    self.writer.write_sealed(*chunk[:7])
+                    self.sealed_stats = chunk[7]
                 elif self.sampler.chunks_done():
                     return
                 if self.snapshots_taken < self.snapshots_asked:
@@ -218,14 +221,21 @@ class Session:
             st["sampling_ns_per_pass"] = st["sampling_ns_total"] // max(1, st["passes"])
             return st
 
-        now = {_TRAILER_NAMES.get(k, k): v
-               for k, v in self.sampler.stats().items() if k != "finished"}
+        def named(st: dict[str, Any]) -> dict[str, Any]:
+            return {_TRAILER_NAMES.get(k, k): v for k, v in st.items() if k != "finished"}
+
+        now = named(self.sampler.stats())
         stats = dict(now)
         if self.opts.window_s is not None:
-            for k, v in now.items():
+            # A window closed as the next one's first chunk comes counts up to the seal of its
+            # own last chunk: what the sampler counted since belongs to the chunks after it.
+            upto = named(self.sealed_stats) if stopped_by == "window" and self.sealed_stats \
+                else now
+            for k, v in upto.items():
+                stats[k] = v
                 if isinstance(v, int) and not isinstance(v, bool) and k in self.stats_before:
                     stats[k] = v - self.stats_before[k]
-            self.stats_before = dict(now)
+            self.stats_before = dict(upto)
             assert self.writer is not None
             stats["passes"], stats["samples"] = self.writer.passes, self.writer.samples
         with_means(now)

@@ -217,14 +217,16 @@ NB_MODULE(_recorder, m) {
       .def("pop_chunk",
            [](Sampler& s, int timeout_ms) -> nb::object {
              std::optional<psrec::format::SealedChunk> c;
+             SamplerStats at_seal;
              {
                nb::gil_scoped_release release;
-               c = s.popChunk(timeout_ms);
+               c = s.popChunk(timeout_ms, &at_seal);
              }
              if (!c) return nb::none();
              return nb::make_tuple(nb::bytes(c->defs.data(), c->defs.size()),
                                    nb::bytes(c->data.data(), c->data.size()), c->first_ts,
-                                   c->last_ts, c->passes, c->samples, c->epoch);
+                                   c->last_ts, c->passes, c->samples, c->epoch,
+                                   statsDict(at_seal));
            },
            nb::arg("timeout_ms"))
       .def("new_epoch", &Sampler::newEpoch)

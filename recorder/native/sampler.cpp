@@ -134,15 +134,16 @@ void Sampler::run() {
       t0 = monotonicNs();
     }
     if (free_running) deadline = t0;
+    pass_ns_ = t0;
+    const uint64_t now_ticks = ticks(t0);
+    // A window ends before this pass (sealed before the pass's figures are counted).
+    if (encoder_.crossesBoundary(now_ticks)) sealChunk();
     const uint64_t late = t0 > deadline ? t0 - deadline : 0;
     bump(st_.lateness_ns_total, late);
     atomicMax(st_.lateness_ns_max, late);
     if (late > interval / 4) bump(st_.late_passes, 1);
 
     uint64_t errors = 0;
-    pass_ns_ = t0;
-    const uint64_t now_ticks = ticks(t0);
-    if (encoder_.crossesBoundary(now_ticks)) sealChunk();  // a window ends before this pass
     const bool passed = samplePass(now_ticks, &errors);
     if (threads_full_) {
       publish("the recording has named " + std::to_string(encoder_.maxThreads()) +
@@ -262,8 +263,23 @@ void Sampler::finish(std::optional<int64_t> exit_code) {
 
 void Sampler::sealChunk() {
   if (epoch_asked_.exchange(false, std::memory_order_relaxed)) encoder_.newEpoch();
-  queue_.push(encoder_.seal());
+  format::SealedChunk chunk = encoder_.seal();
   bump(st_.chunks, 1);
+  {
+    std::lock_guard<std::mutex> lock(sealed_mu_);
+    sealed_stats_.push_back(stats());
+  }
+  queue_.push(std::move(chunk));
+}
+
+std::optional<format::SealedChunk> Sampler::popChunk(int timeout_ms, SamplerStats* at_seal) {
+  std::optional<format::SealedChunk> c = queue_.pop(timeout_ms);
+  if (c) {
+    std::lock_guard<std::mutex> lock(sealed_mu_);
+    if (at_seal) *at_seal = sealed_stats_.front();
+    sealed_stats_.pop_front();
+  }
+  return c;
 }
 
 SamplerStats Sampler::stats() const {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -170,7 +171,9 @@ class Sampler {
   void finish(std::optional<int64_t> exit_code);
   SamplerStats stats() const;
 
-  std::optional<format::SealedChunk> popChunk(int timeout_ms) { return queue_.pop(timeout_ms); }
+  // The oldest chunk sealed and not taken yet, and the sampler's figures as they stood when
+  // it was sealed (so that a file's STATS count what its chunks hold: a window's).
+  std::optional<format::SealedChunk> popChunk(int timeout_ms, SamplerStats* at_seal);
   bool chunksDone() { return queue_.closedAndDrained(); }
   // Any thread: the chunks sealed from now on begin a new epoch of definitions (a flight
   // recording asks so when it may drop the older ones; format::Encoder::newEpoch).
@@ -249,6 +252,8 @@ class Sampler {
   SamplerConfig config_;
   format::Encoder encoder_;
   format::ChunkQueue queue_;
+  std::mutex sealed_mu_;
+  std::deque<SamplerStats> sealed_stats_;  // one per chunk in queue_, in its order
   std::vector<std::unique_ptr<Target>> targets_;
   std::optional<TargetInfo> first_info_;  // guarded by mu_
   SamplerState published_;                // guarded by mu_

@@ -117,6 +117,7 @@ def info(recording: str, as_json: bool) -> None:
             ("state", "closed cleanly" if d["closed_cleanly"]
                       else "recovered (not closed cleanly)"),
             ("created", d["created"]),
+            *([("part", d["part"])] if d["part"] else []),
             ("target", f"pid {md.get('pid', '?')}: {' '.join(md.get('command') or []) or '?'}"),
             *[("processes" if i == 0 else "", f"pid {p['pid']}"
                + (f" (parent {p['parent_pid']})" if p["parent_pid"] else "")
@@ -227,13 +228,28 @@ def snapshot(recording: str, output: str, force: bool) -> None:
       psrec record -o last.psr --keep 10m 1234 &
       psrec snapshot last.psr -o incident.psr
     """
+    from psrec.format._writers import ask_to_seal, writers_of
     from psrec.format.writer import snapshot as copy
 
     if os.path.abspath(recording) == os.path.abspath(output):
         raise CliUsageError(f"the snapshot of {recording} cannot be written over it",
                             help="give the copy another name with -o")
-    chunks, samples = copy(recording, output, force)
-    click.echo(f"psrec: wrote {output} ({samples:,} samples in {chunks:,} chunks)", err=True)
+    # A recorder still writing the file is asked to seal the chunk it is filling, so that
+    # the copy holds the samples up to now (spec section 7.3).
+    writers = writers_of(recording)
+    if writers:
+        ask_to_seal(recording, writers)
+    chunks, samples = copy(recording, output, force, running=bool(writers))
+    with open_recording(output) as snap:
+        part = snap.metadata.get("part") or {}
+    left = part.get("left_out_s")
+    how = ""
+    if writers:
+        how = "; the recording goes on" + (
+            f": the {left:.3f} s from its last pass copied to the copy are not in it"
+            if isinstance(left, float) else "")
+    click.echo(f"psrec: wrote {output} ({samples:,} samples in {chunks:,} chunks{how})",
+               err=True)
 
 
 # -- report, export and diff ------------------------------------------------------------------

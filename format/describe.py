@@ -21,7 +21,45 @@ from .reader import (
 )
 from .reference import RefBatch, RefDecodeError, RefDecoder, _Reader, unzigzag
 
-__all__ = ["info", "dump_lines"]
+__all__ = ["info", "dump_lines", "describe_part"]
+
+
+def describe_part(part: Any) -> str | None:
+    """What part of a recording a file is, from its METADATA `part` (spec section 2): a
+    window of a series, a snapshot of a recording, or a part cut from one; None for a whole
+    recording (or a `part` this psrec does not know)."""
+    if not isinstance(part, dict):
+        return None
+
+    def num(key: str) -> float | None:
+        v = part.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    kind, of = part.get("kind"), str(part.get("of", "?"))
+    if kind == "window":
+        n, lo, hi = part.get("window"), num("from_s"), num("to_s")
+        span = f", {lo:.3f}-{hi:.3f} s after the recording began" if lo is not None \
+            and hi is not None else ""
+        return f"window {n} of {of}{span} (file {part.get('file', '?')} of the series)"
+    if kind in ("snapshot", "part"):
+        taken = part.get("taken_wall_ns")
+        when = ""
+        if isinstance(taken, int) and 0 <= taken < 1 << 63:
+            when = " taken " + _dt.datetime.fromtimestamp(taken / 1e9, _dt.timezone.utc) \
+                .strftime("%Y-%m-%d %H:%M:%S UTC")
+        text = f"{'snapshot' if kind == 'snapshot' else 'a part'} of {of}{when}"
+        inner = describe_part(part.get("of_part"))
+        if inner:
+            text += f" ({inner})"
+        left = num("left_out_s")
+        if part.get("running") is True:
+            text += "; the recording went on" + (
+                f": its last {left:.3f} s before the copy are not in it"
+                if left is not None else "")
+        elif part.get("running") is False:
+            text += "; the recording had ended: all of it"
+        return text
+    return None
 
 
 def info(rec: Recording) -> dict[str, Any]:
@@ -62,6 +100,8 @@ def info(rec: Recording) -> dict[str, Any]:
         "size_bytes": rec.file_size,
         "closed_cleanly": rec.clean,
         "created": created.isoformat(timespec="milliseconds"),
+        # what part of a recording the file is (a window, a snapshot); None: a whole one
+        "part": describe_part(rec.metadata.get("part")),
         "tick_ns": rec.tick_ns,
         "metadata": rec.metadata,
         "stats": rec.stats,

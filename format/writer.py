@@ -8,10 +8,14 @@ whose completed chunks can all be recovered.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import re
+import secrets
 import stat
 import sys
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
@@ -30,44 +34,143 @@ try:
 except ImportError:  # the native codec could not be built or loaded here
     _thread_renames = _ref_thread_renames
 
-__all__ = ["PsrWriter", "Retention", "snapshot", "open_output", "is_stream", "Output",
-           "check_link", "write_failed"]
+__all__ = ["PsrWriter", "Retention", "snapshot", "open_output", "open_stream", "is_stream",
+           "Output", "check_link", "check_stream", "write_failed"]
+
+
+# -- Where outputs go -------------------------------------------------------------------
+# A name the user gives (-o) is a file, or a stream written in place: '-', one of psrec's own
+# descriptors (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or a FIFO or character
+# device that the user or root owns, reached only through links the user or root made. A
+# block device, a socket, and a FIFO or device reached through another user's link or owned
+# by another user are refused: in a shared folder anyone may plant them at a name psrec is
+# about to write. A name psrec makes itself (a window's file, a SIGUSR1 snapshot, a temporary
+# copy) is always created new (O_CREAT | O_EXCL | O_NOFOLLOW): never a stream, never written
+# through a link, refused when anything holds it.
+
+# How often a FIFO with no reader yet is tried again, in seconds.
+_FIFO_POLL_S = 0.05
+_TEMP_NAME = re.compile(r"\.[A-Za-z0-9_]+\.(keep|part)$")
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
-    """'-' (standard output), or a path that names no regular file: a device (/dev/null), a
-    pipe or a terminal, directly or through links (/dev/stdout). Output there is written in
-    place: nothing is replaced or removed, and nothing is lost by writing, so no --force."""
+    """'-' (standard output), a name of one of psrec's descriptors (/dev/stdout, /dev/fd/N,
+    directly or through links), or a path that names neither a regular file nor a folder: a
+    device, a pipe, a terminal, a socket. Such an output is written in place, if at all
+    (check_stream says whether): nothing is replaced or removed, so no --force."""
     p = os.fspath(path)
     if p == "-" or _names_a_descriptor(p):
         return True
     try:
-        return not stat.S_ISREG(os.stat(p).st_mode) and not stat.S_ISDIR(os.stat(p).st_mode)
+        mode = os.stat(p).st_mode
     except OSError:
         return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _descriptor(p: str) -> int | None:
+    """The descriptor of psrec's own that p names (/dev/stdout, /dev/stderr, /dev/fd/N,
+    /proc/self/fd/N, /proc/PID/fd/N of psrec itself), or None."""
+    a = os.path.abspath(p)
+    if a == "/dev/stdout":
+        return 1
+    if a == "/dev/stderr":
+        return 2
+    parts = a.split("/")
+    if len(parts) == 4 and parts[1:3] == ["dev", "fd"] and parts[3].isdigit():
+        return int(parts[3])
+    if (len(parts) == 5 and parts[1] == "proc" and parts[3] == "fd" and parts[4].isdigit()
+            and parts[2] in ("self", "thread-self", str(os.getpid()))):
+        return int(parts[4])
+    return None
+
+
+def _follow(p: str) -> tuple[str, list[tuple[str, os.stat_result]]]:
+    """The symbolic links at the end of p, followed: the last name (one that is no link, or
+    that names a descriptor), and each link on the way with its own status (its owner)."""
+    links: list[tuple[str, os.stat_result]] = []
+    for _ in range(40):  # the kernel's own limit
+        if _descriptor(p) is not None:
+            break
+        try:
+            st = os.lstat(p)
+        except OSError:
+            break
+        if not stat.S_ISLNK(st.st_mode):
+            break
+        links.append((p, st))
+        p = os.path.join(os.path.dirname(p), os.readlink(p))
+    return p, links
 
 
 def _names_a_descriptor(p: str) -> bool:
     """/dev/stdout, /dev/fd/N, /proc/self/fd/N, or a link to one: an open file of the
     process, whatever it is (a redirected standard output may be a regular file)."""
-    for _ in range(8):
-        parts = os.path.abspath(p).split("/")
-        if parts[1:2] == ["proc"] and len(parts) == 5 and parts[3] == "fd":
-            return True
-        if parts[1:3] == ["dev", "fd"] or p in ("/dev/stdout", "/dev/stderr"):
-            return True
-        if not os.path.islink(p):
-            return False
-        p = os.path.join(os.path.dirname(p), os.readlink(p))
-    return False
+    return _descriptor(_follow(p)[0]) is not None
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISREG, "a file"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+_STREAM_HELP = ("give a file name with -o; a FIFO or device is written to only if you or root "
+                "own it and every link to it")
+
+
+def check_stream(path: str) -> os.stat_result | None:
+    """Refuses, in one line, a stream output psrec does not write to (the rule above); else
+    returns the status of the FIFO or device it names (None: '-' or a descriptor of psrec's,
+    written as they are)."""
+    if path == "-":
+        return None
+    last, links = _follow(path)
+    trusted = (os.geteuid(), 0)
+    for name, st in links:
+        if st.st_uid not in trusted:
+            link = ("is a symbolic link" if name == path
+                    else f"leads through the symbolic link {name}, which was")
+            raise PsrecError(
+                f"{path} {link} made by {_user(st.st_uid)}: psrec follows no other user's "
+                "link to a FIFO, a device or a descriptor", help=_STREAM_HELP)
+    if _descriptor(last) is not None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _cannot_create(path, exc) from None
+    what = _kind(st.st_mode) + (f" ({os.path.realpath(path)})" if links else "")
+    if stat.S_ISBLK(st.st_mode):
+        raise PsrecError(f"{path} is {what}: psrec writes no output onto a disk",
+                         help=_STREAM_HELP)
+    if not (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        raise PsrecError(f"{path} is {what}: psrec writes to files, FIFOs and character "
+                         "devices only", help=_STREAM_HELP)
+    if st.st_uid not in trusted:
+        raise PsrecError(f"{path} is {what} of {_user(st.st_uid)}: psrec writes into no other "
+                         "user's FIFO or device", help=_STREAM_HELP)
+    return st
 
 
 def check_link(path: str) -> None:
     """Refuses an output named by a symbolic link (dangling or not) that is not a stream: the
     file would be created or replaced wherever the link points, which a link planted in a
     shared folder chooses. With force the link itself is replaced (see Output, open_output)
-    and what it points to is left alone. Links to a stream (/dev/null, /dev/stdout) are fine:
-    they are written in place and replace nothing."""
+    and what it points to is left alone. A link to a stream is judged by check_stream."""
     if os.path.islink(path) and not is_stream(path):
         raise PsrecError(
             f"{path} is a symbolic link",
@@ -76,60 +179,194 @@ def check_link(path: str) -> None:
         )
 
 
+def open_stream(path: str, *, binary_to_terminal: bool = True,
+                stopped: Callable[[], str | None] | None = None,
+                waiting: Callable[[str], None] | None = None) -> BinaryIO:
+    """Opens a stream output for writing, once check_stream allows it: '-' and psrec's own
+    descriptors are duplicated (written at their offset, as psrec's output would be), a FIFO
+    or device is opened for writing only. A FIFO no process reads yet is waited for, trying
+    again every 50 ms: `waiting` is told once (with what to say); `stopped`, asked at each
+    try, gives the reason to give up (a signal that ends psrec), which is raised in one line.
+    Without `stopped`, Ctrl-C's KeyboardInterrupt ends the wait. binary_to_terminal: False
+    refuses a terminal (asked of the descriptor opened for writing, never by reading it)."""
+    checked = check_stream(path)
+    n = 1 if path == "-" else _descriptor(_follow(path)[0])
+    if checked is None:
+        assert n is not None
+        if n == 1:
+            sys.stdout.flush()
+        try:
+            access = fcntl.fcntl(n, fcntl.F_GETFL) & os.O_ACCMODE
+        except OSError:
+            raise PsrecError(f"cannot write {_named(path)}: psrec has no descriptor {n} open",
+                             help="give a file name with -o") from None
+        if access == os.O_RDONLY:
+            raise PsrecError(f"cannot write {_named(path)}: descriptor {n} is open for "
+                             "reading only", help="give a file name with -o")
+        fd = os.dup(n)
+    else:
+        fd = _open_waiting(path, checked, stopped, waiting)
+    if not binary_to_terminal and os.isatty(fd):
+        os.close(fd)
+        raise PsrecError(f"{_named(path)} is a terminal and the output is binary",
+                         help="give a file name with -o, or redirect stdout")
+    return os.fdopen(fd, "wb")
+
+
+def _named(path: str) -> str:
+    return "standard output" if path == "-" else path
+
+
+def _open_waiting(path: str, checked: os.stat_result,
+                  stopped: Callable[[], str | None] | None,
+                  waiting: Callable[[str], None] | None) -> int:
+    """A FIFO or device, opened for writing (O_NONBLOCK: opening a FIFO with no reader fails
+    at once rather than blocking where no signal could end it, and a device waits for no
+    carrier), then set back to blocking writes. What was opened must be what was checked."""
+    flags = os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
+    told = False
+    while True:
+        try:
+            fd = os.open(path, flags)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or not stat.S_ISFIFO(checked.st_mode):
+                raise _cannot_create(path, exc) from None
+        why = stopped() if stopped is not None else None
+        if why is not None:
+            raise PsrecError(f"no process opened the FIFO {path} for reading before psrec was "
+                             f"{why}: nothing was written to it")
+        if not told:
+            told = True
+            message = (f"waiting for a process to open the FIFO {path} for reading "
+                       "(Ctrl-C stops)")
+            if waiting is not None:
+                waiting(message)
+            else:
+                print(f"psrec: {message}", file=sys.stderr, flush=True)
+        time.sleep(_FIFO_POLL_S)
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != (checked.st_dev, checked.st_ino):
+        os.close(fd)
+        raise PsrecError(f"{path} changed while psrec opened it", help=_STREAM_HELP)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _cannot_create(p: str, exc: OSError) -> PsrecError:
+    """The one-line error for an output that cannot be created or opened."""
+    if isinstance(exc, FileNotFoundError):
+        return PsrecError(
+            f"cannot create {p}: folder {os.path.dirname(p) or '.'} does not exist",
+            help="create the folder first or choose another path with -o")
+    if isinstance(exc, PermissionError):
+        return PsrecError(f"cannot create {p}: permission denied",
+                          help="choose a folder you can write to with -o")
+    if isinstance(exc, IsADirectoryError):
+        return PsrecError(f"{p} is a directory", help="give a file name with -o")
+    why = exc.strerror or str(exc)
+    return PsrecError(f"cannot create {p}: {why[:1].lower() + why[1:]}",
+                      help=("free some space, or write to another disk with -o"
+                            if exc.errno in (errno.ENOSPC, errno.EDQUOT) else None))
+
+
+def _temp_file(path: str, suffix: str, mode: int = 0o600) -> tuple[int, str]:
+    """A new file beside path, named .NAME.XXXXXXXX.SUFFIX and created for writing with
+    O_EXCL and O_NOFOLLOW: never a file, link or FIFO that was there. Returns its descriptor
+    and its name."""
+    folder, base = os.path.split(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        temp = os.path.join(folder, f".{base}.{secrets.token_hex(4)}{suffix}")
+        try:
+            return os.open(temp, flags, mode), temp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name beside it", path)
+
+
+def _taken(p: str, generated: bool) -> PsrecError:
+    """The error for a name something holds already."""
+    if not generated:
+        return OutputExistsError(p)
+    try:
+        what = _kind(os.lstat(p).st_mode)
+    except OSError:
+        what = "a file"
+    return PsrecError(f"cannot create {p}: {what} is there")
+
+
+def _create(p: str, replace: bool, generated: bool = False) -> BinaryIO:
+    """A new file at p, opened for writing: created with O_EXCL and O_NOFOLLOW, so that
+    nothing planted at p (a link, a FIFO, a hard link to another file) is ever written to.
+    replace: whatever holds p is replaced, by renaming a new file over it (a link is
+    replaced itself; a name psrec made is replaced only where a file or a link holds it)."""
+    try:
+        if not replace:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.fdopen(os.open(p, flags, 0o666), "wb")
+        if generated:
+            try:
+                held = os.lstat(p).st_mode
+            except FileNotFoundError:
+                held = stat.S_IFREG
+            if not (stat.S_ISREG(held) or stat.S_ISLNK(held)):
+                raise _taken(p, generated)
+        fd, temp = _temp_file(p, ".part", 0o666)
+        try:
+            os.rename(temp, p)
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        return os.fdopen(fd, "wb")
+    except FileExistsError:
+        raise _taken(p, generated) from None
+    except OSError as exc:
+        raise _cannot_create(p, exc) from None
+
+
 class Output:
     """Where an output goes, so that a failed write destroys nothing: a regular file is
-    written beside its final name and renamed over it only once complete (an existing file
-    is replaced only with force; so is a link, itself, never what it points to); a stream
-    ('-', a device, a pipe) is written in place. Only what psrec created is ever removed."""
+    written beside its final name and takes it only once complete (an existing file is
+    replaced only with force; so is a link, itself, never what it points to); a stream
+    ('-', a device, a pipe: see check_stream) is written in place. Only what psrec created is
+    ever removed. generated: the name is psrec's own (a SIGUSR1 snapshot): never a stream,
+    never replaced, refused if anything holds it."""
 
     def __init__(self, path: str | os.PathLike[str], force: bool = False,
-                 binary_to_terminal: bool = True) -> None:
+                 binary_to_terminal: bool = True, *, generated: bool = False) -> None:
         self.path = os.fspath(path)
         self._temp: str | None = None
-        if self.path == "-":
-            if not binary_to_terminal and sys.stdout.isatty():
-                raise PsrecError("the output is binary and stdout is a terminal",
-                                 help="give a file name with -o, or redirect stdout")
-            sys.stdout.flush()
-            self.file: BinaryIO = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-            return
-        if is_stream(self.path):
-            if not binary_to_terminal and os.path.exists(self.path):
-                with open(self.path, "rb") as probe:
-                    if probe.isatty():
-                        raise PsrecError(f"{self.path} is a terminal and the output is binary",
-                                         help="give a file name with -o")
-            self.file = open_output(self.path, force=True)
+        self._force = force and not generated
+        if not generated and (self.path == "-" or is_stream(self.path)):
+            self.file: BinaryIO = open_stream(self.path, binary_to_terminal=binary_to_terminal)
             return
         if os.path.isdir(self.path) and not os.path.islink(self.path):
             raise PsrecError(f"{self.path} is a directory", help="give a file name with -o")
-        if not force:
-            check_link(self.path)
+        if not self._force:
+            if not generated:
+                check_link(self.path)
             if os.path.lexists(self.path):
-                raise OutputExistsError(self.path)
+                raise _taken(self.path, generated)
         # The link itself is the final name: renaming over it replaces the link.
         final = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(self.path))),
                              os.path.basename(self.path))
-        # The checks and messages of open_output, on the final name, without creating it.
         folder = os.path.dirname(final) or "."
-        if os.path.isdir(final) and not os.path.islink(final):
-            raise PsrecError(f"{self.path} is a directory", help="give a file name with -o")
         if not os.path.isdir(folder):
             raise PsrecError(
                 f"cannot create {self.path}: folder {folder} does not exist",
                 help="create the folder first or choose another path with -o",
             )
         try:
-            fd, self._temp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(final)}.", suffix=".part", dir=folder)
-        except PermissionError:
-            raise PsrecError(
-                f"cannot create {self.path}: permission denied",
-                help="choose a folder you can write to with -o",
-            ) from None
+            fd, self._temp = _temp_file(final, ".part")
         except OSError as exc:
-            raise PsrecError(f"cannot create {self.path}: {exc.strerror}") from None
+            raise _cannot_create(self.path, exc) from None
         self._final = final
+        self._generated = generated
         self.file = os.fdopen(fd, "wb")
 
     @property
@@ -137,12 +374,39 @@ class Output:
         return self._temp is None
 
     def commit(self) -> None:
-        """The output is complete: it takes its name."""
-        self.file.close()
+        """The output is complete: it takes its name (without force, only if the name is
+        still free: a hard link made with no replacing, so that nothing that came to hold
+        the name meanwhile is replaced)."""
         if self._temp is not None:
-            os.chmod(self._temp, 0o666 & ~_umask())
-            os.replace(self._temp, self._final)
-            self._temp = None
+            self.file.flush()
+            os.fchmod(self.file.fileno(), 0o666 & ~_umask())
+        self.file.close()
+        if self._temp is None:
+            return
+        temp, self._temp = self._temp, None
+        try:
+            if self._force:
+                os.replace(temp, self._final)
+                return
+            try:
+                os.link(temp, self._final, follow_symlinks=False)
+            except FileExistsError:
+                raise _taken(self.path, self._generated) from None
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                # A file system without hard links: the name is taken as it was checked.
+                if os.path.lexists(self._final):
+                    raise _taken(self.path, self._generated) from None
+                os.rename(temp, self._final)
+                return
+            os.unlink(temp)
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
 
     def discard(self) -> None:
         """The output failed: what psrec created is removed, nothing else."""
@@ -176,43 +440,23 @@ def _umask() -> int:
     return mask
 
 
-def open_output(path: str | os.PathLike[str], force: bool = False) -> BinaryIO:
-    """Opens path for writing; refuses to overwrite it unless force, with errors that help.
-    A symbolic link is never written through, unless it names a stream (see check_link):
-    with force the link itself is replaced by a new file."""
+def open_output(path: str | os.PathLike[str], force: bool = False, *,
+                generated: bool = False, binary_to_terminal: bool = True,
+                stopped: Callable[[], str | None] | None = None,
+                waiting: Callable[[str], None] | None = None) -> BinaryIO:
+    """Opens path for writing where it will stay (a recording, written chunk by chunk); refuses
+    to overwrite it unless force, with errors that help. A stream is opened in place as
+    open_stream does (`stopped`, `waiting`, binary_to_terminal are its); a file is created
+    new (see _create), never through a link: with force a link or file there is replaced by
+    the new file. generated: the name is psrec's own (a window's file): never a stream, and
+    refused if anything but a file or a link (with force) holds it."""
     p = os.fspath(path)
-    try:
-        if is_stream(p):
-            return open(p, "wb")
-        if not force:
-            check_link(p)
-        elif os.path.islink(p):
-            os.unlink(p)
-        # O_NOFOLLOW: a link put there after the checks above makes the open fail
-        # instead of creating a file wherever it points.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(p, flags | (os.O_TRUNC if force else os.O_EXCL), 0o666)
-        return os.fdopen(fd, "wb")
-    except FileExistsError:
-        raise OutputExistsError(p) from None
-    except IsADirectoryError:
-        raise PsrecError(f"{p} is a directory", help="give a file name with -o") from None
-    except FileNotFoundError:
-        raise PsrecError(
-            f"cannot create {p}: folder {os.path.dirname(p) or '.'} does not exist",
-            help="create the folder first or choose another path with -o",
-        ) from None
-    except PermissionError:
-        raise PsrecError(
-            f"cannot create {p}: permission denied",
-            help="choose a folder you can write to with -o",
-        ) from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            check_link(p)
-        if exc.errno in (errno.EROFS, errno.ENOSPC):
-            raise PsrecError(f"cannot create {p}: {exc.strerror}") from None
-        raise
+    if not generated and (p == "-" or is_stream(p)):
+        return open_stream(p, binary_to_terminal=binary_to_terminal, stopped=stopped,
+                           waiting=waiting)
+    if not force and not generated:
+        check_link(p)
+    return _create(p, force, generated)
 
 
 def _holds_renames(raw: bytes) -> bool:
@@ -261,20 +505,27 @@ def _record(rtype: int, *fields: int) -> bytes:
 
 
 def _remove_stale_copies(path: str) -> None:
-    """The copies a flight recorder killed while it wrote its file anew left beside it
-    (.NAME.XXXX.keep): a new recording under that name makes them worthless."""
-    folder = os.path.dirname(os.path.abspath(path))
-    prefix, suffix = f".{os.path.basename(path)}.", ".keep"
+    """The copies a recorder killed at the wrong moment left beside path: .NAME.XXXX.keep (a
+    flight recording being written anew) and .NAME.XXXX.part (a file being created over an
+    old one with --force). A new recording under that name makes them worthless. Only
+    files and links are removed (unlinked: nothing they point to), and only names of that
+    form, which no reader takes for a recording (they do not end in .psr)."""
+    folder, base = os.path.split(os.path.abspath(path))
+    prefix = f".{base}"
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
-        if name.startswith(prefix) and name.endswith(suffix):
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
+        if not (name.startswith(prefix) and _TEMP_NAME.fullmatch(name[len(prefix):])):
+            continue
+        full = os.path.join(folder, name)
+        try:
+            if stat.S_ISDIR(os.lstat(full).st_mode):
+                continue
+            os.unlink(full)
+        except OSError:
+            pass
 
 
 class PsrWriter:
@@ -290,23 +541,28 @@ class PsrWriter:
         level: int = 3,
         retention: Retention | None = None,
         new_epoch: Callable[[], None] | None = None,
+        generated: bool = False,
+        stopped: Callable[[], str | None] | None = None,
+        waiting: Callable[[str], None] | None = None,
     ) -> None:
         """new_epoch: asks the encoder to begin a new epoch of definitions (spec 7.4), so that
-        the file may drop those of older ones; without it, every DEFS chunk is kept."""
+        the file may drop those of older ones; without it, every DEFS chunk is kept.
+        generated: path is a name psrec made (a window's file), created new and never a
+        stream (see open_output). stopped, waiting: for a FIFO with no reader yet, what ends
+        the wait and who is told of it (see open_stream)."""
         self.path = os.fspath(path)
         # Written where it will stay, chunk by chunk, so that a writer killed at any point
-        # leaves a readable file at its name; '-' and other streams in place (see Output).
-        if self.path == "-" or is_stream(self.path):
-            if retention is not None:
-                raise PsrecError(f"{self.path} is a stream: a flight recording drops its oldest "
-                                 "chunks, which a stream cannot take back",
-                                 help="give a file name with -o")
-            self._file = Output(self.path, binary_to_terminal=False).file
-        else:
-            self._file = open_output(self.path, force)
+        # leaves a readable file at its name; '-' and other streams in place (check_stream).
+        self._in_place = not generated and (self.path == "-" or is_stream(self.path))
+        if self._in_place and retention is not None:
+            raise PsrecError(f"{self.path} is a stream: a flight recording drops its oldest "
+                             "chunks, which a stream cannot take back",
+                             help="give a file name with -o")
+        self._file = open_output(self.path, force, generated=generated, binary_to_terminal=False,
+                                 stopped=stopped, waiting=waiting)
         self._zstd = zstandard.ZstdCompressor(level=level, write_content_size=True)
         self.retention = retention
-        if retention is not None:
+        if not self._in_place:
             _remove_stale_copies(self.path)
         self._closed = False
         self.metadata = metadata
@@ -329,7 +585,7 @@ class PsrWriter:
             # Not even the header and metadata could be written (a disk full from the start):
             # the empty or torn file psrec just created holds nothing, and is removed.
             self.abandon()
-            if not is_stream(self.path):
+            if not self._in_place:
                 try:
                     os.unlink(self.path)
                 except OSError:
@@ -562,26 +818,61 @@ class PsrWriter:
 
     def rotate(self, path: str, stats: dict[str, Any] | None = None, force: bool = False,
                metadata: dict[str, Any] | None = None, epoch: int = 0) -> None:
-        """Closes the current file (with `stats`, its index and trailer) and goes on in a new
-        one at `path`, which begins with the header, METADATA (`metadata`, if given) and the
+        """Goes on in a new file at `path`, a name psrec made (a window's: created new, see
+        open_output), which begins with the header, METADATA (`metadata`, if given) and the
         definitions of epoch `epoch` on (that of the next chunk; all definitions so far when
-        the encoder has no epochs: spec 7.4), so that each file reads alone (spec section 7.2)."""
+        the encoder has no epochs: spec 7.4), so that each file reads alone (spec section
+        7.2); then closes the current file (with `stats`, its index and trailer).
+
+        The new file is begun before the current one is closed: when it cannot be created or
+        begun (its folder not writable, its name taken, the disk full), PsrecError is raised,
+        nothing of it is left, and the current file goes on as it was, open."""
         if self._closed:
             raise FormatError(f"{self.path}: write after close")
-        new = open_output(path, force)
+        new = _create(path, force, generated=True)
         since = self._since([], epoch)
-        defs = self._read([i for i, e in enumerate(self._index)
-                           if e[1] == C.CHUNK_DEFS and self._epochs[i] >= since])
+        current = self._state()
+        try:
+            defs = self._read([i for i, e in enumerate(self._index)
+                               if e[1] == C.CHUNK_DEFS and self._epochs[i] >= since])
+            self.path = path
+            if metadata is not None:
+                self.metadata = metadata
+            self._begin(new, defs, self._last_seq, None)
+        except BaseException as exc:
+            self._restore(current)
+            try:
+                new.close()
+            except OSError:
+                pass
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                failed = write_failed(path, exc)
+                if failed is not None:
+                    raise failed from None
+            raise
+        begun = self._state()
+        self._restore(current)
         try:
             self._finish(stats)
-        except BaseException:
-            new.close()
-            raise
-        self.path = path
-        if metadata is not None:
-            self.metadata = metadata
-        self._begin(new, defs, self._last_seq, None)
+        finally:
+            self._restore(begun)
+        _remove_stale_copies(path)
         self._ask_epoch(since)
+
+    # What a file being written is, apart from the recording's own state (rotate swaps it).
+    _FILE_STATE = ("_file", "path", "metadata", "_index", "_sizes", "_epochs", "_renamed",
+                   "bytes_written", "samples", "passes")
+
+    def _state(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._FILE_STATE}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     def _finish(self, stats: dict[str, Any] | None) -> None:
         """Writes STATS, the index and the trailer, and closes the file."""
@@ -625,15 +916,22 @@ class PsrWriter:
 
 
 def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
-             force: bool = False, only: slice | None = None) -> tuple[int, int]:
+             force: bool = False, only: slice | None = None,
+             running: bool | None = None, generated: bool = False) -> tuple[int, int]:
     """Writes a closed copy of a recording, running or not (spec section 7.3): its header, and
     every chunk it holds whole at this moment (its METADATA, DEFS and DATA chunks, in file
     order; a DATA chunk only if it decodes), then an index and the trailer. The source is
     read through one open file, so a flight recording renamed over meanwhile is copied as it
     was. only: these of the DATA chunks that decode (by their order), for a part of the
-    recording that reads alone. Returns the DATA chunks and thread-samples copied."""
+    recording that reads alone. running: whether a recorder still writes the source (None:
+    not known); the copy's METADATA says what it is a snapshot of, when it was taken and,
+    of a running recording, how much of it up to then it leaves out (`part`). Returns the
+    DATA chunks and thread-samples copied."""
+    import time
+
     from .reader import open_recording
 
+    taken_wall_ns, taken_mono_ns = time.time_ns(), time.monotonic_ns()
     with open_recording(source) as rec:
         summary: dict[int, tuple[int, int, int, int]] = {}
         stream = rec.stream()
@@ -643,7 +941,10 @@ def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
             summary[stream.current.offset] = (s["first_ts"], s["last_ts"], s["passes"], len(batch))
         if only is not None:
             summary = {off: summary[off] for off in list(summary)[only]}
-        out = Output(output, force)
+        last_ts = max((v[1] for v in summary.values() if v[2]), default=None)
+        part = _snapshot_part(rec, os.fspath(source), taken_wall_ns, taken_mono_ns, last_ts,
+                              running, only is not None)
+        out = Output(output, force, generated=generated)
         try:
             out.file.write(rec.header.pack())
             at = C.HEADER_SIZE
@@ -655,6 +956,8 @@ def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
                 if info.type == C.CHUNK_DATA and info.offset not in summary:
                     continue  # damaged, or a repeat of an earlier chunk
                 chunk = rec.raw_chunk(info)
+                if info.type == C.CHUNK_METADATA:
+                    chunk = _pack_map(C.CHUNK_METADATA, {**rec.metadata, "part": part})
                 entry = [at, info.type, 0, 0, 0, 0]
                 if info.type == C.CHUNK_DATA:
                     entry[2:] = summary[info.offset]
@@ -665,14 +968,39 @@ def snapshot(source: str | os.PathLike[str], output: str | os.PathLike[str],
                 index.append(entry)
                 at += len(chunk)
             data = [e for e in index if e[1] == C.CHUNK_DATA]
-            zstd = zstandard.ZstdCompressor(level=3, write_content_size=True)
-            raw = msgpack.packb({"chunks": index, "renames": renamed}, use_bin_type=True)
-            payload = zstd.compress(raw)
-            out.file.write(ChunkHeader(C.CHUNK_INDEX, C.CHUNK_FLAG_ZSTD, len(payload), len(raw),
-                                       zlib.crc32(payload)).pack() + payload)
+            out.file.write(_pack_map(C.CHUNK_INDEX, {"chunks": index, "renames": renamed}))
             out.file.write(pack_trailer(at, len(data)))
             out.commit()
         except BaseException:
             out.discard()
             raise
         return len(data), sum(e[5] for e in data)
+
+
+def _pack_map(ctype: int, value: dict[str, Any]) -> bytes:
+    """A chunk of one msgpack map (METADATA, INDEX), compressed."""
+    raw = msgpack.packb(value, use_bin_type=True)
+    payload = zstandard.ZstdCompressor(level=3, write_content_size=True).compress(raw)
+    return ChunkHeader(ctype, C.CHUNK_FLAG_ZSTD, len(payload), len(raw),
+                       zlib.crc32(payload)).pack() + payload
+
+
+def _snapshot_part(rec: Any, source: str, taken_wall_ns: int, taken_mono_ns: int,
+                   last_ts: int | None, running: bool | None, cut: bool) -> dict[str, Any]:
+    """METADATA `part` of a snapshot (spec sections 2 and 7.3). Of a recording still being
+    written on this host, `left_out_s` is the time from its last pass copied to the moment
+    of the copy (both CLOCK_MONOTONIC: the header's creation time and this one's clock)."""
+    import socket
+
+    part: dict[str, Any] = {"kind": "part" if cut else "snapshot",
+                            "of": os.path.abspath(source), "taken_wall_ns": taken_wall_ns,
+                            "running": running}
+    if isinstance(rec.metadata.get("part"), dict):
+        part["of_part"] = rec.metadata["part"]
+    if last_ts is not None:
+        part["last_s"] = last_ts * rec.tick_ns / 1e9
+    if running and last_ts is not None and rec.metadata.get("hostname") == socket.gethostname():
+        last_mono = rec.header.created_mono_ns + last_ts * rec.tick_ns
+        if last_mono <= taken_mono_ns:
+            part["left_out_s"] = (taken_mono_ns - last_mono) / 1e9
+    return part

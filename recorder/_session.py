@@ -65,6 +65,12 @@ class Session:
         # the files written: one, or with --window one a window (the current one last)
         self.files: list[str] = [opts.output]
         self.window_end: float | None = None  # in ticks, once the first chunk came
+        # --window: the windows (numbers) whose passes the current file holds, first and last
+        # (more than one where the next window's file could not be created), and the window
+        # whose file is due but not created yet (its number and name), tried at each chunk.
+        self.held: list[int] = [0, 0]
+        self.window_due: tuple[int, str] | None = None
+        self.window_said = -1  # the last window whose file was said not to be created
         self.stats_before: dict[str, Any] = {}  # the sampler's figures when the file began
         # the sampler's figures when the last chunk written was sealed (a window's end)
         self.sealed_stats: dict[str, Any] = {}
@@ -75,8 +81,12 @@ class Session:
         self.stopped_by = "exit"
         # signals: "interrupt" or "terminate" once one asked the recording to end
         self.stop_request: str | None = None
+        self.stop_signal = ""  # the name of the signal that asked it
         self.old_handlers: dict[int, Any] = {}
         self.snapshots_asked = self.snapshots_taken = 0  # SIGUSR1
+        self.snapshot_asked_ns = 0  # CLOCK_MONOTONIC of the last SIGUSR1
+        self.written_ts = -1  # the last pass of the chunks written so far (ticks)
+        self.metadata: dict[str, Any] = {}  # the recording's METADATA (a window's adds `part`)
 
     # -- the target ----------------------------------------------------------------------
     def start_target(self) -> None:
@@ -141,14 +151,30 @@ class Session:
                                              and current is not signal.default_int_handler):
                 continue
             self.old_handlers[sig] = signal.signal(sig, self._on_signal)
-        # SIGUSR1: a snapshot of the file as it stands, beside it (see _snapshot).
-        self.old_handlers[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_signal)
+        # SIGUSR1: a snapshot of the file as it stands, beside it (see _snapshot). SIGUSR2:
+        # the chunk being filled is sealed now (psrec snapshot asks so: spec section 7.3).
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):
+            self.old_handlers[sig] = signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGUSR1:
-            self.snapshots_asked += 1
+        if signum in (signal.SIGUSR1, signal.SIGUSR2):
+            if signum == signal.SIGUSR1:
+                self.snapshots_asked += 1
+                self.snapshot_asked_ns = time.monotonic_ns()
+            if self.sampler is not None:
+                self.sampler.seal_soon()
         elif self.stop_request is None:
             self.stop_request = "interrupt" if signum == signal.SIGINT else "terminate"
+            self.stop_signal = signal.Signals(signum).name
+
+    def _stopped(self) -> str | None:
+        """Why an output being waited for (a FIFO no process reads yet) is given up: a signal
+        asked the recording to end (None: none did). The wait tries again every 50 ms, so
+        SIGINT, SIGTERM and SIGHUP end psrec then too."""
+        return f"stopped by {self.stop_signal}" if self.stop_request is not None else None
+
+    def _say(self, message: str) -> None:
+        print(f"psrec: {message}", file=self.stream, flush=True)
 
     def restore_signals(self) -> None:
         for sig, handler in self.old_handlers.items():
@@ -167,23 +193,34 @@ class Session:
                         self._next_window(chunk[2], chunk[6])
                     self.writer.write_sealed(*chunk[:7])
                     self.sealed_stats = chunk[7]
+                    if chunk[5]:
+                        self.written_ts = chunk[3]
                 elif self.sampler.chunks_done():
                     return
-                if self.snapshots_taken < self.snapshots_asked:
+                if self.snapshots_taken < self.snapshots_asked and self._snapshot_due():
                     self.snapshots_taken = self.snapshots_asked
                     self._snapshot()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.write_error.append(exc)
 
+    def _snapshot_due(self) -> bool:
+        """A snapshot asked for is taken once the chunk sealed after the request is written
+        (it holds the samples up to the request), or after a second without one."""
+        written_ns = self.created_mono_ns + self.written_ts * SAMPLER_TICK_NS
+        return (self.written_ts >= 0 and written_ns + self.interval_ns >= self.snapshot_asked_ns) \
+            or time.monotonic_ns() - self.snapshot_asked_ns > 1_000_000_000
+
     def _snapshot(self) -> None:
         """SIGUSR1: a closed copy of the file as it stands (psrec snapshot), written beside it
-        as NAME.snapshot-TIME.psr (UTC), taken between two chunks; the recording goes on."""
+        as NAME.snapshot-TIME.psr (UTC), taken between two chunks; the recording goes on. The
+        name is created new: one anything holds already (a file, a link, a FIFO) is said in
+        one line, and no snapshot is written."""
         from psrec.format.writer import snapshot
 
         stem = self.files[-1][:-4] if self.files[-1].endswith(".psr") else self.files[-1]
         path = f"{stem}.snapshot-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.psr"
         try:
-            chunks, samples = snapshot(self.files[-1], path)
+            chunks, samples = snapshot(self.files[-1], path, running=True, generated=True)
         except PsrecError as exc:  # the copy failed: the recording itself goes on
             print(f"psrec: snapshot not written: {exc}", file=self.stream)
             return
@@ -198,20 +235,55 @@ class Session:
     def _next_window(self, first_ts: int, epoch: int) -> None:
         """Closes the window's file and opens the next one's, once a chunk begins past its end
         (windows are counted from the recording's start; the sampler seals its chunk at each
-        window's edge, so each file holds its window's samples exactly)."""
+        window's edge, so each file holds its window's samples exactly).
+
+        A window's file that cannot be created (its folder not writable, its name taken by
+        anything, the disk full) is said once, in one line, and the window goes on in the
+        current file, which stays open: nothing recorded is lost. Its creation is tried again
+        at each chunk, and at the next window's edge the next window's file is due instead.
+        The STATS of a file give the windows it holds (spec 7.2)."""
         assert self.writer is not None and self.opts.window_s is not None
         window_ticks = self._window_ticks()
+        number = first_ts // window_ticks
         if self.window_end is None:
-            self.window_end = window_ticks * (first_ts // window_ticks + 1)
+            self.window_end = window_ticks * (number + 1)
+            self.held = [number, number]
             return
-        if first_ts < self.window_end:
+        if first_ts >= self.window_end:
+            self.window_end = window_ticks * (number + 1)
+            self.window_due = (number, window_name(
+                self.opts.output, number,
+                self.created_wall_ns + int(first_ts * self.writer.header.tick_ns)))
+        if self.window_due is None:
             return
-        self.window_end = window_ticks * (first_ts // window_ticks + 1)
-        path = window_name(self.opts.output, len(self.files),
-                           self.created_wall_ns + int(first_ts * self.writer.header.tick_ns))
-        self.writer.rotate(path, self._file_stats("window")[0], force=self.opts.force,
-                           epoch=epoch)
+        due, path = self.window_due
+        before = self.stats_before
+        try:
+            self.writer.rotate(path, self._file_stats("window")[0], force=self.opts.force,
+                               metadata=self._window_metadata(len(self.files), first_ts),
+                               epoch=epoch)
+        except PsrecError as exc:  # not created: nothing changed, the current file goes on
+            self.stats_before = before
+            self.held[1] = number
+            if self.window_said != due:
+                self.window_said = due
+                self._say(f"{exc}; window {due}'s samples go on in {self.files[-1]} "
+                          "(psrec tries again at each chunk)")
+            return
+        self.window_due = None
+        self.held = [number, number]
         self.files.append(path)
+
+    def _window_metadata(self, index: int, first_ts: int) -> dict[str, Any]:
+        """The METADATA of window file `index`, whose first chunk begins at first_ts: the
+        recording's, with `part` saying which window it holds (spec sections 2 and 7.2)."""
+        assert self.opts.window_s is not None
+        window_ticks = self._window_ticks()
+        number = first_ts // window_ticks
+        return {**self.metadata, "part": {
+            "kind": "window", "file": index, "window": number, "of": self.opts.output,
+            "from_s": number * window_ticks * SAMPLER_TICK_NS / 1e9,
+            "to_s": (number + 1) * window_ticks * SAMPLER_TICK_NS / 1e9}}
 
     def _file_stats(self, stopped_by: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """The STATS of the file being closed (the sampler's figures since the file began, with
@@ -238,6 +310,7 @@ class Session:
             self.stats_before = dict(upto)
             assert self.writer is not None
             stats["passes"], stats["samples"] = self.writer.passes, self.writer.samples
+            stats["windows"] = list(self.held)
         with_means(now)
         with_means(stats)
         if self.writer is not None and self.writer.dropped_chunks:
@@ -256,18 +329,29 @@ class Session:
         try:
             if self.opts.window_s is not None:
                 self.files[0] = window_name(self.opts.output, 0, self.created_wall_ns)
+            self.metadata = _metadata(info, self.opts, self.pid, self.command, self.interval_ns)
             self.writer = PsrWriter(
                 self.files[0],
-                metadata=_metadata(info, self.opts, self.pid, self.command, self.interval_ns),
+                # (the first window: the one sampling begins in, now)
+                metadata=(self._window_metadata(0, (time.monotonic_ns() - self.created_mono_ns)
+                                                // SAMPLER_TICK_NS)
+                          if self.opts.window_s is not None else self.metadata),
                 created_wall_ns=self.created_wall_ns,
                 created_mono_ns=self.created_mono_ns,
                 tick_ns=SAMPLER_TICK_NS,
-                force=True,  # checked before anything started
+                # checked before anything started; created new now (open_output), so that
+                # nothing put at the name meanwhile is written to or, without --force, replaced
+                force=self.opts.force,
+                generated=self.opts.window_s is not None,
+                stopped=self._stopped,
+                waiting=self._say,
                 retention=(Retention(self.opts.keep_s, self.opts.max_bytes)
                            if self.opts.keep_s is not None or self.opts.max_bytes is not None
                            else None),
                 new_epoch=self.sampler.new_epoch,
             )
+        except PsrecError:
+            raise  # said already (some are OSErrors too: OutputExistsError)
         except OSError as exc:
             raise RecorderError(f"cannot write {self.files[-1]}: {exc.strerror or exc}",
                                 help=_write_help(exc)) from None

@@ -230,5 +230,6 @@ NB_MODULE(_recorder, m) {
            },
            nb::arg("timeout_ms"))
       .def("new_epoch", &Sampler::newEpoch)
+      .def("seal_soon", &Sampler::sealSoon)
       .def("chunks_done", &Sampler::chunksDone);
 }

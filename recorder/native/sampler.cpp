@@ -165,7 +165,8 @@ void Sampler::run() {
     if (passed && (errors || missed)) encoder_.passErrors(now_ticks, errors, missed);
     bump(st_.missed_deadlines, missed);
     bool idle = free_running;
-    if (encoder_.chunkDue(ticks(t1))) {
+    if (encoder_.chunkDue(ticks(t1)) ||
+        (seal_asked_.exchange(false, std::memory_order_relaxed) && !encoder_.empty())) {
       sealChunk();
       idle = false;
     }

@@ -178,6 +178,9 @@ class Sampler {
   // Any thread: the chunks sealed from now on begin a new epoch of definitions (a flight
   // recording asks so when it may drop the older ones; format::Encoder::newEpoch).
   void newEpoch() { epoch_asked_.store(true, std::memory_order_relaxed); }
+  // Any thread: the chunk in progress is sealed after the next pass, whatever its size (a
+  // snapshot asked for takes the samples up to now).
+  void sealSoon() { seal_asked_.store(true, std::memory_order_relaxed); }
 
  private:
   using Thread = SampledThread;
@@ -276,6 +279,7 @@ class Sampler {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> epoch_asked_{false};
+  std::atomic<bool> seal_asked_{false};
   void sealChunk();  // hands the encoder's chunk to the writer
   void forgetTasks(Target& t);  // the target's tasks are no longer read
   mutable std::mutex mu_;

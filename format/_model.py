@@ -131,15 +131,35 @@ class Definitions:
     processes: list[ProcessInfo] = field(default_factory=list)  # in start order
     tasks: dict[int, TaskInfo] = field(default_factory=dict)  # by TASK id
     unknown_records: int = 0
+    # Definitions of an id seen before with other content (spec 3.1 forbids it): the first
+    # stands, in every reader, the merge and the exports alike; readers warn.
+    conflicts: int = 0
     _processes_seen: set[tuple[int, int, int, int]] = field(default_factory=set, repr=False)
+    _raw: dict[tuple[int, int], tuple[Any, ...]] = field(default_factory=dict, repr=False)
+
+    def _new(self, kind: int, ident: int, content: tuple[Any, ...]) -> bool:
+        """Whether (kind, ident) is defined for the first time: then it is noted with its
+        content. Defined again (the same content: a later epoch, a chunk written twice) it is
+        not; with other content, counted in conflicts."""
+        seen = self._raw.setdefault((kind, ident), content)
+        if seen is content:
+            return True
+        if seen != content:
+            self.conflicts += 1
+        return False
 
     def add(self, decoded: tuple[list[Any], list[Any], list[Any], list[Any], list[Any], int,
                                  list[Any]]) -> None:
         strings, functions, frames, threads, processes, unknown, tasks = decoded
         s = self.strings
         for sid, value in strings:
-            s[sid] = value
+            seen = s.setdefault(sid, value)
+            if seen != value:
+                self.conflicts += 1
         for fid, filename, name, first_line, kind, build_id, address in functions:
+            if not self._new(C.REC_FUNCTION, fid,
+                             (filename, name, first_line, kind, build_id, address)):
+                continue
             path = s.get(filename, "<unknown>")
             if kind == PYTHON:
                 self.functions[fid] = Function(
@@ -149,9 +169,12 @@ class Definitions:
                     fid, path, s.get(name, "") if name else f"[{path.rsplit('/', 1)[-1]}]",
                     first_line, kind, s.get(build_id, "") if build_id else "", address)
         for frid, fid, line in frames:
-            self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION), line)
+            if frid != C.TRUNCATED_FRAME and self._new(C.REC_FRAME, frid, (fid, line)):
+                self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION),
+                                          line)
         for ref, pid, ptid, otid, name, start in threads:
-            if ref not in self.threads:  # again in a later epoch (spec 7.4): the same thread
+            # (again in a later epoch, spec 7.4: the same thread)
+            if self._new(C.REC_THREAD, ref, (pid, ptid, otid, name, start)):
                 self.threads[ref] = ThreadInfo(ref, pid, ptid, otid, s.get(name, ""), start)
         for pid, ppid, command, start in processes:
             key = (pid, ppid, command, start)
@@ -160,6 +183,8 @@ class Definitions:
             self._processes_seen.add(key)
             self.processes.append(ProcessInfo(pid, ppid, s.get(command, ""), start))
         for tid, pid, address, name, coroutine, start in tasks:
+            if not self._new(C.REC_TASK, tid, (pid, address, name, coroutine, start)):
+                continue
             self.tasks[tid] = TaskInfo(tid, pid, address, s.get(name, ""),
                                        self.functions.get(coroutine), start)
         self.unknown_records += unknown

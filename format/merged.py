@@ -124,6 +124,7 @@ class MergedRecording:
         # The earliest recording's clock is the merged one's.
         first = min(range(len(recs)), key=lambda i: recs[i].header.created_wall_ns)
         self.header = recs[first].header
+        self._check_clocks(first)
         self.metadata: dict[str, Any] = recs[first].metadata
         self.stats = None
         self.clean = all(r.clean for r in recs)
@@ -138,6 +139,26 @@ class MergedRecording:
         self._frames: dict[tuple[Any, ...], int] = {}
         self._frame_maps: list[dict[int, int]] = []  # by Source.index
         self._undefined: list[int] = []
+
+    def _check_clocks(self, first: int) -> None:
+        """Refuses recordings whose times cannot share one timeline: a recording created so
+        long after the first that its samples would pass 2^63 ticks on it (spec section 9.2,
+        rule 9; section 11, rule 2)."""
+        recs = self.recordings
+        base = recs[first].header.created_wall_ns
+        for r in recs:
+            delta = round((r.header.created_wall_ns - base) / r.tick_ns)
+            # (A file not closed cleanly has its times known once read: half the range is
+            # kept for them.)
+            if delta + _last_ts(r) < _TIME_LIMIT and delta < _TIME_LIMIT // 2:
+                continue
+            gap = (r.header.created_wall_ns - base) / 1e9 / 86400 / 365.25
+            self.close()
+            raise FormatError(
+                f"{r.path} was created {gap:,.0f} years after {recs[first].path}: their "
+                "times cannot be put on one timeline",
+                help="read them one at a time (a header's creation time may be damaged: "
+                     "psrec info shows it)")
 
     # -- what a Recording answers --------------------------------------------------------
     @property
@@ -338,6 +359,17 @@ def source_of(sources: list[Source], ref: int) -> Source | None:
 
 # What readers take: one recording, or several read as one.
 Readable = Union[Recording, MergedRecording]
+
+
+_TIME_LIMIT = 1 << 63  # timestamps are below 2^63 ticks (spec section 9.2, rule 9)
+
+
+def _last_ts(rec: Recording) -> int:
+    """The last time a recording's data chunks reach (their index's or their scanned spans),
+    0 when it has none."""
+    if rec.clean:
+        return max((c.last_ts for c in rec.chunks if c.type == C.CHUNK_DATA), default=0)
+    return max((v[1] for v in rec.spans.values()), default=0)
 
 
 def _end(ids: dict[int, Any]) -> int:

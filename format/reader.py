@@ -250,7 +250,11 @@ class Recording:
                 continue
             self._defs_raw += info.raw_length
             self._defs_records += sum(len(part) for part in (*decoded[:5], decoded[6]))
+            conflicts = defs.conflicts
             defs.add(decoded)
+            if defs.conflicts > conflicts and not conflicts:
+                self._warn(f"{where(info)} gives an id defined before other content (spec "
+                           "3.1 forbids it): the first definition of each such id is kept")
         self._defs_seen = len(self.chunks)
         return defs
 

@@ -578,6 +578,9 @@ class PsrWriter:
         self._last_seq = 0  # the highest DATA sequence number written
         self.dropped_chunks = 0  # DATA chunks dropped by the retention (all files)
         self.dropped_samples = 0
+        # Rewrites that could not be made (a full disk): the file went on past its bound.
+        self.rewrite_failures = 0
+        self.rewrite_error: str | None = None
         try:
             self._write(self._prefix())
             self._file.flush()
@@ -726,32 +729,53 @@ class PsrWriter:
         if not drop:
             return
         gone = set(data[:drop])
-        # (A chunk of carried names is no chunk of samples: the next file carries it again.)
-        self.dropped_chunks += sum(1 for i in gone if self._index[i][4])
-        self.dropped_samples += sum(self._index[i][5] for i in gone)
         since = self._since(data[drop:], epoch)
         kept = self._read([i for i, e in enumerate(self._index)
                            if (e[1] == C.CHUNK_DEFS and self._epochs[i] >= since)
                            or (e[1] == C.CHUNK_DATA and i not in gone)])
         first_kept = next((self._index[i][2] for i in data[drop:] if self._index[i][4]), None)
-        folder = os.path.dirname(os.path.abspath(self.path))
-        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".keep",
-                                    dir=folder)
-        old = self._file
         last_dropped = self._read([data[drop - 1]])[0][1]
         seq = chunk_seq(zstandard.ZstdDecompressor().decompress(
             last_dropped[C.CHUNK_HEADER_SIZE:])) or 0
+        dropped = (sum(1 for i in gone if self._index[i][4]),
+                   sum(self._index[i][5] for i in gone))
+        # What the rewrite replaces, to go on as before when it cannot be made.
+        state = (self._file, self._index, self._sizes, self._epochs, self._renamed,
+                 self.bytes_written, self.samples, self.passes, dict(self._names),
+                 dict(self._exits))
+        folder = os.path.dirname(os.path.abspath(self.path))
+        temp = None
         try:
+            fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.",
+                                        suffix=".keep", dir=folder)
             self._begin(os.fdopen(fd, "wb"), kept, seq, first_kept)
             os.chmod(temp, 0o666 & ~_umask())
             os.replace(temp, self.path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
-        old.close()
+        except BaseException as exc:
+            if self._file is not state[0]:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
+            if temp is not None:
+                try:
+                    os.unlink(temp)
+                except OSError:
+                    pass
+            (self._file, self._index, self._sizes, self._epochs, self._renamed,
+             self.bytes_written, self.samples, self.passes, self._names,
+             self._exits) = state
+            if not isinstance(exc, OSError):
+                raise
+            # (A full disk, a folder made unwritable: the file stays whole as it was, past
+            # its bound until a rewrite can be made; the recording goes on.)
+            self.rewrite_failures += 1
+            self.rewrite_error = exc.strerror or str(exc)
+            return
+        state[0].close()
+        # (A chunk of carried names is no chunk of samples: the next file carries it again.)
+        self.dropped_chunks += dropped[0]
+        self.dropped_samples += dropped[1]
         self._ask_epoch(since)
 
     def _since(self, kept_data: list[int], incoming: int) -> int:

@@ -157,3 +157,56 @@ def test_a_file_that_dropped_old_definitions_names_everything_it_holds(tmp_path:
     assert len([s for s in strings.values() if s.startswith("future of ")]) < 2 * 300
     markers = [e for e in events if e[0] == C.REC_MARKER]
     assert all(e[2] in strings for e in markers), markers
+
+
+def test_a_rewrite_that_cannot_be_made_keeps_the_file_whole_and_the_recording_going(
+        tmp_path: Path) -> None:
+    """On a file system that can create no file for a while (a tmpfs with no inode left,
+    the same ENOSPC a full disk gives), the rewrites of a flight recording cannot be made:
+    the file stays whole and goes on past its bound, and once files can be created again the
+    next rewrite brings it back to its bound. Nothing is lost, and no copy is left."""
+    import errno
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=64", "tmpfs",
+                              str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a small tmpfs cannot be mounted here (needs CAP_SYS_ADMIN): "
+                    f"{mounted.stderr.strip()}")
+    try:
+        path = disk / "server.psr"
+        fillers: list[Path] = []
+        spans: dict[int, float] = {}
+
+        def at_second(s: int) -> None:
+            with open_recording(path) as rec:
+                samples, _ = read_samples(rec, native=True)
+            spans[s] = (max(t for t, *_ in samples) - min(t for t, *_ in samples)) / 1e6
+            if s == 3:  # no file can be created from now on
+                while True:
+                    f = disk / f"filler-{len(fillers)}"
+                    try:
+                        f.touch()
+                    except OSError as exc:
+                        assert exc.errno == errno.ENOSPC, exc
+                        break
+                    fillers.append(f)
+            elif s == 7:
+                for f in fillers:
+                    f.unlink()
+
+        truth = run(path, 10, True, at_second)
+        # Kept 2 s (to 2.2 s) before, more while no copy could be made, 2 s again after.
+        assert spans[3] < KEEP_S * 1.2, spans
+        assert spans[6] > KEEP_S * 1.5, spans
+        assert spans[9] < KEEP_S * 1.2, spans
+        with open_recording(path) as rec:
+            assert rec.clean and not rec.warnings, rec.warnings
+            samples, _ = read_samples(rec, native=True)
+        kept = {ts for ts, *_ in samples}
+        assert kept == {ts for ts in truth if ts >= min(kept)}
+        assert sorted(p.name for p in disk.iterdir()) == ["server.psr"]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

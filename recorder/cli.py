@@ -60,7 +60,11 @@ def _seconds(text: str) -> float:
                context_settings={"help_option_names": ["-h", "--help"],
                                  "ignore_unknown_options": True})
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The recording to write (.psr).")
+              help="The recording to write (.psr), or - for standard output. A name that "
+                   "is not a file is written in place only if it is one of psrec's own "
+                   "descriptors (/dev/stdout, /dev/fd/N) or a FIFO or character device that "
+                   "you or root own, reached through no link another user made; a block "
+                   "device or a socket never. A FIFO is waited for until a process reads it.")
 @click.option("-r", "--rate", default=None,
               help="Samples per second: 1000, 10k or 10khz; max: as fast as possible "
                    "(default: 1000; 100 with --keep or --max-size).")
@@ -110,7 +114,9 @@ def _seconds(text: str) -> float:
 @click.option("--window", metavar="DURATION", default=None,
               help="Close the file every DURATION and go on in the next: -o is a pattern with "
                    "{n} (the window's number, from 0) or {time} (when it began, UTC), e.g. "
-                   "-o 'run-{n}.psr'. Each file reads alone.")
+                   "-o 'run-{n}.psr'. Each file reads alone. Each file is created new: a "
+                   "window whose file cannot be (its name taken, its folder not writable) "
+                   "goes on in the file before it, said in one line.")
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line and no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")

@@ -289,7 +289,9 @@ def read_dump(pid: int, blocking: bool = False, native: bool = False,
     """Every thread's current stack, GIL and CPU state, read once, with the process's command
     line in d["info"]["command"]. With native, each thread's native stack too (the process is
     stopped while it is read). With tasks, its asyncio tasks in d["tasks"] (the process is
-    stopped while they are read, so that the tasks and their links are of one moment)."""
+    stopped while they are read, so that the tasks and their links are of one moment, for at
+    most 100 ms: a process with more tasks than that reads is resumed, the rest read after,
+    and d["tasks"]["past_deadline"] says so)."""
     check_pid(pid)
     rec = _native()
     d: dict[str, Any] = (rec.dump(pid, blocking or tasks, native, True) if tasks
@@ -307,6 +309,11 @@ def tasks_json(d: dict[str, Any]) -> dict[str, Any]:
     return {
         "imported": bool(t["asyncio"]),
         "error": t["error"] or None,
+        # The tasks read while the process was stopped (all of them, unless the stop's
+        # 100 ms ran out first: the others were read after it resumed).
+        "read_stopped": t["before_deadline"] if t["past_deadline"] else len(t["tasks"]),
+        # The lists of tasks were not walked whole within the stop's limit: not all tasks.
+        "incomplete": bool(t.get("incomplete")),
         "tasks": [
             {
                 "id": r["id"],
@@ -336,7 +343,15 @@ def format_tasks(d: dict[str, Any]) -> list[str]:
         return [f"Asyncio tasks: not read ({p(t['error'])})", ""]
     tasks = {r["id"]: r for r in t["tasks"]}
     running = sum(1 for r in t["tasks"] if r["state"] == "running")
-    lines = [f"Asyncio tasks: {len(tasks)} ({running} running)"]
+    lines = [f"Asyncio tasks: {len(tasks):,} ({running:,} running)"]
+    if t.get("incomplete"):
+        lines.append("  (not all: the process's lists of tasks were not walked whole within "
+                     "the 100 ms it may be stopped for; record it to see them all)")
+    if t["past_deadline"]:
+        lines.append(f"  ({t['before_deadline']:,} read with the process stopped, the "
+                     f"{len(tasks) - t['before_deadline']:,} others after it was resumed at "
+                     "the stop's limit of 100 ms: their states and links may be of a later "
+                     "moment)")
     thread_names = {th["python_tid"]: th["name"] for th in d["threads"]}
     shown: set[int] = set()
 

@@ -64,6 +64,10 @@ nb::dict tasksDict(const TaskList& l) {
   out["asyncio"] = l.asyncio;
   out["tasks"] = tasks;
   out["error"] = l.error;
+  out["found"] = l.found;
+  out["past_deadline"] = l.past_deadline;
+  out["before_deadline"] = l.before_deadline;
+  out["incomplete"] = l.incomplete;
   return out;
 }
 

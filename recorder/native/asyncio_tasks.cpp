@@ -102,6 +102,15 @@ const AsyncioTasks::TypeDesc* AsyncioTasks::typeAt(uint64_t t) {
   return &types_.emplace(t, std::move(d)).first->second;
 }
 
+bool AsyncioTasks::pastDeadline() {
+  if (!deadline_ns_) return false;
+  if (!resumed_ && monotonicNs() > deadline_ns_) {
+    resumed_ = true;
+    if (past_deadline_) past_deadline_();
+  }
+  return resumed_;
+}
+
 bool AsyncioTasks::setItems(uint64_t set, std::vector<uint64_t>& out) {
   // PySetObject: fill, used, mask, table after the header; a table of {key, hash} entries
   // (Include/cpython/setobject.h). Empty slots hold NULL, deleted ones the dummy key, which
@@ -127,8 +136,19 @@ bool AsyncioTasks::weakSetItems(uint64_t weakset, std::vector<uint64_t>& out) {
   const uint64_t data = objs_.attribute(weakset, "data");
   std::vector<uint64_t> refs;
   if (!data || !setItems(data, refs)) return false;
-  for (uint64_t r : refs)
-    if (uint64_t o = word(r + hdr_)) out.push_back(o);
+  // Every reference's referent, 1,024 to a system call (a hundred thousand tasks: a hundred
+  // calls, not a hundred thousand).
+  std::vector<uint64_t> objs(refs.size());
+  reqs_.clear();
+  for (size_t i = 0; i < refs.size(); ++i) reqs_.push_back({refs[i] + hdr_, &objs[i], 8});
+  for (size_t i = 0; i < reqs_.size(); i += 1024) {
+    pastDeadline();  // (a reference's referent stays until it is gone: read after, too)
+    if (proc_.mem().readMany(reqs_.data() + i, std::min<size_t>(1024, reqs_.size() - i)) !=
+        ReadStatus::kOk)
+      return false;
+  }
+  for (uint64_t o : objs)
+    if (o) out.push_back(o);
   return true;
 }
 
@@ -193,9 +213,15 @@ bool AsyncioTasks::findTasks(uint64_t interp, const std::vector<ThreadRef>& thre
       return false;
     }
     // Each list is circular through its head; a node lies task_node bytes into its task.
+    // (A node at a time: past a read's deadline the walk ends there, the list not read
+    // whole: TaskList::incomplete.)
     auto walk = [&](uint64_t head) {
       uint64_t node = word(head);
       for (size_t n = 0; node && node != head && n < kMaxTasks; ++n) {
+        if (n % 1024 == 1023 && pastDeadline()) {
+          walk_cut_ = true;
+          return true;
+        }
         out.push_back(node - static_cast<uint64_t>(a_.task_node));
         node = word(node);
       }
@@ -619,7 +645,9 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
     return out;
   }
   std::vector<uint64_t> found;
+  walk_cut_ = false;
   if (!findTasks(interp, threads, found, out.error)) return out;
+  out.incomplete = walk_cut_;
   std::sort(found.begin(), found.end());
   found.erase(std::unique(found.begin(), found.end()), found.end());
   // The task each thread runs now (a task running on a loop whose thread is not known still
@@ -638,7 +666,12 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
   for (size_t i = 0; i < now.size(); ++i)
     if (now[i]) running[now[i]] = threads[i].thread_id;
   out.tasks.reserve(found.size());
+  out.found = found.size();
   for (uint64_t task : found) {
+    if (pastDeadline() && !out.past_deadline) {
+      out.past_deadline = true;
+      out.before_deadline = out.tasks.size();
+    }
     TaskRecord rec;
     uint64_t waiter = 0;
     if (!readTask(task, rec, waiter)) continue;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -63,6 +64,12 @@ struct TaskList {
   std::vector<TaskRecord> tasks;
   std::string error;     // why the tasks could not be read (tasks is then empty)
   uint64_t read_ns = 0;  // readChanged: when the tasks' fields were read (CLOCK_MONOTONIC)
+  // read() with a deadline: the tasks found, and how many of them were read before it
+  // passed (the others after: not of the same moment).
+  size_t found = 0;
+  size_t before_deadline = 0;
+  bool past_deadline = false;
+  bool incomplete = false;  // the lists of tasks were not walked whole by the deadline
 };
 
 struct ThreadRef {
@@ -81,6 +88,13 @@ class AsyncioTasks {
   TaskList read(uint64_t interp, const std::vector<ThreadRef>& threads,
                 const std::vector<uint64_t>* running_now = nullptr,
                 const std::vector<std::vector<uint64_t>>* stacks = nullptr);
+  // read()'s tasks read before CLOCK_MONOTONIC time deadline_ns are read before
+  // past_deadline() is called, once, and the others after it (dump --tasks resumes the
+  // process it stopped there).
+  void setDeadline(uint64_t deadline_ns, std::function<void()> past_deadline) {
+    deadline_ns_ = deadline_ns;
+    past_deadline_ = std::move(past_deadline);
+  }
   // For recording: read()'s tasks, each named, with what the previous call found kept for a
   // task that cannot have moved since: the same coroutine, name and awaited future, not
   // running now and not run by a thread since that call (ran: the tasks the recorder saw
@@ -185,6 +199,12 @@ class AsyncioTasks {
   uint32_t set_reads_ = 0;
   std::vector<uint8_t> heads_;
   uint64_t pass_ = 1000;
+  uint64_t deadline_ns_ = 0;
+  bool walk_cut_ = false;
+  bool resumed_ = false;  // past the deadline (past_deadline_ called)
+  // Whether the deadline has passed; calls past_deadline_ the first time it has.
+  bool pastDeadline();
+  std::function<void()> past_deadline_;
   bool own_pass_ = true;
   // 3.8-3.13, recording: asyncio.tasks._current_tasks, and each loop's thread, read again now
   // and then (a loop may be closed and another made at its address).

@@ -96,10 +96,9 @@ void readNative(ThreadDump& d, pid_t tid, NativeModules& modules, NativeWalker& 
 }
 }  // namespace
 
-std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
+std::vector<ThreadDump> dumpThreads(PythonProcess& proc, CodeCache& codes, ThreadsRead* read) {
   const bool one_frame_per_loop = proc.layout().version_hex < 0x030B0000;
   Unwinder unwinder(proc);
-  CodeCache codes(proc);
   // Read as the sampler reads a sample: the same checks that a copy was not torn, the same
   // reads again when it was.
   StackReader reader(proc, unwinder, codes);
@@ -185,30 +184,26 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks) {
     }
     out.push_back(std::move(d));
   }
-  if (tasks) *tasks = AsyncioTasks(proc, codes).read(interp, refs, nullptr, &stacks);
+  if (read) {
+    read->refs = std::move(refs);
+    read->stacks = std::move(stacks);
+    read->interp = interp;
+  }
   return out;
 }
 
-ProcessDump dumpProcess(pid_t pid, bool blocking, bool native, bool tasks) {
-  ProcessDump d;
-  auto proc = PythonProcess::attach(pid);
-  d.info = proc->info();
-  TaskList* task_list = tasks ? &d.tasks : nullptr;
-  if (!blocking && !native) {
-    d.threads = dumpThreads(*proc, task_list);
-    return d;
-  }
-  ProcessPause pause(pid);
-  const int stopped = pause.stop();
-  if (native && stopped == EPERM)
-    throw RecorderError(ErrorCode::kPermissionDenied,
-                        "reading native stacks needs ptrace, which was refused for process " +
-                            std::to_string(pid));
-  d.threads = dumpThreads(*proc, task_list);
-  if (!native) return d;
+namespace {
+
+void readTasks(PythonProcess& proc, CodeCache& codes, const ThreadsRead& read, TaskList& out) {
+  out = AsyncioTasks(proc, codes).read(read.interp, read.refs, nullptr, &read.stacks);
+}
+
+// Each thread's native stack, the process stopped; then those of the threads that run no
+// Python.
+void readAllNative(ProcessDump& d, PythonProcess& proc, pid_t pid) {
   NativeModules modules(pid);
   modules.findEvalLoop(d.info.runtime_addr);
-  NativeWalker walker(modules, proc->mem());
+  NativeWalker walker(modules, proc.mem());
   std::map<uint64_t, pid_t> tids = threadIds(pid);
   std::set<pid_t> seen;
   for (ThreadDump& t : d.threads) {
@@ -235,6 +230,35 @@ ProcessDump dumpProcess(pid_t pid, bool blocking, bool native, bool tasks) {
     d.threads.push_back(std::move(t));
   }
   d.native_replaced = modules.replaced();
+}
+
+}  // namespace
+
+ProcessDump dumpProcess(pid_t pid, bool blocking, bool native, bool tasks) {
+  ProcessDump d;
+  auto proc = PythonProcess::attach(pid);
+  d.info = proc->info();
+  CodeCache codes(*proc);
+  ThreadsRead read;
+  if (!blocking && !native) {
+    d.threads = dumpThreads(*proc, codes, &read);
+    if (tasks) readTasks(*proc, codes, read, d.tasks);
+    return d;
+  }
+  ProcessPause pause(pid);
+  const uint64_t stopped_ns = monotonicNs();
+  const int stopped = pause.stop();
+  if (native && stopped == EPERM)
+    throw RecorderError(ErrorCode::kPermissionDenied,
+                        "reading native stacks needs ptrace, which was refused for process " +
+                            std::to_string(pid));
+  d.threads = dumpThreads(*proc, codes, &read);
+  if (native) readAllNative(d, *proc, pid);
+  if (tasks) {
+    AsyncioTasks reader(*proc, codes);
+    reader.setDeadline(stopped_ns + kTaskStopNs, [&pause] { pause.resume(); });
+    d.tasks = reader.read(read.interp, read.refs, nullptr, &read.stacks);
+  }
   return d;
 }
 

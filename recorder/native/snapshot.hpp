@@ -60,9 +60,22 @@ struct ProcessDump {
 // process is stopped while it is read. With native, it is stopped too (a thread's registers
 // can be read only then), and each thread's native stack is read and named; threads of the
 // process that run no Python come after those that do.
-// With tasks, the process's asyncio tasks are read too, in the same stop.
+// With tasks, the process's asyncio tasks are read too, in the same stop, for at most
+// kTaskStopNs from its start: the tasks not read by then are read after the process is
+// resumed (TaskList::past_deadline says so), so that a process with a hundred thousand tasks
+// is not held for seconds.
 ProcessDump dumpProcess(pid_t pid, bool blocking, bool native = false, bool tasks = false);
-// Same for an already attached process (and its asyncio tasks into tasks, when given).
-std::vector<ThreadDump> dumpThreads(PythonProcess& proc, TaskList* tasks = nullptr);
+inline constexpr uint64_t kTaskStopNs = 100000000;
+
+// What dumpThreads read besides the dumps: each thread's ref and frame addresses (for the
+// tasks read after it), and the interpreter.
+struct ThreadsRead {
+  std::vector<ThreadRef> refs;
+  std::vector<std::vector<uint64_t>> stacks;
+  uint64_t interp = 0;
+};
+// Same for an already attached process, its code objects looked up in codes.
+std::vector<ThreadDump> dumpThreads(PythonProcess& proc, CodeCache& codes,
+                                    ThreadsRead* read = nullptr);
 
 }  // namespace psrec::recorder

@@ -540,3 +540,45 @@ def test_logical_stacks_agree_with_cpython_sampler(python: str, tmp_path: Path) 
         their_share, their_top = _share(their, leaf, want)
         assert our_share >= 0.95 and their_share >= 0.90, (leaf, our_share, their_share)
         assert our_top == their_top == tuple(want), (leaf, our_top, their_top)
+
+
+def _task_lookups() -> list[object]:
+    """One interpreter of each way tasks are found: asyncio's sets of weak references
+    (3.8-3.13, the newest of them) and the lists the interpreter keeps (3.14+, the first)."""
+    params = python_params()
+    minors = [minor_of(str(p.values[0])) for p in params]  # type: ignore[attr-defined]
+    older = [(m, i) for i, m in enumerate(minors) if m < (3, 14)]
+    newer = [(m, i) for i, m in enumerate(minors) if m >= (3, 14)]
+    chosen = [max(older)[1]] if older else []
+    chosen += [min(newer)[1]] if newer else []
+    return [params[i] for i in chosen] or params[:1]
+
+
+@pytest.mark.parametrize("python", _task_lookups())
+def test_dump_of_tens_of_thousands_of_tasks_stops_the_process_briefly(python: str) -> None:
+    """`dump --tasks` stops the process so that its tasks are read at one moment, for at most
+    100 ms: 40,000 tasks take seconds to read, the rest are read after it resumed, and the
+    dump says so. The target's event loop, ticking every 10 ms, wakes late by no more than a
+    fraction of what a whole read would hold it (1.5-2 s here)."""
+    proc = subprocess.Popen([python, str(TARGETS / "many_tasks.py"), "40000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=str(TARGETS), text=True)
+    try:
+        _wait_line(proc, "ready", 60)
+        r = psrec("dump", str(proc.pid), "--tasks", timeout=300)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(psrec("dump", str(proc.pid), "--tasks", "--json", timeout=300).stdout)
+    finally:
+        stop(proc)
+    out, _ = proc.communicate(timeout=30)
+    late = max([float(x.split()[1]) for x in out.splitlines() if x.startswith("late ")],
+               default=0.0)
+    assert late < 0.6, (late, out)
+    t = doc["asyncio"]
+    if t["incomplete"]:  # 3.14+: a list walked a node at a time, cut at the stop's limit
+        assert "not all" in r.stdout, r.stdout
+        assert 1000 <= len(t["tasks"]) < 40001
+    else:
+        assert len(t["tasks"]) == 40001, len(t["tasks"])  # the ticker too
+    assert t["read_stopped"] < len(t["tasks"]), t["read_stopped"]
+    assert "others after it was resumed" in r.stdout, r.stdout

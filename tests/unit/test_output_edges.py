@@ -116,3 +116,55 @@ def test_info_on_a_recording_without_samples_says_so_and_fails_alike(as_json: bo
         assert json.loads(r.stdout)["samples"] == 0
     else:
         assert "recovered (not closed cleanly)" in r.stdout
+
+
+def test_a_name_taken_while_an_output_is_written_is_not_replaced(tmp_path: Path) -> None:
+    """An output written beside its name takes it only if it is still free (without --force):
+    a file that came to hold the name meanwhile stays, and no temporary copy is left."""
+    from psrec.format.errors import OutputExistsError
+    from psrec.format.writer import Output
+
+    name = tmp_path / "out.json"
+    out = Output(name)
+    out.file.write(b"{}")
+    name.write_bytes(b"came meanwhile")
+    with pytest.raises(OutputExistsError):
+        out.commit()
+    assert name.read_bytes() == b"came meanwhile"
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_a_window_file_not_created_leaves_the_current_file_going(tmp_path: Path) -> None:
+    """PsrWriter.rotate to a name anything holds (a link, a FIFO, a file): refused in one line
+    naming it, nothing written there or through, and the current file goes on and closes
+    whole with every chunk; a free name is then taken (a file of psrec's own, not a link)."""
+    from psrec.format import open_recording
+    from psrec.format.errors import PsrecError
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (tmp_path / "w-1.psr").symlink_to(victim)
+    os.mkfifo(tmp_path / "w-2.psr")
+    (tmp_path / "w-3.psr").write_bytes(b"earlier")
+    with open_recording(RECORDING) as rec:
+        chunks = [(c.type, rec.payload(c)) for c in rec.chunks if c.type_name in ("DEFS", "DATA")]
+        samples = sum(len(b) for b in rec.stream())
+    writer = new_writer(tmp_path / "w-0.psr")
+    for n, kind in ((1, "a symbolic link"), (2, "a FIFO"), (3, "a file")):
+        with pytest.raises(PsrecError) as err:
+            writer.rotate(str(tmp_path / f"w-{n}.psr"), {"stopped_by": "window"})
+        assert str(err.value) == f"cannot create {tmp_path}/w-{n}.psr: {kind} is there"
+    assert victim.read_bytes() == b"precious" and (tmp_path / "w-3.psr").read_bytes() == b"earlier"
+    assert writer.path == str(tmp_path / "w-0.psr")
+    for ctype, payload in chunks:  # what comes after the refusals goes on in w-0.psr
+        writer.write_chunk(ctype, payload)
+    writer.rotate(str(tmp_path / "w-4.psr"), {"stopped_by": "window", "windows": [0, 3]})
+    writer.close({"stopped_by": "exit"})
+    with open_recording(tmp_path / "w-0.psr") as rec:
+        assert rec.clean and rec.stats == {"stopped_by": "window", "windows": [0, 3]}
+        assert sum(len(b) for b in rec.stream()) == samples > 0
+    with open_recording(tmp_path / "w-4.psr") as rec:
+        assert rec.clean
+    assert not (tmp_path / "w-4.psr").is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["victim", "w-0.psr", "w-1.psr", "w-2.psr",
+                                            "w-3.psr", "w-4.psr"]

@@ -733,35 +733,46 @@ bool AsyncioTasks::liveTasks(uint64_t interp, const std::vector<ThreadRef>& thre
   return true;
 }
 
-TaskList AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
-                                   const std::vector<uint64_t>& running_now,
-                                   const std::unordered_set<uint64_t>& ran) {
-  TaskList out;
-  out.asyncio = true;
-  debugOffsets();
-  if (!layout_error_.empty()) {
-    out.error = layout_error_;
-    return out;
+bool AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
+                               const std::vector<uint64_t>& running_now,
+                               const std::unordered_set<uint64_t>& ran, uint64_t deadline_ns,
+                               TaskList& out) {
+  SnapshotJob& job = job_;
+  if (!job.active) {
+    job = SnapshotJob();
+    job.out.asyncio = true;
+    debugOffsets();
+    if (!layout_error_.empty()) {
+      job.out.error = layout_error_;
+      out = std::move(job.out);
+      return true;
+    }
+    // A set that changed as it was read (its table grew, a weak reference went) is read
+    // again.
+    bool listed = false;
+    for (int attempt = 0; attempt < 3 && !listed; ++attempt) {
+      job.found.clear();
+      job.out.error.clear();
+      listed = liveTasks(interp, threads, job.found, job.out);
+      if (!job.out.asyncio) break;
+    }
+    if (!listed || !job.out.asyncio) {
+      out = std::move(job.out);
+      return true;
+    }
+    std::vector<uint64_t>& found = job.found;
+    std::sort(found.begin(), found.end());
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    found.erase(std::remove(found.begin(), found.end(), uint64_t{0}), found.end());
+    job.out.tasks.reserve(found.size());
+    job.active = true;
   }
-  // A set that changed as it was read (its table grew, a weak reference went) is read again.
-  std::vector<uint64_t> found;
-  bool listed = false;
-  for (int attempt = 0; attempt < 3 && !listed; ++attempt) {
-    found.clear();
-    out.error.clear();
-    listed = liveTasks(interp, threads, found, out);
-    if (!out.asyncio) return out;
-  }
-  if (!listed) return out;
-  std::sort(found.begin(), found.end());
-  found.erase(std::unique(found.begin(), found.end()), found.end());
-  found.erase(std::remove(found.begin(), found.end(), uint64_t{0}), found.end());
   std::unordered_map<uint64_t, uint64_t> running;  // task -> thread id
   for (size_t i = 0; i < running_now.size() && i < threads.size(); ++i)
     if (running_now[i]) running[running_now[i]] = threads[i].thread_id;
 
   // Each C task's type, first done callback, coroutine, name and awaited future (and 3.14's
-  // awaited_by), in one system call for all.
+  // awaited_by), kBatch tasks to a system call; as many batches as the time allows.
   const auto& l = proc_.layout();
   const int32_t from = l.object_type;
   int32_t to = std::max({a_.task_coro, a_.task_name, a_.task_fut_waiter,
@@ -769,77 +780,100 @@ TaskList AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>
   if (has(a_.task_awaited_by)) to = std::max({to, a_.task_awaited_by + 8,
                                              a_.task_awaited_by_is_set + 1});
   const size_t len = static_cast<size_t>(to - from);
-  heads_.assign(found.size() * len, 0);
-  std::vector<uint8_t> ok(found.size(), 0);
-  {
-    std::vector<ReadRequest> reqs;
-    for (size_t i = 0; i < found.size(); ++i)
-      reqs.push_back({found[i] + static_cast<uint64_t>(from), heads_.data() + i * len, len});
-    for (size_t i = 0; i < reqs.size();) {
-      ReadStatus st;
-      const size_t n = std::min<size_t>(1024, reqs.size() - i);
-      const size_t got = proc_.mem().readLeading(reqs.data() + i, n, &st);
-      for (size_t k = 0; k < got; ++k) ok[i + k] = 1;
-      i += got < n ? got + 1 : n;  // a task that cannot be read is skipped
-    }
-    out.read_ns = monotonicNs();
-  }
-  auto field = [&](size_t i, int32_t off, size_t size) {
-    uint64_t v = 0;
-    std::memcpy(&v, heads_.data() + i * len + (off - from), size);
-    return v;
-  };
-  std::unordered_map<uint64_t, TaskRecord> now;
-  out.tasks.reserve(found.size());
-  for (size_t i = 0; i < found.size(); ++i) {
-    const uint64_t task = found[i];
-    TaskRecord rec;
-    const TypeDesc* t = ok[i] ? typeAt(field(i, from, 8)) : type(task);
-    if (!t || !(t->c_task || t->py_task)) continue;
-    uint64_t cb0 = 0, by = 0;
-    int8_t by_set = 0;
-    if (t->c_task && ok[i]) {
-      rec.id = task;
-      rec.coro = field(i, a_.task_coro, 8);
-      rec.name_obj = field(i, a_.task_name, 8);
-      rec.fut_waiter = field(i, a_.task_fut_waiter, 8);
-      cb0 = field(i, static_cast<int32_t>(hdr_ + 8), 8);
-      if (has(a_.task_awaited_by)) {
-        by = field(i, a_.task_awaited_by, 8);
-        by_set = static_cast<int8_t>(field(i, a_.task_awaited_by_is_set, 1));
+  constexpr size_t kBatch = 256;
+  std::vector<ReadRequest> reqs;
+  bool progressed = false;
+  while (job.next < job.found.size()) {
+    if (job.k == job.batch_n) {  // the next batch's fields, in one system call
+      const size_t first = job.next, n = std::min(kBatch, job.found.size() - first);
+      heads_.assign(n * len, 0);
+      job.ok.assign(n, 0);
+      reqs.clear();
+      for (size_t k = 0; k < n; ++k)
+        reqs.push_back({job.found[first + k] + static_cast<uint64_t>(from),
+                        heads_.data() + k * len, len});
+      for (size_t k = 0; k < n;) {
+        ReadStatus st;
+        const size_t got = proc_.mem().readLeading(reqs.data() + k, n - k, &st);
+        for (size_t m = 0; m < got; ++m) job.ok[k + m] = 1;
+        k += got < n - k ? got + 1 : n - k;  // a task that cannot be read is skipped
       }
-      if (!rec.coro) continue;  // finished
-    } else {
-      uint64_t waiter = 0;
-      if (!readTask(task, rec, waiter)) continue;
+      job.batch_first = first;
+      job.batch_n = n;
+      job.k = 0;
     }
-    auto r = running.find(task);
-    auto p = prev_.find(task);
-    const bool same = p != prev_.end() && p->second.coro == rec.coro &&
-                      p->second.name_obj == rec.name_obj;
-    const bool still = same && r == running.end() && p->second.state != "running" &&
-                       p->second.fut_waiter == rec.fut_waiter && !ran.count(task) && t->c_task;
-    if (still) {
-      rec = p->second;  // it has not moved
-    } else if (t->c_task) {
-      rec.state = "suspended";
-      if (!coroutineChain(rec.coro, rec)) continue;  // its coroutine has finished
-      finishTask(rec);
-      if (same) {
-        rec.name = p->second.name;
-      } else if (!nameOf(rec.name_obj, rec.name)) {
-        continue;
+    auto field = [&](size_t k, int32_t off, size_t size) {
+      uint64_t v = 0;
+      std::memcpy(&v, heads_.data() + k * len + (off - from), size);
+      return v;
+    };
+    for (; job.k < job.batch_n; ++job.k) {
+      // (Each call reads at least a few tasks, so that a reading always ends.)
+      if (progressed && job.k % 4 == 0 && monotonicNs() > deadline_ns) return false;
+      progressed = true;
+      const size_t k = job.k;
+      const uint64_t task = job.found[job.batch_first + k];
+      TaskRecord rec;
+      const TypeDesc* t = job.ok[k] ? typeAt(field(k, from, 8)) : type(task);
+      if (!t || !(t->c_task || t->py_task)) continue;
+      uint64_t cb0 = 0, by = 0;
+      int8_t by_set = 0;
+      if (t->c_task && job.ok[k]) {
+        rec.id = task;
+        rec.coro = field(k, a_.task_coro, 8);
+        rec.name_obj = field(k, a_.task_name, 8);
+        rec.fut_waiter = field(k, a_.task_fut_waiter, 8);
+        cb0 = field(k, static_cast<int32_t>(hdr_ + 8), 8);
+        if (has(a_.task_awaited_by)) {
+          by = field(k, a_.task_awaited_by, 8);
+          by_set = static_cast<int8_t>(field(k, a_.task_awaited_by_is_set, 1));
+        }
+        if (!rec.coro) continue;  // finished
+      } else {
+        uint64_t waiter = 0;
+        if (!readTask(task, rec, waiter)) continue;
       }
+      auto r = running.find(task);
+      auto p = prev_.find(task);
+      const bool same = p != prev_.end() && p->second.coro == rec.coro &&
+                        p->second.name_obj == rec.name_obj;
+      const bool still = same && r == running.end() && p->second.state != "running" &&
+                         p->second.fut_waiter == rec.fut_waiter && !ran.count(task) &&
+                         t->c_task;
+      if (still) {
+        rec = std::move(p->second);  // it has not moved (the previous reading is done with)
+      } else if (t->c_task) {
+        rec.state = "suspended";
+        if (!coroutineChain(rec.coro, rec)) continue;  // its coroutine has finished
+        finishTask(rec);
+        if (same) {
+          rec.name = p->second.name;
+        } else {
+          // A task made or freed as it was read is left for the next reading: its coroutine
+          // and name read once more, after its name.
+          uint64_t coro = 0, name_obj = 0;
+          if (!nameOf(rec.name_obj, rec.name) || !identity(task, coro, name_obj) ||
+              coro != rec.coro || name_obj != rec.name_obj)
+            continue;
+          rec.checked = true;
+        }
+      }
+      if (r != running.end()) markRunning(rec, r->second);
+      // 3.14+ tasks say who waits on them in a field of their own, read with the others.
+      if (!still || has(a_.task_awaited_by)) awaitSources(rec, t, cb0, by, by_set);
+      job.out.tasks.push_back(std::move(rec));
     }
-    if (r != running.end()) markRunning(rec, r->second);
-    // 3.14+ tasks say who waits on them in a field of their own, read with the others.
-    if (!still || has(a_.task_awaited_by)) awaitSources(rec, t, cb0, by, by_set);
-    now[task] = rec;
-    out.tasks.push_back(std::move(rec));
+    job.next = job.batch_first + job.batch_n;
   }
-  prev_.swap(now);
-  linkAwaits(out.tasks);
-  return out;
+  job.out.read_ns = monotonicNs();
+  // The next reading compares with this one. (Kept apart from what the caller is given:
+  // the records are copied once, a reading at a time.)
+  prev_.clear();
+  for (const TaskRecord& rec : job.out.tasks) prev_.emplace(rec.id, rec);
+  linkAwaits(job.out.tasks);
+  out = std::move(job.out);
+  job = SnapshotJob();
+  return true;
 }
 
 }  // namespace psrec::recorder

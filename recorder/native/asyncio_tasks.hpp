@@ -51,6 +51,7 @@ struct TaskRecord {
   uint64_t coro = 0;       // its coroutine and name objects (what AsyncioTasks::identity reads)
   uint64_t name_obj = 0;
   uint64_t fut_waiter = 0; // suspended: what it awaits (0: nothing, it is ready to run)
+  bool checked = false;    // its coroutine and name were read again after its name
   // What the await edges come from. 3.8-3.13: the tasks its awaited future stands for (that
   // task, or a gather's children), and the task whose TaskGroup block it belongs to; 3.14+:
   // the tasks its own field says wait on it.
@@ -99,9 +100,16 @@ class AsyncioTasks {
   // task that cannot have moved since: the same coroutine, name and awaited future, not
   // running now and not run by a thread since that call (ran: the tasks the recorder saw
   // running in between). Its tasks' fields are read in one system call for all of them.
-  TaskList readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
-                       const std::vector<uint64_t>& running_now,
-                       const std::unordered_set<uint64_t>& ran);
+  // A reading spread over calls, so that a hundred thousand tasks do not hold up a pass: each
+  // call reads tasks until CLOCK_MONOTONIC time deadline_ns (at least a batch of them), and
+  // returns true with `out` once every task was read (a reading begins at a call after the
+  // previous one ended). running_now and ran are those of the call's pass.
+  bool readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
+                   const std::vector<uint64_t>& running_now,
+                   const std::unordered_set<uint64_t>& ran, uint64_t deadline_ns,
+                   TaskList& out);
+  // Whether a reading is in progress (readChanged returned false last).
+  bool readingTasks() const { return job_.active; }
   // Code objects are looked up in the CodeCache as of the recorder's pass, which validates
   // them once per pass (a one-off read counts passes of its own).
   void usePass(uint64_t pass) {
@@ -195,6 +203,17 @@ class AsyncioTasks {
   // readChanged(): the tasks of its previous call, by address; the sets that hold the tasks
   // (3.8-3.13: the weak set's table, and the eager tasks'), looked up again now and then.
   std::unordered_map<uint64_t, TaskRecord> prev_;
+  struct SnapshotJob {
+    bool active = false;
+    std::vector<uint64_t> found;  // the live tasks, listed when it began
+    size_t next = 0;              // the first of them not read yet
+    // The batch being read: its first task, its size, the next of its tasks, and which of
+    // their fields were read (into heads_).
+    size_t batch_first = 0, batch_n = 0, k = 0;
+    std::vector<uint8_t> ok;
+    TaskList out;
+  };
+  SnapshotJob job_;
   uint64_t task_sets_[2] = {0, 0};
   uint32_t set_reads_ = 0;
   std::vector<uint8_t> heads_;

@@ -338,16 +338,24 @@ uint32_t Sampler::newTask(Target& t, uint64_t task, uint64_t coro, const std::st
 
 // Every task of the target and its state (spec 4.3): read when due (a task that has not
 // moved since the previous snapshot is not read again: AsyncioTasks::readChanged), and
-// written where it changed. A snapshot that took d of CPU time waits 10 d for the next, so
+// written where it changed. The reading is spread over passes, a tenth of the interval
+// each, so that a hundred thousand tasks do not hold up the samples; the snapshot is written
+// at the pass it ends in. A snapshot that took d of CPU time waits 10 d for the next, so
 // that thousands of tasks cost the sampler at most a tenth of a CPU (the recording says how
 // many were taken, and their CPU time).
 void Sampler::snapshotTasks(Target& t, uint64_t ts) {
   const uint64_t t0 = monotonicNs();
-  if (t0 < t.next_snapshot_ns) return;
+  if (!t.tasks->readingTasks() && t0 < t.next_snapshot_ns) return;
   const uint64_t cpu0 = threadCpuNs();
   t.tasks->usePass(pass_);
-  TaskList list =
-      t.tasks->readChanged(t.proc->mainInterpreter(), t.task_threads, t.running, t.ran_since);
+  TaskList list;
+  const uint64_t budget = std::max<uint64_t>(config_.interval_ns / 10, 20000);
+  const bool done = t.tasks->readChanged(t.proc->mainInterpreter(), t.task_threads, t.running,
+                                         t.ran_since, t0 + budget, list);
+  const uint64_t step = threadCpuNs() - cpu0;
+  t.snapshot_cpu_ns += step;
+  bump(st_.task_snapshot_ns, step);
+  if (!done) return;
   t.ran_since.clear();
   if (!list.asyncio) {
     // asyncio.tasks is not imported yet: nothing to read
@@ -381,8 +389,9 @@ void Sampler::snapshotTasks(Target& t, uint64_t ts) {
     encoder_.endTaskSnapshot();
     bump(st_.task_snapshots, 1);
   }
-  const uint64_t cost = threadCpuNs() - cpu0;
-  bump(st_.task_snapshot_ns, cost);
+  const uint64_t cost = t.snapshot_cpu_ns + (threadCpuNs() - cpu0 - step);
+  bump(st_.task_snapshot_ns, threadCpuNs() - cpu0 - step);
+  t.snapshot_cpu_ns = 0;
   t.next_snapshot_ns = t0 + std::max(config_.task_interval_ns, 10 * cost);
 }
 
@@ -390,11 +399,14 @@ void Sampler::snapshotTasks(Target& t, uint64_t ts) {
 // running task); 0 when its name cannot be read.
 uint32_t Sampler::snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts) {
   if (uint32_t id = knownTask(t, rec.id, rec.coro, rec.name, ts)) return id;
-  // Read once more: a task made or freed as it was read is left for the next snapshot.
-  uint64_t coro = 0, name_obj = 0;
-  if (rec.name.empty() || !t.tasks->identity(rec.id, coro, name_obj) || coro != rec.coro ||
-      name_obj != rec.name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
-      t.name_again != rec.name)
+  // Read once more (where the reading did not): a task made or freed as it was read is left
+  // for the next snapshot.
+  uint64_t coro = rec.coro, name_obj = rec.name_obj;
+  if (rec.name.empty()) return 0;
+  if (!rec.checked &&
+      (!t.tasks->identity(rec.id, coro, name_obj) || coro != rec.coro ||
+       name_obj != rec.name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
+       t.name_again != rec.name))
     return 0;
   uint32_t function = 0;
   if (!rec.stack.empty() && rec.stack.back().code) {

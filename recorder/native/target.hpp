@@ -119,6 +119,7 @@ struct Target {
   std::vector<uint64_t> running, running_again;
   std::string task_name, name_again;  // scratch: the name of the task being identified
   uint64_t next_snapshot_ns = 0;       // when its tasks' states are read next
+  uint64_t snapshot_cpu_ns = 0;        // the CPU time of the reading in progress so far
   std::unordered_map<uint64_t, uint32_t> snapshot_ids;  // scratch: task address -> TASK id
   std::vector<uint32_t> task_frames, task_awaits;     // scratch
   std::unordered_set<uint64_t> ran_since;  // tasks seen running since the last snapshot

@@ -341,8 +341,10 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
     CodeInfo* info = codes_.lookup(code, own_pass_ ? ++pass_ : pass_);
     if (!info) return depth > 0;
     TaskFrame tf;
-    tf.filename = info->filename;
-    tf.name = info->name;
+    if (own_pass_) {  // a dump names them; a recording interns the code (f.code)
+      tf.filename = info->filename;
+      tf.name = info->name;
+    }
     tf.line = info->lineAt(l.line_table, codes_.byteOffset(*info, instr, tlbc));
     tf.code = info;
     rec.stack.push_back(std::move(tf));

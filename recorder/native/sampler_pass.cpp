@@ -495,6 +495,9 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     const uint64_t off = th.files.offCpuMark();
     got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
     ran = got == StackRead::kOk && off && !th.files.stillOff(off);
+    // (The ids of what the reader holds now: a read again keeps those of the frames that did
+    // not change since, as of this read.)
+    if (ran) pythonIds(t, th);
   }
   if ((got == StackRead::kTorn || ran) && mayStop(t, th, monotonicNs())) {
     // The stack changes faster than it can be copied, or the thread, off its CPU when its

@@ -257,6 +257,9 @@ def _os_error(exc: OSError, shown: str) -> PsrecError:
     if code == errno.ENAMETOOLONG:
         return PsrecError(f"cannot write {shown}: a name is too long for its file system{where}",
                           help=f"give -o a shorter path; {kept}")
+    if code in (errno.EXDEV, errno.EBUSY):
+        return PsrecError(f"cannot write {shown}: it is a mount point, which psrec cannot swap "
+                          "for the dataset's new state", help=f"give -o a folder inside it; {kept}")
     if code in (errno.EMFILE, errno.ENFILE):
         return PsrecError(f"cannot write {shown}: too many open files",
                           help=f"raise the limit (ulimit -n), or export fewer at once; {kept}")
@@ -406,6 +409,8 @@ class _Dataset:
         another schema version is not added to (its files would not read as one table)."""
         folder = os.path.join(self.path, "recordings")
         held: dict[_Key, list[_Held]] = {}
+        if not os.path.isdir(folder):  # an empty folder given
+            return held
         names = sorted(n for n in os.listdir(folder)
                        if n.endswith(".parquet") and not n.startswith((".", "_")))
         for name in names:
@@ -478,7 +483,11 @@ class _Dataset:
         else:  # a new dataset: its own lock, which says the staging is at work
             self._lock(lock, made_here=False)
         for table in TABLES:
-            os.mkdir(os.path.join(self.staging, table), self._mode)
+            made = os.path.join(self.staging, table)
+            os.mkdir(made)
+            old = os.path.join(self.path, table)
+            os.chmod(made, stat.S_IMODE(os.stat(old).st_mode) if os.path.isdir(old)
+                     else 0o777 & ~_umask())
 
     # -- committing -----------------------------------------------------------------------
     def commit(self, written: set[str], removed: set[str]) -> None:

@@ -471,7 +471,7 @@ def test_permission_denied_is_one_line_that_leaves_nothing_behind(files: Files,
         os.chmod(dataset, 0o755)
 
 
-def test_o_naming_a_link_writes_where_it_points_and_a_file_is_refused(
+def test_o_naming_a_link_or_an_empty_folder_writes_there_and_a_file_is_refused(
         files: Files, tmp_path: Path) -> None:
     dangling = tmp_path / "link"
     dangling.symlink_to(tmp_path / "there")
@@ -486,6 +486,10 @@ def test_o_naming_a_link_writes_where_it_points_and_a_file_is_refused(
     afile.write_text("x")
     _refused(psrec("export", "--parquet", "-o", str(afile), str(files.plain)),
              f"{afile} is a file: --parquet writes a folder")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _export(empty, [files.plain])  # an empty folder is written, as a new one
+    assert _rows(empty) == _expected([files.plain]).rows
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("x")
@@ -562,3 +566,20 @@ def test_a_read_only_disk_is_one_line_and_the_dataset_stays_as_it_was(
     assert str(got["stderr"]).startswith(f"psrec: error: cannot write {tmp_path}/mnt/fleet: "
                                          "its file system is read-only\n"), got["stderr"]
     assert got["after"] == got["before"] and got["beside"] == ["fleet"], got
+
+
+def test_a_mount_point_is_refused_in_one_line(files: Files, tmp_path: Path) -> None:
+    """A dataset's folder is swapped for its new state: a mount point cannot be."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to mount a file system of its own")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    script = (f"mount -t tmpfs tmpfs {mnt} || exit 99; {sys.executable} -m psrec export "
+              f"--parquet -o {mnt} {files.plain}; echo rc=$?; ls -A {mnt}")
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode == 99:
+        pytest.skip(f"cannot mount here (a container without CAP_SYS_ADMIN?): {r.stderr}")
+    assert r.stdout == "rc=1\n", r.stdout  # and nothing left in it
+    _refused(subprocess.CompletedProcess([], 1, "", r.stderr),
+             f"cannot write {mnt}: it is a mount point")

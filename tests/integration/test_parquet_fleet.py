@@ -47,6 +47,7 @@ class Files:
     window_snapshot: Path  # psrec snapshot of the second window
     plain: Path
     plain_snapshot: Path  # psrec snapshot of plain while it was written
+    plain_cut: Path  # plain cut short after its next to last chunk: no index (a killed recorder)
     flight: Path  # --keep 2s
     flight_snapshot: Path  # its SIGUSR1 snapshot
 
@@ -121,8 +122,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Files:
     windows_found = sorted(folder.glob("w-[0-9]*.psr"), key=lambda p: int(p.stem[2:]))
     assert len(windows_found) >= 3, windows_found  # 7 s: 0-3, 3-6, 6-
     (snap,) = folder.glob("fr.snapshot-*.psr")
+    from psrec.format import open_recording
+
+    with open_recording(folder / "plain.psr") as rec:
+        end = rec.data_chunks()[-2].end
+    cut = folder / "plain-cut.psr"
+    cut.write_bytes((folder / "plain.psr").read_bytes()[:end])
     return Files(folder, windows_found, folder / "snap-of-w-1.psr", folder / "plain.psr",
-                 folder / "plain.snap.psr", folder / "fr.psr", snap)
+                 folder / "plain.snap.psr", cut, folder / "fr.psr", snap)
 
 
 # -- what the files hold --------------------------------------------------------------------
@@ -259,6 +266,8 @@ MIXES = {
     "windows": lambda f: f.windows,
     "windows and a snapshot of one": lambda f: [*f.windows, f.window_snapshot],
     "a recording and its snapshot": lambda f: [f.plain, f.plain_snapshot],
+    "a recording cut short, its snapshot and the whole": lambda f: [f.plain_cut,
+                                                                    f.plain_snapshot, f.plain],
     "a flight recording and its SIGUSR1 snapshot": lambda f: [f.flight, f.flight_snapshot],
     "a folder of them all": lambda f: [f.folder],
 }

@@ -55,6 +55,11 @@ class SampleStream:
         self.errors = 0
         self.duplicates = 0  # data chunks skipped: their sequence number came before
         self._seqs: dict[int, int] = {}  # sequence number -> offset of its chunk
+        # Read with other files of its recording (format.merged): the sequence numbers of the
+        # chunks of samples they gave, and the chunks and samples of this file skipped as
+        # theirs (a snapshot and the recording it was taken from, a window and the whole).
+        self.shared_seqs: set[int] | None = None
+        self.given_twice = self.given_twice_samples = 0
         self.current: ChunkInfo | None = None  # the chunk of the batch yielded last
 
     def __iter__(self) -> Iterator[Any]:
@@ -104,6 +109,13 @@ class SampleStream:
                 continue
             if seq is not None:
                 self._seqs[seq] = info.offset
+                if self.shared_seqs is not None and summary["passes"]:
+                    if seq in self.shared_seqs:
+                        self.given_twice += 1
+                        self.given_twice_samples += len(self.batch)
+                        self.batch.clear()
+                        continue
+                    self.shared_seqs.add(seq)
             self.events.extend(events)
             self.summaries.append(summary)
             self.errors += summary["errors"]

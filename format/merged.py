@@ -457,9 +457,12 @@ class MergedStream:
 
     def __iter__(self) -> Iterator[Any]:
         trie = self.decoder
+        shared: dict[int, set[int]] = {}  # by recording: the chunks of samples given so far
+        twice = twice_samples = 0
         for s, rec in self.rec._files():
             d = s.ts_delta
             stream = rec.stream(_minus(self.from_ts, d), _minus(self.to_ts, d), self.native)
+            stream.shared_seqs = shared.setdefault(s.index, set())
             node_map = array("I", [0])
             seen = (0, 0)
             for batch in stream:
@@ -474,7 +477,14 @@ class MergedStream:
             self._take(stream, s, node_map, seen)
             self.errors += stream.errors
             self.duplicates += stream.duplicates
+            twice += stream.given_twice
+            twice_samples += stream.given_twice_samples
             self.outside_renames += [shift_event(e, s) for e in stream.outside_renames]
+        if twice:
+            self.rec._warn(f"{twice:,} chunk{'s' if twice != 1 else ''} of samples "
+                           f"({twice_samples:,} samples) given twice, in files of one "
+                           "recording (a snapshot and what it was taken from, a window and "
+                           "the whole), counted once")
 
     def _take(self, stream: Any, s: Source, node_map: array[int],
               seen: tuple[int, int]) -> tuple[int, int]:

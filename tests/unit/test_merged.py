@@ -167,3 +167,32 @@ def test_processes_of_the_same_pid_in_two_recordings_keep_their_own_threads(
         commands = {source_of(rec.sources, ref).host: defs.process_of(t).command  # type: ignore
                     for ref, t in defs.threads.items()}
     assert commands == {"a": "python serve.py", "b": "python crunch.py"}
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_files_of_one_recording_given_together_count_each_sample_once(
+        tmp_path: Path, native: bool) -> None:
+    """A recording with a snapshot of it, and with parts cut from it (as windows are), read as
+    one in any order: each chunk of samples counts once, the others are said."""
+    from format_helpers import read_samples
+    from psrec.format.writer import snapshot
+
+    whole = tmp_path / "whole.psr"
+    s = Synth(str(whole), chunk_passes=20)
+    s.thread("main", 1)
+    for i in range(100):
+        s.sample_pass((i + 1) * s.interval_ticks, {"main": ((A_OWN, SHARED), BUSY, 500)})
+    s.close()
+    snap, first, second = tmp_path / "snap.psr", tmp_path / "p1.psr", tmp_path / "p2.psr"
+    snapshot(whole, snap)
+    snapshot(whole, first, only=slice(0, 3))
+    snapshot(whole, second, only=slice(2, 5))
+    with open_recordings(str(whole)) as rec:
+        want = sorted(read_samples(rec, native)[0])
+    for files in ([whole, snap], [snap, whole], [first, whole], [second, first, snap],
+                  [first, second]):
+        with open_recordings([str(f) for f in files]) as rec:
+            got = sorted(read_samples(rec, native)[0])
+            warnings = list(rec.warnings)
+        assert got == want, [f.name for f in files]  # (p1 and p2: chunks 0-2 and 2-4)
+        assert any("given twice" in w for w in warnings), (files, warnings)

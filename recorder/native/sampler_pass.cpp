@@ -338,9 +338,9 @@ uint32_t Sampler::newTask(Target& t, uint64_t task, uint64_t coro, const std::st
 
 // Every task of the target and its state (spec 4.3): read when due (a task that has not
 // moved since the previous snapshot is not read again: AsyncioTasks::readChanged), and
-// written where it changed. The reading is spread over passes, a tenth of the interval
-// each, so that a hundred thousand tasks do not hold up the samples; the snapshot is written
-// at the pass it ends in. A snapshot that took d of CPU time waits 10 d for the next, so
+// written where it changed. A reading that takes more than 2 ms goes on over passes, a
+// tenth of the interval each, so that a hundred thousand tasks do not hold up the samples;
+// the snapshot is written at the pass it ends in. A snapshot that took d of CPU time waits 10 d for the next, so
 // that thousands of tasks cost the sampler at most a tenth of a CPU (the recording says how
 // many were taken, and their CPU time).
 void Sampler::snapshotTasks(Target& t, uint64_t ts) {
@@ -349,7 +349,11 @@ void Sampler::snapshotTasks(Target& t, uint64_t ts) {
   const uint64_t cpu0 = threadCpuNs();
   t.tasks->usePass(pass_);
   TaskList list;
-  const uint64_t budget = std::max<uint64_t>(config_.interval_ns / 10, 20000);
+  // A reading begins with up to 2 ms, which hundreds of tasks take, so that theirs is read at
+  // one moment as it was; a larger one goes on a tenth of the interval a pass.
+  const uint64_t budget = t.tasks->readingTasks()
+                              ? std::max<uint64_t>(config_.interval_ns / 10, 20000)
+                              : std::max<uint64_t>(config_.interval_ns / 10, 2000000);
   const bool done = t.tasks->readChanged(t.proc->mainInterpreter(), t.task_threads, t.running,
                                          t.ran_since, t0 + budget, list);
   const uint64_t step = threadCpuNs() - cpu0;

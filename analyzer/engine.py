@@ -14,7 +14,8 @@ choose an implementation; only ``engine_for`` does.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from psrec.format import native_available
@@ -26,8 +27,8 @@ from .walks import NativeWalks, PyWalks, Walks
 if TYPE_CHECKING:
     from psrec.format import Recording, SampleStream
 
-__all__ = ["Accumulator", "Engine", "NativeEngine", "PyEngine", "Runs", "Timeline",
-           "engine_for", "timeline_of"]
+__all__ = ["Accumulator", "Engine", "NativeEngine", "NativeRuns", "PyEngine", "Runs",
+           "Timeline", "engine_for", "timeline_of"]
 
 _engine: Any
 try:
@@ -38,7 +39,7 @@ except ImportError:  # a source tree without the built module
     _engine = None
 
 # Cells summed again: their slice, thread and node columns, and their sums (see group_sums).
-Groups = tuple["array[int]", "array[int]", "array[int]", "array[int]"]
+Groups = tuple[Column, Column, Column, Column]
 # The columns of one source of group_sums: slice, thread, node, value.
 Source = tuple[Any, Any, Any, Any]
 
@@ -76,7 +77,7 @@ class Timeline(Protocol):
 
     def add(self, batch: Any) -> None: ...
 
-    def result(self) -> dict[int, Runs]: ...
+    def result(self) -> Mapping[int, Runs]: ...
 
 
 @runtime_checkable
@@ -157,12 +158,11 @@ class NativeEngine:
                    by_node: bool = True) -> Groups:
         parts = self._m.group_sums([tuple(_u(c, t) for c, t in zip(src, "QIIQ"))
                                     for src in sources], max(1, factor), by_node)
-        out = []
-        for typecode, raw in zip("QIIQ", parts):
-            a = array(typecode)
-            a.frombytes(raw)
-            out.append(a)
-        return out[0], out[1], out[2], out[3]
+        # Views of the bytes returned, not copies: the sums are a row of one per source
+        # after another, and a copy doubled them at their peak.
+        sl, th, node, values = parts
+        return (memoryview(sl).cast("Q"), memoryview(th).cast("I"), memoryview(node).cast("I"),
+                memoryview(values).cast("Q"))
 
     def walks(self, profile: Stacks) -> Walks:
         return NativeWalks(profile, self._m)
@@ -242,9 +242,11 @@ def timeline_of(engine: Engine, selection: Selection, fields: Mapping[str, Any])
 
 
 def _u(column: Any, typecode: str) -> Any:
-    """A column the native engine reads in place (an array or a view of the engine's own
-    memory), or a copy of one given as a list."""
-    return column if isinstance(column, (array, memoryview)) else array(typecode, column)
+    """A column the native engine reads in place (an array or a contiguous view), or a copy
+    of one given as a list or a view with a step (every n-th value of a row of sums)."""
+    if isinstance(column, array) or (isinstance(column, memoryview) and column.c_contiguous):
+        return column
+    return array(typecode, column)
 
 
 class NativeTimeline:
@@ -256,6 +258,35 @@ class NativeTimeline:
     def add(self, b: Any) -> None:
         self._t.add(b)
 
-    def result(self) -> dict[int, Runs]:
+    def result(self) -> NativeRuns:
         # Views of the native columns: the timeline's memory is not copied. No add() after.
-        return {ref: Runs(*self._t.runs_view(ref)) for ref in self._t.threads()}
+        return NativeRuns(self._t)
+
+
+class NativeRuns(Mapping[int, Runs]):
+    """Each thread's Runs of a native Timeline, by ref in ascending order: views of its
+    columns, made when a thread's runs are asked for and let go with them. Held for every
+    thread at once, a recording of 100,000 threads kept 600,000 views (3.5 KB a thread), and
+    the collector went over them again and again as they were made."""
+
+    def __init__(self, timeline: Any) -> None:
+        self._t = timeline
+        self._refs: list[int] = timeline.threads()  # ascending
+
+    def __getitem__(self, ref: int) -> Runs:
+        i = bisect_left(self._refs, ref)
+        if i == len(self._refs) or self._refs[i] != ref:
+            raise KeyError(ref)
+        return Runs(*self._t.runs_view(ref))
+
+    def __contains__(self, ref: object) -> bool:
+        if not isinstance(ref, int):
+            return False
+        i = bisect_left(self._refs, ref)
+        return i < len(self._refs) and self._refs[i] == ref
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._refs)
+
+    def __len__(self) -> int:
+        return len(self._refs)

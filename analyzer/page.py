@@ -24,6 +24,7 @@ from psrec.format.mixed_stacks import marked_note
 from psrec.format.version import psrec_version
 
 from .engine import Engine
+from .model import Column
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Option, Reporter, register
 from .reporters import format_seconds
@@ -53,7 +54,7 @@ MAX_STATES = 250_000
 STATE_NAMES = ("state-cpu", "state-wait")
 _ALL_SLICES = (1 << 64) - 1  # a group_sums factor that puts every slice in one
 
-Groups = tuple["array[int]", "array[int]", "array[int]", "array[int]"]
+Groups = tuple[Column, Column, Column, Column]
 
 
 def _values(p: Profile, mode: str, cols: CellColumns) -> Any:

@@ -15,6 +15,7 @@ in model.py (re-exported here).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +96,7 @@ class Profile:
     # Profile.load's `native`.
     engine: Engine = field(default_factory=engine_for, repr=False)
     slice_ticks: int = 0
-    timelines: dict[int, Runs] | None = None
+    timelines: Mapping[int, Runs] | None = None
     events: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     sample_errors: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -111,7 +112,7 @@ class Profile:
     # More timelines of the same samples, by name, each under its own status filter and run
     # options (Profile.load's `more_timelines`): what an export that draws states over time
     # needs from the same decode.
-    more_timelines: dict[str, dict[int, Runs]] = field(default_factory=dict)
+    more_timelines: dict[str, Mapping[int, Runs]] = field(default_factory=dict)
     _walks: Walks | None = field(default=None, repr=False)
     # The view's logical stacks (View.logical): what rewrote the samples' stacks as they were
     # read, for any later read of the same samples to do the same (LogicalStacks.rewrite).

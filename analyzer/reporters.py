@@ -93,6 +93,7 @@ class TableReporter(Reporter):
         else:
             groups = [(None, sum(n for n, _ in sums.values()),
                        sum(v for _, v in sums.values()))]
+        locations: dict[FrameKey, str] = {}  # each function's text, made once
         for ref, samples, total_value in groups:
             total_value = total_value or 1
             if ref is not None:
@@ -102,19 +103,27 @@ class TableReporter(Reporter):
                   f"{format_seconds(profile.seconds(total_value))} estimated\n")
             rows = _sorted(function_totals(profile, ref), sort)
             shown = rows if limit <= 0 else rows[:limit]
-            w("\n")
-            w(f"{'own':>9} {'total':>9} {'own':>7} {'est. own':>10} {'total':>7} "
-              f"{'est. total':>10}\n")
-            w(f"{'samples':>9} {'samples':>9} {'%':>7} {'time':>10} {'%':>7} {'time':>10}  "
-              "file:line(function)\n")
+            # A table in one write: a report of 100,000 threads has as many tables.
+            lines = [TABLE_HEAD]
             for k, t in shown:
-                w(f"{t.own_count:>9,} {t.total_count:>9,} {100 * t.own / total_value:>6.2f}% "
-                  f"{format_seconds(profile.seconds(t.own)):>10} "
-                  f"{100 * t.total / total_value:>6.2f}% "
-                  f"{format_seconds(profile.seconds(t.total)):>10}  {location(k)}\n")
+                where = locations.get(k)
+                if where is None:
+                    where = locations[k] = location(k)
+                lines.append(
+                    f"{t.own_count:>9,} {t.total_count:>9,} {100 * t.own / total_value:>6.2f}% "
+                    f"{format_seconds(profile.seconds(t.own)):>10} "
+                    f"{100 * t.total / total_value:>6.2f}% "
+                    f"{format_seconds(profile.seconds(t.total)):>10}  {where}\n")
             if len(rows) > len(shown):
-                w(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+                lines.append(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+            w("".join(lines))
         return None
+
+
+TABLE_HEAD = (f"\n{'own':>9} {'total':>9} {'own':>7} {'est. own':>10} {'total':>7} "
+              f"{'est. total':>10}\n"
+              f"{'samples':>9} {'samples':>9} {'%':>7} {'time':>10} {'%':>7} {'time':>10}  "
+              "file:line(function)\n")
 
 
 @register

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from .model import NO_STACK, FrameKey, Runs, Stacks
 
 # The key StackKeys gives a frame the view leaves out (analyzer/native/stack_keys.hpp).
 SKIP_KEY = 0xFFFFFFFF
+# NativeWalks.totals of one thread: the native walk makes tables of the trie's nodes and of
+# the keys for each walk, and its sums are read back key by key in Python (KEY_COST times a
+# node's cost); a thread whose rows, NATIVE_ROWS times, cost less is walked in Python.
+NATIVE_ROWS = 64
+KEY_COST = 32
 
-__all__ = ["Edge", "NativeWalks", "PyWalks", "SliceSums", "SpeedscopeText", "Totals",
-           "TrieOrder", "Walks"]
+__all__ = ["Edge", "NativeWalks", "PyWalks", "SliceSums", "SpeedscopeText", "ThreadRows",
+           "Totals", "TrieOrder", "Walks", "key_totals"]
 
 
 class TrieOrder:
@@ -55,6 +60,43 @@ class TrieOrder:
             self.nodes.append(n)
             self.parent.append(self.index[up] if up else -1)
         return self.index[node]
+
+
+class ThreadRows:
+    """The rows of a column of threads (the cells'), by thread, found in one pass when first
+    asked for: a per-thread read of 100,000 threads that went over every cell for each
+    thread took time in the square of the threads."""
+
+    def __init__(self, threads: Any) -> None:
+        self._rows: dict[int, array[int]] = {}
+        for i, ref in enumerate(threads):
+            rows = self._rows.get(ref)
+            if rows is None:
+                rows = self._rows[ref] = array("Q")
+            rows.append(i)
+
+    def rows(self, ref: int) -> array[int]:
+        """The rows of a thread, in order (none for a thread without any)."""
+        return self._rows.get(ref, _NO_ROWS)
+
+
+_NO_ROWS: array[int] = array("Q")
+
+
+def key_totals(p: Stacks, rows: Iterable[tuple[int, int, int]]) -> dict[FrameKey, Totals]:
+    """Own and total sums per key of rows (node, samples, value), in Python: PyWalks.totals,
+    and NativeWalks.totals for a thread of few rows."""
+    out: dict[FrameKey, Totals] = defaultdict(Totals)
+    for node, count, value in rows:
+        keys = p.keys(node)
+        leaf = out[keys[-1]]
+        leaf.own_count += count
+        leaf.own += value
+        for k in set(keys):
+            t = out[k]
+            t.total_count += count
+            t.total += value
+    return {k: t for k, t in out.items() if t.total_count or t.total}
 
 
 class Totals:
@@ -128,27 +170,25 @@ class PyWalks:
 
     def __init__(self, profile: Stacks) -> None:
         self._p = profile
+        self._by_thread: ThreadRows | None = None
 
     def _rows(self, thread: int | None) -> Iterator[tuple[int, int, int]]:
         p = self._p
-        for c in p.cells:
-            if thread is None or c.thread == thread:
+        cells = p.cells
+        if thread is None:
+            for c in cells:
                 yield c.node, c.samples, p.cell_value(c)
+            return
+        if self._by_thread is None:
+            self._by_thread = ThreadRows(p.columns.thread)
+        for i in self._by_thread.rows(thread):
+            c = cells[i]
+            yield c.node, c.samples, p.cell_value(c)
 
     def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
         """Own and total sums per key; a key that is several times on one stack (recursion)
         counts once for it."""
-        out: dict[FrameKey, Totals] = defaultdict(Totals)
-        for node, count, value in self._rows(thread):
-            keys = self._p.keys(node)
-            leaf = out[keys[-1]]
-            leaf.own_count += count
-            leaf.own += value
-            for k in set(keys):
-                t = out[k]
-                t.total_count += count
-                t.total += value
-        return {k: t for k, t in out.items() if t.total_count or t.total}
+        return key_totals(self._p, self._rows(thread))
 
     def edges(self, thread: int | None = None) -> list[Edge]:
         sums: dict[tuple[FrameKey, FrameKey], list[int]] = {}
@@ -216,17 +256,36 @@ class NativeWalks:
             frame_key[fid if order is None else order[fid]] = i
         self._sk = engine.StackKeys(profile.parents, node_frames, frame_key, 0)
         self._keys = key_list
+        self._by_thread: ThreadRows | None = None
+
+    def _thread_rows(self, thread: int) -> array[int]:
+        if self._by_thread is None:
+            self._by_thread = ThreadRows(self._p.columns.thread)
+        return self._by_thread.rows(thread)
 
     def _rows(self, thread: int | None) -> tuple[Any, ...]:
         """key_totals' and key_edges' arguments after the keys: the cells' node, sample and
-        value columns as they are (native buffers), with the thread to keep."""
+        value columns as they are (native buffers), or a thread's rows of them."""
         c = self._p.columns
         value, mult = self._p.value_column()
         if thread is None:
             return c.node, c.samples, value, mult
-        return c.node, c.samples, value, mult, c.thread, thread
+        rows = self._thread_rows(thread)
+        return (array("I", map(c.node.__getitem__, rows)),
+                array("Q", map(c.samples.__getitem__, rows)),
+                array("Q", map(value.__getitem__, rows)), mult)
 
     def totals(self, thread: int | None = None) -> dict[FrameKey, Totals]:
+        if thread is not None:
+            # A native walk costs time in the trie's nodes and the keys whatever the rows
+            # (its tables are made for each walk): a thread of few rows is walked here, so
+            # that a per-thread report of many small threads costs time in their rows.
+            rows = self._thread_rows(thread)
+            if len(rows) * NATIVE_ROWS < len(self._p.parents) + KEY_COST * len(self._keys):
+                c = self._p.columns
+                value, mult = self._p.value_column()
+                return key_totals(self._p, ((c.node[i], c.samples[i], value[i] * mult)
+                                            for i in rows))
         cols = [array("Q", b) for b in self._engine.key_totals(self._sk, *self._rows(thread))]
         out: dict[FrameKey, Totals] = {}
         for i, (own_count, own, total_count, total) in enumerate(zip(*cols)):

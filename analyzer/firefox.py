@@ -18,7 +18,7 @@ markers for the spans it waited to take the GIL. Every thread starts visible, th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -57,11 +57,11 @@ class Tracks:
     of its samples holding the GIL and waiting for it (for markers; None: not drawn, and
     `wait_unknown` says why where the recording cannot know waits)."""
 
-    runs: dict[int, Runs]
+    runs: Mapping[int, Runs]
     parents: Any
     frames: Any
-    gil: dict[int, Runs] | None
-    wait: dict[int, Runs] | None
+    gil: Mapping[int, Runs] | None
+    wait: Mapping[int, Runs] | None
     wait_unknown: str | None
 
 
@@ -134,7 +134,7 @@ def _process_name(p: Profile, t: Any) -> str:
     return short_command(command) if command else "python"
 
 
-def _intervals(p: Profile, by_ref: dict[int, Runs] | None, ref: int
+def _intervals(p: Profile, by_ref: Mapping[int, Runs] | None, ref: int
                ) -> list[tuple[float, float]]:
     """A thread's spans in a state (holding the GIL, waiting for it), in ticks: the runs of
     its samples in that state (split wherever a sample was not), each from its first sample to
@@ -170,7 +170,8 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
           ) -> tuple[dict[str, Any], str]:
     """The processed profile of a Profile and its Tracks (read here when not given, with
     markers); tasks_waiting: one more track, the asyncio tasks' waiting time (--waits).
-    Returns it with a summary."""
+    Returns it with a summary. Its "threads" are an iterator that makes each thread's track
+    as it is read (the exporter writes them one at a time)."""
     if tr is None:
         tr = tracks(p)
     waited: list[tuple[int, int, int]] = []
@@ -274,8 +275,27 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
 
     gil_name = strings("attached" if p.free_threaded else "GIL held")
     wait_name = strings("GIL wait")
-    threads: list[dict[str, Any]] = []
+
+    def stack_ids(runs: Runs) -> list[int]:
+        """Each run's stack: its trie node's number, or for a run off a CPU (known) its idle
+        copy's -1 - k. Each run's stack and whether it was off a CPU, as one key: the
+        distinct keys (the stacks) are few, the runs many, and each is numbered once, in
+        order of use."""
+        assert runs.state is not None
+        keys = [n << 1 | (not state & _CPU_BITS)
+                for n, state in zip(runs.node.tolist(), runs.state.tolist())]
+        ids = {k: idle_stack(k >> 1) if k & 1 else order.add(k >> 1)
+               for k in dict.fromkeys(keys)}
+        return list(map(ids.__getitem__, keys))
+
+    # Two passes over the threads, so that a recording of 100,000 threads is never in memory
+    # as one document: the first numbers every stack the samples use (the shared tables are
+    # written before the threads) and finds what the summary and the app's first view need of
+    # each thread, its GIL spans among them; the second (`thread_tracks`) makes each thread's
+    # track as the exporter writes it.
+    shown: list[tuple[int, list[tuple[float, float]], list[tuple[float, float]]]] = []
     cpu_used: list[int] = []
+    weighed: list[float] = []  # each track's summed sample weights
     nsamples = nmarkers = nwait = 0
     capped = []
     refs = sorted(tr.runs, key=lambda r: (p.threads[r].start_ts if r in p.threads else 0, r))
@@ -283,82 +303,23 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
         runs = tr.runs[ref]
         if not len(runs):
             continue
-        nodes, weights, cpus, firsts = runs.node, runs.weight, runs.cpu, runs.first_ts
-        counts = list(runs.count)
-        assert runs.state is not None
-        t = p.threads.get(ref)
-        # A sample's CPU delta is what the thread used since the sample before, which the
-        # app draws over the time between them: the CPU of a run goes on the sample after it,
-        # and a last sample, of weight 0, where the last run ends carries the last run's.
-        last_count, last_weight = counts[-1], weights[-1]
-        end = firsts[-1] + (last_weight * (last_count - 1) // last_count if last_count else 0)
-        # Each run's stack and whether it was off a CPU (known), as one key; the distinct keys
-        # (the stacks) are few, the runs many: each key is numbered once, in order of use.
-        keys = [n << 1 | (not state & _CPU_BITS)
-                for n, state in zip(nodes.tolist(), runs.state.tolist())]
-        ids = {k: idle_stack(k >> 1) if k & 1 else order.add(k >> 1)
-               for k in dict.fromkeys(keys)}
-        stack_ids = list(map(ids.__getitem__, keys))
-        samples = {
-            "stack": stack_ids + stack_ids[-1:],
-            "time": to_ms(firsts) + to_ms((end,)),
-            "weight": counts + [0],
-            "weightType": "samples",
-            "threadCPUDelta": [0] + [c * p.tick_ns for c in cpus],
-            "length": len(nodes) + 1,
-        }
-        spans = [(gil_name, a, b) for a, b in _intervals(p, tr.gil, ref)]
-        waits = [(wait_name, a, b) for a, b in _intervals(p, tr.wait, ref)]
+        stack_ids(runs)
+        spans = _intervals(p, tr.gil, ref)
+        waits = _intervals(p, tr.wait, ref)
         if len(spans) > MARKER_CAP or len(waits) > MARKER_CAP:
             capped.append(p.thread_label(ref))
-        spans = spans[:MARKER_CAP] + waits[:MARKER_CAP]
-        markers = {
-            "data": [None] * len(spans),
-            "name": [name for name, _, _ in spans],
-            "startTime": to_ms(a for _, a, _ in spans),
-            "endTime": to_ms(b for _, _, b in spans),
-            "phase": [1] * len(spans),  # an interval
-            "category": [PYTHON] * len(spans),
-            "length": len(spans),
-        }
-        start = t.start_ts if t is not None and t.start_ts >= 0 else firsts[0]
-        threads.append({
-            "processType": "default",
-            "processStartupTime": 0,
-            "processShutdownTime": None,
-            "registerTime": max(0.0, (start - origin) * ms),
-            "unregisterTime": None,
-            "pausedRanges": [],
-            "name": t.name if t is not None and t.name else f"thread ref {ref}",
-            "isMainThread": bool(t is not None and t.name == "MainThread"),
-            "processName": _process_name(p, t),
-            "pid": str(t.pid if t is not None else p.metadata.get("pid", 0)),
-            "tid": (t.os_tid or t.python_tid) if t is not None else ref,
-            "samples": samples,
-            "markers": markers,
-        })
-        cpu_used.append(sum(cpus))
-        nsamples += sum(counts)
-        nmarkers += len(spans) - len(waits[:MARKER_CAP])
-        nwait += len(waits[:MARKER_CAP])
+        shown.append((ref, spans[:MARKER_CAP], waits[:MARKER_CAP]))
+        cpu_used.append(sum(runs.cpu))
+        count = sum(runs.count)
+        weighed.append(count)
+        nsamples += count
+        nmarkers += len(shown[-1][1])
+        nwait += len(shown[-1][2])
     if waited:
-        # The tasks' waits: a sample at each wait's start, weighing its time in ms.
-        threads.append({
-            "processType": "default", "processStartupTime": 0, "processShutdownTime": None,
-            "registerTime": 0.0, "unregisterTime": None, "pausedRanges": [],
-            "name": WAITS_TRACK, "isMainThread": False,
-            "processName": _process_name(p, None),
-            "pid": str(p.metadata.get("pid", 0)), "tid": 0,
-            "samples": {"stack": [order.add(node) for _, node, _ in waited],
-                        "time": to_ms(a for a, _, _ in waited),
-                        "weight": [n * ms for _, _, n in waited],
-                        "weightType": "tracing-ms",
-                        "threadCPUDelta": [0] * len(waited),
-                        "length": len(waited)},
-            "markers": {"data": [], "name": [], "startTime": [], "endTime": [], "phase": [],
-                        "category": [], "length": 0},
-        })
+        for _, node, _ in waited:
+            order.add(node)
         cpu_used.append(-1)  # never the thread selected at open
+        weighed.append(sum(n * ms for _, _, n in waited))
     stack_frame = [frame(trie_frames[n] if n else -1) for n in order.nodes]
     stack_prefix_offset = [i - up if up >= 0 else 0 for i, up in enumerate(order.parent)]
     base = len(stack_frame)
@@ -366,8 +327,72 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
         stack_frame.append(frame(trie_frames[node] if node else -1, idle=True))
         up = parents[node] if node else 0
         stack_prefix_offset.append(base + k - order.index[up] if up else 0)
-    for th in threads:
-        th["samples"]["stack"] = [s if s >= 0 else base - 1 - s for s in th["samples"]["stack"]]
+
+    def thread_tracks() -> Iterator[dict[str, Any]]:
+        """Each thread's track, made as it is asked for."""
+        for ref, spans, waits in shown:
+            runs = tr.runs[ref]
+            weights, cpus, firsts = runs.weight, runs.cpu, runs.first_ts
+            counts = list(runs.count)
+            t = p.threads.get(ref)
+            # A sample's CPU delta is what the thread used since the sample before, which
+            # the app draws over the time between them: the CPU of a run goes on the sample
+            # after it, and a last sample, of weight 0, where the last run ends carries the
+            # last run's.
+            last_count, last_weight = counts[-1], weights[-1]
+            end = firsts[-1] + (last_weight * (last_count - 1) // last_count
+                                if last_count else 0)
+            stack = [s if s >= 0 else base - 1 - s for s in stack_ids(runs)]
+            marked = [(gil_name, a, b) for a, b in spans] + [(wait_name, a, b) for a, b in waits]
+            start = t.start_ts if t is not None and t.start_ts >= 0 else firsts[0]
+            yield {
+                "processType": "default",
+                "processStartupTime": 0,
+                "processShutdownTime": None,
+                "registerTime": max(0.0, (start - origin) * ms),
+                "unregisterTime": None,
+                "pausedRanges": [],
+                "name": t.name if t is not None and t.name else f"thread ref {ref}",
+                "isMainThread": bool(t is not None and t.name == "MainThread"),
+                "processName": _process_name(p, t),
+                "pid": str(t.pid if t is not None else p.metadata.get("pid", 0)),
+                "tid": (t.os_tid or t.python_tid) if t is not None else ref,
+                "samples": {
+                    "stack": stack + stack[-1:],
+                    "time": to_ms(firsts) + to_ms((end,)),
+                    "weight": counts + [0],
+                    "weightType": "samples",
+                    "threadCPUDelta": [0] + [c * p.tick_ns for c in cpus],
+                    "length": len(runs) + 1,
+                },
+                "markers": {
+                    "data": [None] * len(marked),
+                    "name": [name for name, _, _ in marked],
+                    "startTime": to_ms(a for _, a, _ in marked),
+                    "endTime": to_ms(b for _, _, b in marked),
+                    "phase": [1] * len(marked),  # an interval
+                    "category": [PYTHON] * len(marked),
+                    "length": len(marked),
+                },
+            }
+        if waited:
+            # The tasks' waits: a sample at each wait's start, weighing its time in ms.
+            yield {
+                "processType": "default", "processStartupTime": 0,
+                "processShutdownTime": None, "registerTime": 0.0, "unregisterTime": None,
+                "pausedRanges": [], "name": WAITS_TRACK, "isMainThread": False,
+                "processName": _process_name(p, None),
+                "pid": str(p.metadata.get("pid", 0)), "tid": 0,
+                "samples": {"stack": [order.add(node) for _, node, _ in waited],
+                            "time": to_ms(a for a, _, _ in waited),
+                            "weight": [n * ms for _, _, n in waited],
+                            "weightType": "tracing-ms",
+                            "threadCPUDelta": [0] * len(waited),
+                            "length": len(waited)},
+                "markers": {"data": [], "name": [], "startTime": [], "endTime": [],
+                            "phase": [], "category": [], "length": 0},
+            }
+
     md = p.metadata
     command = " ".join(md.get("command") or [])
     misc = f"Python {md.get('python_version', '?')}"
@@ -376,8 +401,8 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
     # The app shows at first only the threads it finds busy enough and selects its guess of
     # the main one: show every thread, and select the one that used the most CPU (the most
     # samples where no CPU time was recorded).
-    busiest = max(range(len(threads)), default=0, key=lambda i: (
-        cpu_used[i], sum(threads[i]["samples"]["weight"])))
+    ntracks = len(cpu_used)
+    busiest = max(range(ntracks), default=0, key=lambda i: (cpu_used[i], weighed[i]))
     profile = {
         "meta": {
             "interval": p.interval_ticks * ms,
@@ -396,12 +421,12 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
             "misc": misc,
             "usesOnlyOneStackType": True,
             "keepProfileThreadOrder": True,
-            "initialVisibleThreads": list(range(len(threads))),
-            "initialSelectedThreads": [busiest] if threads else [],
+            "initialVisibleThreads": list(range(ntracks)),
+            "initialSelectedThreads": [busiest] if ntracks else [],
         },
         "libs": [],
         "pages": [],
-        "threads": threads,
+        "threads": thread_tracks(),
         "shared": {
             "stackTable": {"frame": stack_frame, "prefixOffset": stack_prefix_offset,
                            "length": len(stack_frame)},
@@ -415,7 +440,7 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
             "sourceLocationTable": {"source": [], "line": [], "column": [], "length": 0},
         },
     }
-    summary = (f"{len(threads)} threads, {nsamples:,} samples in {len(stack_frame):,} stacks, "
+    summary = (f"{ntracks} threads, {nsamples:,} samples in {len(stack_frame):,} stacks, "
                f"{nmarkers:,} GIL markers")
     if waited:
         summary += f", {len(waited):,} waits of asyncio tasks ({WAITS_TRACK!r}" + (

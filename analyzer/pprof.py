@@ -20,13 +20,14 @@ ingests), each with its own time_nanos and duration_nanos.
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from psrec.format import PsrecError
 from psrec.format import constants as C
 from psrec.format.writer import Output, is_stream, write_failed
 
-from .profile import CellColumns, Profile
+from .profile import Profile
 from .registry import Length, Option, Reporter, default_output, register
 from .reporters import WAITS
 
@@ -67,7 +68,6 @@ class _Strings:
         return i
 
 
-Row = list[int]  # samples, weight ticks, cpu ticks
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -77,52 +77,50 @@ def _int64(n: int) -> int:
     return max(INT64[0], min(INT64[1], n))
 
 
-def _sums(cols: CellColumns, sl: int | None) -> dict[tuple[int, int], Row]:
-    """(thread, node) -> [samples, weight ticks, cpu ticks] of a filter's cells, over one
-    slice (or all)."""
-    out: dict[tuple[int, int], Row] = {}
-    for th, node, s, n, w, c in zip(cols.thread, cols.node, cols.slice, cols.samples,
-                                    cols.weight, cols.cpu):
-        if sl is None or s == sl:
-            r = out.setdefault((th, node), [0, 0, 0])
-            r[0] += n
-            r[1] += w
-            r[2] += c
-    return out
+# A group_sums factor that puts every slice in one.
+_ALL_SLICES = (1 << 64) - 1
 
 
-def _take(whole: dict[tuple[int, int], Row], part: dict[tuple[int, int], Row]) -> None:
-    """Takes a part's sums out of the whole's: each filter keeps CPU time where it keeps the
-    sample the time goes to (spec section 5), so a subset's sums are within the whole's."""
-    for key, r in part.items():
-        w = whole[key]
-        for i in range(3):
-            w[i] -= r[i]
-
-
-def _cells(p: Profile, sl: int | None) -> dict[tuple[int, int, str, str], Row]:
-    """(thread, node, gil label, cpu label) -> [samples, weight ticks, cpu ticks], over one
-    slice (or all): each state's cells, and what no state took (its GIL or CPU state unknown)."""
+def _cells(p: Profile, sl: int | None) -> Iterator[tuple[int, int, str, str, int, int, int]]:
+    """(thread, node, gil label, cpu label, samples, weight ticks, cpu ticks), over one slice
+    (or all): each state's sums, and what no state took (its GIL or CPU state unknown). Each
+    filter keeps CPU time where it keeps the sample the time goes to (spec section 5), so a
+    state's sums are within the wall view's, and the waiting ones within those without the
+    GIL. The filters' cells are summed together by (slice, thread, node) in one pass of the
+    engine, into columns of integers (a dict of lists per filter took several hundred bytes
+    a cell: a recording of many threads has many cells)."""
     ft = p.free_threaded
-    out: dict[tuple[int, int, str, str], Row] = {}
-    rest = _sums(p.columns if p.view.mode == "wall" else p.also["wall"], sl)
-    for (gil, cpu), name in COMBOS.items():
-        cells = _sums(p.also[name], sl)
-        _take(rest, cells)
-        cpu_label = "on" if cpu else "off"
-        if not gil and not ft:
-            waiting = _sums(p.also[WAITING[cpu]], sl)
-            _take(cells, waiting)
-            for (th, node), r in waiting.items():
-                out[(th, node, "waiting", cpu_label)] = r
-        label = ("attached" if gil else "detached") if ft else ("held" if gil else "released")
-        for (th, node), r in cells.items():
-            if r[0] or r[1] or r[2]:
-                out[(th, node, label, cpu_label)] = r
-    for (th, node), r in rest.items():
-        if r[0] or r[1] or r[2]:
-            out[(th, node, "unknown", "unknown")] = r
-    return out
+    names = ["wall", *COMBOS.values(), *(() if ft else WAITING.values())]
+    sources = []
+    for name in names:
+        c = p.columns if name == "wall" and p.view.mode == "wall" else p.also[name]
+        sources += [(c.slice, c.thread, c.node, v) for v in (c.samples, c.weight, c.cpu)]
+    g_slice, g_thread, g_node, sums = p.engine.group_sums(
+        sources, _ALL_SLICES if sl is None else 1)
+    width = len(sources)
+    at = {name: 3 * i for i, name in enumerate(names)}
+    # per state: its labels, where its sums are in a row, and those of its waiting samples
+    plan = [(("attached" if gil else "detached") if ft else ("held" if gil else "released"),
+             "on" if cpu else "off", at[name],
+             at[WAITING[cpu]] if not gil and not ft else 0)
+            for (gil, cpu), name in COMBOS.items()]
+    for row, (s, th, node) in enumerate(zip(g_slice, g_thread, g_node)):
+        if sl is not None and s != sl:
+            continue
+        v = sums[row * width:(row + 1) * width].tolist()
+        r0, r1, r2 = v[0], v[1], v[2]
+        for label, cpu_label, i, w in plan:
+            c0, c1, c2 = v[i], v[i + 1], v[i + 2]
+            r0, r1, r2 = r0 - c0, r1 - c1, r2 - c2
+            if w:
+                w0, w1, w2 = v[w], v[w + 1], v[w + 2]
+                c0, c1, c2 = c0 - w0, c1 - w1, c2 - w2
+                if w0 or w1 or w2:
+                    yield th, node, "waiting", cpu_label, w0, w1, w2
+            if c0 or c1 or c2:
+                yield th, node, label, cpu_label, c0, c1, c2
+        if r0 or r1 or r2:
+            yield th, node, "unknown", "unknown", r0, r1, r2
 
 
 def _interpreter(p: Profile) -> str:
@@ -207,10 +205,15 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
     keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu", "task",
                                      "task_state")}
     logical = p.logical  # --logical: each stack ends in its task's frames
-    for (th, node, gil, cpu), (n, w, c) in _cells(p, sl).items():
+    # Each stack's locations, innermost first, made once: many threads share few stacks.
+    stack_locations: dict[int, list[int]] = {}
+    for th, node, gil, cpu, n, w, c in _cells(p, sl):
         sample = prof.sample.add()
         if node:
-            sample.location_id.extend(location(f) for f in reversed(p.stack(node)))
+            locs = stack_locations.get(node)
+            if locs is None:
+                locs = stack_locations[node] = [location(f) for f in reversed(p.stack(node))]
+            sample.location_id.extend(locs)
         else:
             if not empty_loc:
                 fid = len(functions) + 1

@@ -36,12 +36,13 @@ from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tasks import fig_tasks
+from ._threads import fig_threads
 from ._tools import _version, ensure_tools, tachyon_version, target_pythons
 from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native", "depth", "tasks", "keep", "fleet")
+           "dump", "native", "depth", "tasks", "keep", "fleet", "threads")
 LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
         "depth", "tasks", "keep"}
 
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_keep(ctx, args.cache)
                 elif fig == "fleet":
                     fig_fleet(ctx, args.cache)
+                elif fig == "threads":
+                    fig_threads(ctx, args.cache)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

@@ -36,15 +36,16 @@ from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tasks import fig_tasks
+from ._many_tasks import fig_many_tasks
 from ._threads import fig_threads
 from ._tools import _version, ensure_tools, tachyon_version, target_pythons
 from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native", "depth", "tasks", "keep", "fleet", "threads")
+           "dump", "native", "depth", "tasks", "keep", "fleet", "threads", "many_tasks")
 LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
-        "depth", "tasks", "keep"}
+        "depth", "tasks", "keep", "many_tasks"}
 
 
 def _log(msg: str) -> None:
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_fleet(ctx, args.cache)
                 elif fig == "threads":
                     fig_threads(ctx, args.cache)
+                elif fig == "many_tasks":
+                    fig_many_tasks(ctx)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

@@ -32,11 +32,11 @@ from ._figures import (
 )
 from ._fleet import fig_fleet
 from ._keep import fig_keep
+from ._many_tasks import fig_many_tasks
 from ._native import fig_native
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tasks import fig_tasks
-from ._many_tasks import fig_many_tasks
 from ._threads import fig_threads
 from ._tools import _version, ensure_tools, tachyon_version, target_pythons
 from ._windows import fig_slowdown

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from analyzer_synth import BUSY, Synth
 from format_helpers import assemble, read_samples, record, string_record, zigzag
-from psrec.format import open_recording, open_recordings
 from psrec.format import _constants as C
+from psrec.format import open_recording, open_recordings
 from psrec.format.errors import FormatError
 from psrec.format.writer import snapshot
 

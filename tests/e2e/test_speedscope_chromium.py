@@ -26,7 +26,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyzer_synth import BUSY, MAIN, Synth
-from browser import render
+from browser import render_until
 from psrec.cli import main
 
 SPEEDSCOPE_VERSION = "1.25.0"
@@ -110,7 +110,8 @@ def test_exported_profile_renders_in_speedscope(site: tuple[Path, str], tmp_path
 
     r = CliRunner().invoke(main, ["export", "--speedscope", s.path, "-o", str(out)])
     assert r.exit_code == 0, r.stderr
-    dom = render(f"{base}/index.html#profileURL={base}/profile.json&view=sandwich")
+    dom = render_until(f"{base}/index.html#profileURL={base}/profile.json&view=sandwich",
+                       lambda d: "gamma_leaf" in d)
     assert "e2e.psr (mode wall)" in dom, dom[-3000:]  # the document title: the file loaded
     rows = sandwich_rows(dom)
     assert set(rows) >= {"alpha_outer", "beta_inner", "gamma_leaf", "main"}, dom[-3000:]
@@ -135,7 +136,8 @@ def test_logical_stacks_render_in_speedscope(site: tuple[Path, str], tmp_path: P
 
     r = CliRunner().invoke(main, ["export", "--speedscope", "--logical", s.path, "-o", str(out)])
     assert r.exit_code == 0, r.output
-    dom = render(f"{base}/index.html#profileURL={base}/profile.json&view=sandwich")
+    dom = render_until(f"{base}/index.html#profileURL={base}/profile.json&view=sandwich",
+                       lambda d: "gamma_leaf" in d)
     rows = sandwich_rows(dom)
     assert set(rows) >= {"parent", "child-1", "child-2", "loop-a", "loop-b", "bare"}, \
         dom[-3000:]

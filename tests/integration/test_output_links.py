@@ -190,6 +190,25 @@ def _read_line(stream: int, want: str, timeout: float) -> str:
     return got.decode(errors="replace")
 
 
+def _signal_while_waiting(p: subprocess.Popen[bytes], sig: signal.Signals,
+                          before: Callable[[], object] = lambda: None
+                          ) -> tuple[str, bytes, float]:
+    """Once psrec says it waits for its FIFO's reader: before(), then sig. Returns what it
+    said first, the rest of its stderr, and the seconds it took to end after sig."""
+    try:
+        assert p.stderr is not None
+        said = _read_line(p.stderr.fileno(), "waiting for a process to open the FIFO", 30)
+        before()
+        sent = time.monotonic()
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=10)
+        return said, err, time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def _start(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "psrec", *args], cwd=str(TARGETS),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -258,18 +277,9 @@ def test_every_signal_ends_a_recorder_waiting_for_a_fifo_reader(python: str,
     fifo = tmp_path / "nobody-reads.fifo"
     os.mkfifo(fifo)
     p = _start("record", "-o", str(fifo), "--", python, "rec_finite.py", "60", "0")
-    try:
-        assert p.stderr is not None
-        said = _read_line(p.stderr.fileno(), "waiting for a process to open the FIFO", 30)
-        program = _children_running(p.pid, python)
-        sent = time.monotonic()
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    program: list[int] = []
+    said, err, took = _signal_while_waiting(
+        p, sig, lambda: program.extend(_children_running(p.pid, python)))
     text = said + err.decode()
     assert p.returncode == 1, text
     assert took < 1.0, f"psrec took {took:.2f} s to end after {sig.name}"
@@ -295,17 +305,7 @@ def test_every_signal_ends_a_report_waiting_for_a_fifo_reader(sig: signal.Signal
     fifo = tmp_path / "nobody-reads.fifo"
     os.mkfifo(fifo)
     p = _start("report", "--collapsed", "-o", str(fifo), GOLDEN)
-    try:
-        assert p.stderr is not None
-        said = _read_line(p.stderr.fileno(), "waiting for a process to open the FIFO", 30)
-        sent = time.monotonic()
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=10)
-        took = time.monotonic() - sent
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    said, err, took = _signal_while_waiting(p, sig)
     assert took < 1.0, f"psrec took {took:.2f} s to end after {sig.name}"
     if sig == signal.SIGINT:
         assert p.returncode == 130 and "psrec: interrupted" in err.decode(), said + err.decode()

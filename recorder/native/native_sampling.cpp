@@ -18,13 +18,13 @@ constexpr uint64_t kRefreshNs = 100000000;
 }  // namespace
 
 NativeSampling::NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem,
-                               uint64_t period_ns, bool one_frame_per_loop, bool entry_flag,
+                               uint64_t period_ns, bool one_frame_per_loop, int64_t entry_flag_code,
                                FrameCapture* capture)
     : pid_(pid),
       mem_(mem),
       period_ns_(period_ns),
       one_frame_per_loop_(one_frame_per_loop),
-      entry_flag_(entry_flag),
+      entry_flag_code_(entry_flag_code),
       modules_(pid),
       walker_(modules_, mem),
       capture_(capture) {
@@ -168,9 +168,21 @@ bool NativeSampling::interleave(const NativeThread& th, const std::vector<uint32
   // linked its frame yet, or has unlinked it already (its first and last instructions), runs
   // no Python frame at that moment. Between two instants the same counts are a stack that
   // changed: not paired.
-  // Not where the entry is a flag the loop sets on the frame (3.11): a frame already linked
-  // with its flag not set yet reads the same, and belongs to the innermost loop.
-  const bool unlinked_top = one_instant && !entry_flag_ && th.loops == runs_.size() + 1;
+  bool unlinked_top = false;
+  if (one_instant && th.loops == runs_.size() + 1) {
+    unlinked_top = true;
+    // Where the entry is a flag the loop sets on the frame (3.11), a frame the loop has
+    // linked before setting its flag reads as its caller's callee. It has not started yet
+    // (and a callee pushed by its caller's loop has only once it runs its first
+    // instruction): such an innermost frame is the innermost loop's run.
+    const size_t top = py_ids.size() - 1;
+    if (entry_flag_code_ >= 0 && !py_ids.empty() && frames.size() == py_ids.size() &&
+        !frames[top].entered && runs_.back() != top &&
+        frames[top].instr < frames[top].code + static_cast<uint64_t>(entry_flag_code_)) {
+      runs_.push_back(top);
+      unlinked_top = false;
+    }
+  }
   if (th.loops != runs_.size() && !unlinked_top) return false;
   out.clear();
   size_t run = 0;

@@ -72,10 +72,12 @@ class NativeSampling {
  public:
   // one_frame_per_loop: the interpreter runs each Python frame in a loop call of its own
   // (before 3.11).
-  // entry_flag: a frame entered from C says so in a flag of its own (3.11). capture: the
-  // target's copies of Python frames by the kernel (null: none).
+  // entry_flag_code: where a frame entered from C says so in a flag of its own (3.11), the
+  // offset of the first code unit in a code object (a frame's instruction pointer below it:
+  // the frame has not started); else -1. capture: the target's copies of Python frames by
+  // the kernel (null: none).
   NativeSampling(pid_t pid, uint64_t runtime_addr, RemoteMemory& mem, uint64_t period_ns,
-                 bool one_frame_per_loop, bool entry_flag, FrameCapture* capture);
+                 bool one_frame_per_loop, int64_t entry_flag_code, FrameCapture* capture);
   // The registers of a thread blocked since before its events were opened come from
   // stopping it once (interruptedThreadRegisters); where ptrace is refused, from /proc (stack
   // and instruction pointers only: a frame that finds its caller from rbp ends the walk).
@@ -132,7 +134,7 @@ class NativeSampling {
   RemoteMemory& mem_;
   uint64_t period_ns_;
   bool one_frame_per_loop_;
-  bool entry_flag_;
+  int64_t entry_flag_code_;
   NativeModules modules_;
   NativeWalker walker_;
   uint64_t refreshed_ns_ = 0;

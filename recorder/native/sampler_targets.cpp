@@ -70,7 +70,9 @@ void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
                                                 t.proc->mem(), perfPeriod(config_.interval_ns),
                                                 t.proc->layout().version_hex < 0x030B0000,
                                                 t.proc->layout().iframe_is_entry !=
-                                                    cpython::kAbsent,
+                                                        cpython::kAbsent
+                                                    ? int64_t{t.proc->layout().code_adaptive}
+                                                    : -1,
                                                 t.capture.get());
   }
   // Threads already running get threading's names in their first record.

@@ -3,14 +3,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: help demo test dev lint bench clean interpreters
+.PHONY: help demo install test dev lint stubs bench clean interpreters
 
 help:
 	@echo "make demo   install psrec into $(VENV), record the demo workload and print its report"
 	@echo "make test   install psrec (built wheel) into $(VENV), provision the test interpreters"
 	@echo "            (tests/interpreters/provision) and run the test suite"
 	@echo "make dev    editable install for development"
-	@echo "make lint   ruff and mypy"
+	@echo "make lint   ruff over every Python file, mypy over every part (run after make install"
+	@echo "            or make dev: mypy reads the dependencies' types)"
+	@echo "make stubs  the native recorder's stub (recorder/_recorder.pyi), from the installed build"
 	@echo "make bench  the benchmark against py-spy and Austin (not part of make test)"
 
 $(BIN)/python:
@@ -38,9 +40,17 @@ dev: $(BIN)/python
 	$(BIN)/pip install -q scikit-build-core nanobind ruff mypy
 	$(BIN)/pip install -q --no-build-isolation -e '.[test]'
 
-lint:
+$(BIN)/ruff $(BIN)/mypy: $(BIN)/python
+	$(BIN)/pip install -q ruff mypy
+
+# mypy checks the recorder against its native module's stub; tests/unit/test_native_stubs.py
+# fails when the stub is not what stubgen makes of the build.
+lint: $(BIN)/ruff $(BIN)/mypy
 	$(BIN)/ruff check format analyzer recorder package tests
-	$(BIN)/mypy format analyzer package/psrec
+	$(BIN)/mypy format analyzer recorder package/psrec
+
+stubs:
+	$(BIN)/python -m nanobind.stubgen -q -m psrec.recorder._recorder -o recorder/_recorder.pyi
 
 bench: install
 	$(BIN)/python -m tests.perf

@@ -24,7 +24,7 @@ class Supported(NamedTuple):
 def supported() -> Supported | None:
     """The built recorder's range, or None where the native recorder is not built."""
     try:
-        from . import _recorder  # type: ignore[attr-defined]
+        from . import _recorder
     except ImportError:
         return None
     return Supported(_recorder.OLDEST_MINOR, _recorder.NEWEST_MINOR,

@@ -462,7 +462,7 @@ class Session:
         self.writer_thread.join()
         self.status.clear()
         # Every figure the sampler keeps (one list: PSREC_SAMPLER_STATS in
-        # recorder/native/sampler.hpp), two under the names the spec gives them, and means.
+        # recorder/native/sampler/sampler.hpp), two under the names the spec gives them, and means.
         file_stats, final_stats = self._file_stats(self.stopped_by)
         if self.exit_code is not None:
             file_stats["exit_code"] = final_stats["exit_code"] = self.exit_code

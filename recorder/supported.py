@@ -1,5 +1,5 @@
 """The CPython versions psrec records, as the built recorder names them (the one place they are
-typed is recorder/native/offsets.hpp): messages, tests and scripts read them from here."""
+typed is recorder/native/python/offsets.hpp): messages, tests and scripts read them from here."""
 
 from __future__ import annotations
 

@@ -6,10 +6,10 @@
 #include <nanobind/stl/vector.h>
 
 #include "recorder/native/errors.hpp"
-#include "recorder/native/offsets.hpp"
-#include "recorder/native/python_process.hpp"
-#include "recorder/native/sampler.hpp"
-#include "recorder/native/snapshot.hpp"
+#include "recorder/native/python/offsets.hpp"
+#include "recorder/native/python/python_process.hpp"
+#include "recorder/native/sampler/sampler.hpp"
+#include "recorder/native/sampler/snapshot.hpp"
 
 namespace nb = nanobind;
 using namespace psrec::recorder;
@@ -151,7 +151,7 @@ NB_MODULE(_recorder, m) {
     return d;
   }, nb::arg("pid"));
 
-  // The versions psrec records (recorder/native/offsets.hpp).
+  // The versions psrec records (recorder/native/python/offsets.hpp).
   m.attr("OLDEST_MINOR") = kOldestMinor;
   m.attr("NEWEST_MINOR") = kNewestMinor;
   m.attr("FREE_THREADED_FROM_MINOR") = kFreeThreadedFromMinor;

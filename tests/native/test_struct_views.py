@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CXX = shutil.which("g++") or shutil.which("c++")
 
 PROLOGUE = """
-#include "recorder/native/remote_memory.hpp"
+#include "recorder/native/memory/remote_memory.hpp"
 using namespace psrec;
 using namespace psrec::cpython;
 int main() {

@@ -1,0 +1,759 @@
+// One pass over one target: its thread list walked (ThreadListWalk), each thread's stack read
+// through the target's StackReader, thread tracking, the samples handed to the encoder, and
+// the rules of a thread's life within a pass (started, ended while read, reused state,
+// paused with --blocking).
+#include <errno.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "format/native/constants.hpp"
+#include "recorder/native/memory/process_pause.hpp"
+#include "recorder/native/sampler/sampler.hpp"
+
+namespace psrec::recorder {
+
+namespace fmt = psrec::format;
+
+// Reads of a thread after a torn one, within the same pass: a thread resuming a generator
+// from C tears nearly half its reads on 3.12+ (spec/cpython-layouts.md), and each read again
+// is a fresh draw.
+constexpr int kTornRetries = 8;
+
+Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known) {
+  if (known) {
+    if (known->thread_id == head.thread_id && known->native_tid == head.native_tid) return *known;
+    // The address now holds another thread's state: the old thread is gone.
+    encoder_.threadExit(known->ref, ts);
+    t.threads.erase(head.tstate);
+  }
+  Thread th;
+  th.tstate = head.tstate;
+  th.thread_id = head.thread_id;
+  th.native_tid = head.native_tid;
+  th.first_ts = ts;
+  // Thread idents (pthread_t values) are reused. A thread state first seen after the first
+  // pass is newer than the names read so far, and a name cached for its ident belonged to a
+  // thread that has exited since: read its own (threading registers it once it runs).
+  if (t.sampled) t.py_names.erase(head.thread_id);
+  auto named = t.py_names.find(head.thread_id);
+  if (named != t.py_names.end()) {
+    th.name = named->second;
+    th.python_named = true;
+  } else {
+    t.names_wanted = true;
+  }
+  if (head.native_tid) {
+    pid_t tid = static_cast<pid_t>(head.native_tid);
+    th.files = ThreadStatFiles(t.pid, tid, config_.cpu_switches);
+    if (!th.python_named) th.name = threadComm(t.pid, tid);
+  }
+  th.ref = encoder_.addThread(static_cast<uint64_t>(t.pid), head.thread_id, head.native_tid,
+                              th.name, ts);
+  bump(st_.threads_seen, 1);
+  return t.threads.emplace(head.tstate, std::move(th)).first->second;
+}
+
+// A thread state that no thread runs yet (or any more), so there is nothing to sample: the
+// thread starting a new one creates it, and until the new thread binds it, it carries no ids
+// (3.12+) or the creating thread's (3.8-3.11). The new thread binds it in two steps (the Python
+// thread id, then the kernel's): read between them it carries its own Python id with the
+// creating thread's kernel id (3.11) or none (3.12+). On 3.8-3.10 the kernel id comes from the
+// pthread, which reads 0 once the thread has exited. An id that another thread seen in this or
+// the last pass holds is one of those (ids are unique among live threads; a reused one is
+// taken once its old holder is gone, a pass later).
+bool Sampler::unstarted(const Target& t, uint64_t tstate, const ThreadHead& head) const {
+  if (t.unwinder->pass.notStarted(head)) return true;
+  for (const auto& [addr, other] : t.threads)
+    if (addr != tstate && other.seen_pass + 1 >= pass_ &&
+        (other.thread_id == head.thread_id ||
+         (head.native_tid && other.native_tid == head.native_tid)))
+      return true;
+  return false;
+}
+
+// A walk can end early without a sign: the list changed under it in a way the checks of its
+// links did not catch. A thread ends by unlinking its state (then clears its ids, or frees the
+// memory), so a state still linked that still carries the thread's ids is the thread's: it was
+// missed (an error), not ended. Read afresh, only for the threads a pass did not meet. The
+// ids are read again once the link is confirmed: a freed state is often given at once to the
+// next new thread, which links it with ids of its own (none yet), so a thread that ended just
+// before shows its old ids, then a link that is already the new thread's.
+bool Sampler::stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp) {
+  auto carries_ids = [&] {
+    ThreadHead now;
+    return t.unwinder->pass.readThread(tstate, now, nullptr) == ReadStatus::kOk &&
+           now.interp == interp && now.thread_id == th.thread_id &&
+           now.native_tid == th.native_tid;
+  };
+  return carries_ids() && t.unwinder->pass.linked(tstate) && carries_ids();
+}
+
+// --blocking: stops the target for the pass, after reading each thread's CPU state (a
+// stopped thread is off its CPU because psrec stopped it). Once the pause has ended (it is
+// destroyed before this), each thread that was running is told so: psrec's own stop is no
+// sleep (ThreadStatFiles::resumed). False when the target is gone (its segment has ended).
+struct Sampler::PassPause {
+  Target& t;
+  std::optional<ProcessPause> pause;
+  explicit PassPause(Target& target) : t(target) {}
+  PassPause(const PassPause&) = delete;
+  PassPause& operator=(const PassPause&) = delete;
+  ~PassPause() {
+    if (!pause) return;
+    pause.reset();
+    for (auto& [addr, th] : t.threads)
+      if (th.before_pause.ok) th.files.resumed(th.before_pause.running);
+  }
+};
+
+bool Sampler::pauseTarget(PassPause& p, uint64_t ts) {
+  Target& t = p.t;
+  for (auto& [addr, th] : t.threads) {
+    const uint64_t stat_reads = th.files.statReads();
+    th.before_pause = th.files.sample(pass_ns_);
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+    th.paused = true;
+  }
+  p.pause.emplace(t.pid);
+  if (p.pause->stop() == ESRCH) {
+    char state = processState(t.pid);
+    if (state == 0 || state == 'Z' || state == 'X') {
+      endTarget(t, ts, -1);
+      return false;
+    }
+  }
+  return true;
+}
+
+// A pass head that could not be read: the target ended, ran another program, or this pass of
+// it is an error for every thread.
+void Sampler::passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors) {
+  char state = processState(t.pid);
+  if (st == ReadStatus::kNoProcess || gone(state)) {
+    endTarget(t, ts, -1);
+    return;
+  }
+  // Every read fails once the process runs another program.
+  const uint64_t image = processImage(t.pid);
+  if (image && t.image && image != t.image) {
+    execed(t, pass_ns_, image);
+    return;
+  }
+  for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
+  *errors += t.threads.size();
+  bump(st_.pass_errors, 1);
+}
+
+void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
+  PassPause pause(t);
+  if (config_.blocking && !pauseTarget(pause, ts)) return;
+  PassHead head;
+  // One system call for the pass head and every thread seen last time (see
+  // PassReader::readPass).
+  ReadStatus st = t.unwinder->pass.readPass(head, t.order);
+  t.order.clear();
+  if (st != ReadStatus::kOk) {
+    passFailed(t, st, ts, errors);
+    return;
+  }
+  const uint64_t interp = t.proc->mainInterpreter();
+  ThreadListWalk& list = *t.list;
+  list.begin(interp, head);
+  ThreadHead th_head;
+  // The walk asks for the hint of each state just before it reads it: the thread found for
+  // the last one asked is the state next() returns.
+  Thread* known = nullptr;
+  auto hint_of = [&](uint64_t tstate) -> const StackHint* {
+    auto it = t.threads.find(tstate);
+    known = it != t.threads.end() ? &it->second : nullptr;
+    return known ? &known->stack.hint : nullptr;
+  };
+  new_.clear();
+  while (list.next(th_head, hint_of)) sampleThread(t, th_head, known, head, interp, ts);
+  const bool list_ok = list.whole();
+  sampleNewThreads(t, head, interp, ts);
+  // Threads that ended while read have their THREAD_EXIT already.
+  if (!ended_.empty()) {
+    for (auto it = t.threads.begin(); it != t.threads.end();) {
+      if (std::find(ended_.begin(), ended_.end(), it->second.ref) != ended_.end())
+        it = t.threads.erase(it);
+      else
+        ++it;
+    }
+    ended_.clear();
+  }
+  if (!failed_.empty() || !list_ok) {
+    // A thread read that failed may be the first sign of an exec (its memory is gone).
+    const uint64_t image = processImage(t.pid);
+    if (image && t.image && image != t.image) {
+      failed_.clear();
+      if (t.native) settleNative(t);  // before the old program's state is dropped
+      execed(t, pass_ns_, image);
+      return;
+    }
+    for (uint32_t ref : failed_) encoder_.sampleError(ref);
+    *errors += failed_.size();
+    failed_.clear();
+  }
+  t.sampled = true;
+  settleUnmet(t, list_ok, interp, ts, errors);
+  if (t.native) settleNative(t);
+  recordTasks(t, ts);
+}
+
+// The recording's FUNCTION id of a code object, defined when first needed.
+uint32_t Sampler::functionId(CodeInfo& info) {
+  if (!info.function_id)
+    info.function_id = encoder_.internFunction(encoder_.internString(info.filename),
+                                               encoder_.internString(info.name),
+                                               static_cast<uint32_t>(info.firstlineno));
+  return info.function_id;
+}
+
+// asyncio: the task each thread sampled in this pass runs. Until asyncio is imported, nothing
+// is read but the size of sys.modules, every 10 ms (looked into when it changed).
+void Sampler::recordTasks(Target& t, uint64_t ts) {
+  constexpr uint64_t kCheckTicks = 10000, kPruneTicks = 1000000;  // 10 ms, 1 s in 1 us ticks
+  if (!config_.tasks || !t.tasks) return;
+  if (!t.asyncio) {
+    if (t.asyncio_check_ts && ts - t.asyncio_check_ts < kCheckTicks) return;
+    t.asyncio_check_ts = ts ? ts : 1;
+    t.asyncio = t.tasks->imported();
+    if (!t.asyncio) return;
+  }
+  t.task_threads.clear();
+  t.task_owners.clear();
+  for (auto& [addr, th] : t.threads) {
+    if (th.seen_pass != pass_) continue;
+    t.task_threads.push_back({th.tstate, th.thread_id});
+    t.task_owners.push_back(&th);
+  }
+  if (t.task_threads.empty()) return;
+  // 3.8-3.13 read a dict the loops change at every task step (and resize every few): a read
+  // caught in the middle of that is read again. One that fails throughout gives its threads no
+  // task for this pass (rather than the last one they had).
+  bool read = false;
+  for (int attempt = 0; attempt < 4 && !read; ++attempt) read = runningTasks(t, t.running);
+  if (!read) bump(st_.task_errors, 1);
+  for (size_t i = 0; i < t.running.size(); ++i) {
+    encoder_.sampleTask(t.task_owners[i]->ref, t.running[i] ? taskId(t, i, ts) : 0);
+    if (t.running[i]) t.ran_since.insert(t.running[i]);
+  }
+  if (read) snapshotTasks(t, ts);
+  // Tasks not seen running for a minute are forgotten (a server makes thousands a second);
+  // one that runs again after that is named again, under a new id.
+  constexpr uint64_t kForgetTicks = 60000000;
+  if (ts - t.tasks_pruned_ts >= kPruneTicks) {
+    t.tasks_pruned_ts = ts;
+    for (auto it = t.known_tasks.begin(); it != t.known_tasks.end();) {
+      if (ts - it->second.seen_ts > kForgetTicks) {
+        encoder_.forgetTask(it->second.id);
+        it = t.known_tasks.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+bool Sampler::runningTasks(Target& t, std::vector<uint64_t>& out) {
+  if (!t.tasks->running(t.task_threads, out)) return false;
+  t.tasks->placeUnplaced(out, [&](size_t i, uint64_t frame) {
+    const auto& raw = t.task_owners[i]->stack.raw;
+    return std::any_of(raw.begin(), raw.end(),
+                       [&](const RawFrame& f) { return f.addr == frame; });
+  });
+  return true;
+}
+
+// The TASK id of the task t.running[i], which thread t.task_owners[i] runs, defined when first
+// seen; 0 when what was read does not hold together (the sample then has no task):
+// - the task (its coroutine, its name) cannot be read whole: it is being made or freed as it
+//   is read (counted in task_errors);
+// - its coroutine's frame is not on the stack read for th (the task is read after the stack:
+//   one that began or ended in between is not the stack's; counted in task_off_stack). Before
+//   3.11 the frame's code must be the coroutine's too: a frame object freed with one
+//   coroutine is reused for the next.
+// Its identity is checked at every sample: its coroutine object and its name's text (a task
+// that finished and was replaced by one made at the same address, its coroutine at the old
+// one's, differs by its name). 3.13+ turn a default name's counter into its text when the
+// name is first asked for: another name object, the same text, the same task. A task not
+// known yet must still be its thread's running task after it was read: the task read may have
+// finished meanwhile, and a new one be in the making at its address (its name set, its
+// coroutine field still the old one's).
+uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
+  const SampledThread& th = *t.task_owners[i];
+  const uint64_t task = t.running[i];
+  uint64_t coro = 0, name_obj = 0;
+  if (!t.tasks->identity(task, coro, name_obj) || !t.tasks->nameOf(name_obj, t.task_name)) {
+    bump(st_.task_errors, 1);
+    return 0;
+  }
+  const uint64_t frame = t.tasks->coroutineFrame(coro);
+  const auto& raw = th.stack.raw;
+  auto on = std::find_if(raw.begin(), raw.end(), [&](const RawFrame& f) { return f.addr == frame; });
+  if (!frame || on == raw.end() ||
+      (!t.tasks->framesInside() && on->code != t.tasks->coroutineCode(coro))) {
+    bump(st_.task_off_stack, 1);
+    return 0;
+  }
+  if (uint32_t id = knownTask(t, task, coro, t.task_name, ts)) return id;
+  uint64_t coro_again = 0, name_again = 0;
+  if (!runningTasks(t, t.running_again) || t.running_again[i] != task ||
+      !t.tasks->identity(task, coro_again, name_again) || coro_again != coro ||
+      name_again != name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
+      t.name_again != t.task_name) {
+    bump(st_.task_off_stack, 1);
+    return 0;
+  }
+  uint32_t function = 0;
+  if (on->code)  // the coroutine's code, as the stack has it
+    if (CodeInfo* info = t.codes->lookup(on->code, pass_)) function = functionId(*info);
+  return newTask(t, task, coro, t.task_name, function, ts);
+}
+
+uint32_t Sampler::knownTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
+                            uint64_t ts) {
+  auto it = t.known_tasks.find(task);
+  if (it == t.known_tasks.end() || it->second.coro != coro || it->second.name != name) return 0;
+  it->second.seen_ts = ts;
+  return it->second.id;
+}
+
+uint32_t Sampler::newTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
+                          uint32_t function, uint64_t ts) {
+  KnownTask k;
+  k.coro = coro;
+  k.name = name;
+  k.seen_ts = ts;
+  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, name, function, ts);
+  bump(st_.tasks_defined, 1);
+  const uint32_t id = k.id;
+  auto [it, added] = t.known_tasks.try_emplace(task);
+  if (!added) encoder_.forgetTask(it->second.id);  // another task, at the same address
+  it->second = std::move(k);
+  return id;
+}
+
+// Every task of the target and its state (spec 4.3): read when due (a task that has not
+// moved since the previous snapshot is not read again: AsyncioTasks::readChanged), and
+// written where it changed. A reading that takes more than 2 ms goes on over passes, a
+// tenth of the interval each, so that a hundred thousand tasks do not hold up the samples;
+// the snapshot is written at the pass it ends in. A snapshot that took d of CPU time waits 10 d for the next, so
+// that thousands of tasks cost the sampler at most a tenth of a CPU (the recording says how
+// many were taken, and their CPU time).
+void Sampler::snapshotTasks(Target& t, uint64_t ts) {
+  const uint64_t t0 = monotonicNs();
+  if (!t.tasks->readingTasks() && t0 < t.next_snapshot_ns) return;
+  const uint64_t cpu0 = threadCpuNs();
+  t.tasks->usePass(pass_);
+  TaskList list;
+  // A reading begins with up to 2 ms, which hundreds of tasks take, so that theirs is read at
+  // one moment as it was; a larger one goes on a tenth of the interval a pass.
+  const uint64_t budget = t.tasks->readingTasks()
+                              ? std::max<uint64_t>(config_.interval_ns / 10, 20000)
+                              : std::max<uint64_t>(config_.interval_ns / 10, 2000000);
+  const bool done = t.tasks->readChanged(t.proc->mainInterpreter(), t.task_threads, t.running,
+                                         t.ran_since, t0 + budget, list);
+  const uint64_t step = threadCpuNs() - cpu0;
+  t.snapshot_cpu_ns += step;
+  bump(st_.task_snapshot_ns, step);
+  if (!done) return;
+  t.ran_since.clear();
+  if (!list.asyncio) {
+    // asyncio.tasks is not imported yet: nothing to read
+  } else if (!list.error.empty()) {
+    bump(st_.task_snapshot_errors, 1);
+  } else {
+    t.snapshot_ids.clear();
+    for (const TaskRecord& rec : list.tasks)
+      if (uint32_t id = snapshotTaskId(t, rec, ts)) t.snapshot_ids[rec.id] = id;
+    // Stamped with when the tasks were read (later in the pass than its threads).
+    encoder_.beginTaskSnapshot(static_cast<uint64_t>(t.pid), std::max(ts, ticks(list.read_ns)));
+    for (const TaskRecord& rec : list.tasks) {
+      auto me = t.snapshot_ids.find(rec.id);
+      if (me == t.snapshot_ids.end()) continue;
+      uint32_t state = format::kTaskRunning;
+      if (rec.state != "running")
+        state = rec.state == "suspended" && rec.fut_waiter ? format::kTaskSuspended
+                                                           : format::kTaskReady;
+      t.task_frames.clear();
+      for (auto f = rec.stack.rbegin(); f != rec.stack.rend(); ++f)  // outermost first
+        if (f->code) t.task_frames.push_back(encoder_.internFrame(functionId(*f->code), f->line));
+      t.task_awaits.clear();
+      for (uint64_t a : rec.awaits) {
+        auto it = t.snapshot_ids.find(a);
+        if (it != t.snapshot_ids.end()) t.task_awaits.push_back(it->second);
+      }
+      encoder_.taskState(me->second, state, state == format::kTaskSuspended ? rec.waits_on : "",
+                         t.task_frames.data(), t.task_frames.size(), t.task_awaits.data(),
+                         t.task_awaits.size());
+    }
+    encoder_.endTaskSnapshot();
+    bump(st_.task_snapshots, 1);
+  }
+  const uint64_t cost = t.snapshot_cpu_ns + (threadCpuNs() - cpu0 - step);
+  bump(st_.task_snapshot_ns, threadCpuNs() - cpu0 - step);
+  t.snapshot_cpu_ns = 0;
+  t.next_snapshot_ns = t0 + std::max(config_.task_interval_ns, 10 * cost);
+}
+
+// The TASK id of a task a snapshot found (defined when first seen, as taskId does for a
+// running task); 0 when its name cannot be read.
+uint32_t Sampler::snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts) {
+  if (uint32_t id = knownTask(t, rec.id, rec.coro, rec.name, ts)) return id;
+  // Read once more (where the reading did not): a task made or freed as it was read is left
+  // for the next snapshot.
+  uint64_t coro = rec.coro, name_obj = rec.name_obj;
+  if (rec.name.empty()) return 0;
+  if (!rec.checked &&
+      (!t.tasks->identity(rec.id, coro, name_obj) || coro != rec.coro ||
+       name_obj != rec.name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
+       t.name_again != rec.name))
+    return 0;
+  uint32_t function = 0;
+  if (!rec.stack.empty() && rec.stack.back().code) {
+    function = functionId(*rec.stack.back().code);  // its outermost coroutine
+  } else if (uint64_t code = t.tasks->coroutineCode(coro)) {
+    if (CodeInfo* info = t.codes->lookup(code, pass_)) function = functionId(*info);
+  }
+  return newTask(t, rec.id, coro, rec.name, function, ts);
+}
+
+// What the pass's native stacks came to, counted once per pass: the counters, and what the
+// recording must say (perf events refused, a binary replaced on disk).
+void Sampler::settleNative(Target& t) {
+  const NativeCounts& now = t.native->counts();
+  NativeCounts& was = t.native_counted;
+  bump(st_.native_mixed, now.mixed - was.mixed);
+  bump(st_.native_unpaired, now.unpaired - was.unpaired);
+  bump(st_.native_unread, now.unread - was.unread);
+  bump(st_.native_from_proc, now.from_proc - was.from_proc);
+  bump(st_.native_interrupted, now.interrupted - was.interrupted);
+  bump(st_.native_stopped, now.stopped - was.stopped);
+  bump(st_.native_captured, now.captured - was.captured);
+  bump(st_.native_marked, now.marked - was.marked);
+  was = now;
+  bool changed = false;
+  if (native_refusal_.empty() && !t.native->refusal().empty()) {
+    native_refusal_ = t.native->refusal();
+    changed = true;
+  }
+  for (const std::string& r : t.native->replaced()) {
+    if (std::find(native_replaced_.begin(), native_replaced_.end(), r) != native_replaced_.end())
+      continue;
+    native_replaced_.push_back(r);
+    changed = true;
+  }
+  if (changed) publish();
+}
+
+// One thread state the list walk met: a thread known already or a new one, sampled unless it
+// was sampled before the walk began again, has not started, or has no ref left for it.
+void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
+                           const PassHead& head, uint64_t interp, uint64_t ts, bool walked) {
+  const uint64_t tstate = th_head.tstate;
+  // (Also where a known thread's state now holds other ids: its memory was reused. A thread
+  // ending unbinds its state one id at a time: one id gone and the other its own is still
+  // the same thread.)
+  const bool same =
+      known && (th_head.thread_id || th_head.native_tid) &&
+      (known->thread_id == th_head.thread_id || !th_head.thread_id) &&
+      (known->native_tid == th_head.native_tid || !th_head.native_tid);
+  if (same) {
+    th_head.thread_id = known->thread_id;
+    th_head.native_tid = known->native_tid;
+  }
+  if (same && known->seen_pass == pass_) return;  // sampled before the walk began again
+  if (!same && walked) {
+    new_.push_back(th_head);  // sampled after the walk: sampleNewThreads
+    return;
+  }
+  if (!same && unstarted(t, tstate, th_head)) return;
+  if (!same && encoder_.threadsFull()) {  // no ref left for it: the recording ends here
+    threads_full_ = true;
+    return;
+  }
+  Thread& th = track(t, th_head, ts, known);
+  PassReader::updateHint(th_head, th.stack.hint);
+  th.seen_pass = pass_;
+  uint64_t read_again = 0;
+  // --native: the Python frames the kernel copied with the thread's newest perf sample, where
+  // it does, so that both halves of the sample are of one instant (spec section 10, rule 7).
+  th.from_capture = false;
+  StackRead got = StackRead::kTorn;
+  if (captured(t, th)) {
+    got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
+    // A copy caught as a frame was being pushed or popped holds no whole stack: without
+    // --native (whose copy must be its perf sample's), the copy before it, one period older.
+    for (int older = 0; got != StackRead::kOk && !t.native && older < 2 &&
+                        olderCapture(th);
+         ++older)
+      got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
+    th.from_capture = got == StackRead::kOk;
+    if (th.from_capture) bump(st_.captured_stacks, 1);
+  }
+  bool ran = false;  // switched onto a CPU while it was read from the process
+  if (!th.from_capture) {
+    const uint64_t off = th.files.offCpuMark();
+    got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
+    ran = got == StackRead::kOk && off && !th.files.stillOff(off);
+    // (The ids of what the reader holds now: a read again keeps those of the frames that did
+    // not change since, as of this read.)
+    if (ran) pythonIds(t, th);
+  }
+  if ((got == StackRead::kTorn || ran) && mayStop(t, th, monotonicNs())) {
+    // The stack changes faster than it can be copied, or the thread, off its CPU when its
+    // read began, ran during it: read it once more with the thread held still for the read
+    // (spec section 10, rule 7). (Past the budget, a read that passed its checks is kept.)
+    const uint64_t t0 = monotonicNs();
+    int error;
+    {
+      ThreadStop stop(static_cast<pid_t>(th.native_tid));
+      error = stop.error();
+      if (stop.stopped()) {
+        got = t.reader->read(th_head, th.stack, interp, pass_, 2, &read_again);
+        bump(st_.torn_stopped, 1);
+      }
+    }
+    stopEnded(t, th, error, t0);
+  }
+  if (read_again) bump(st_.retries, read_again);
+  if (t.reader->cached()) bump(st_.cached_stacks, 1);
+  if (t.reader->wroteAnchor()) bump(st_.anchor_writes, 1);
+  if (got == StackRead::kOk) {
+    record(t, th, th_head, head, interp);
+  } else if (got == StackRead::kEnded) {
+    // Not an error: the thread has exited (before this pass: it has no sample in it).
+    encoder_.threadExit(th.ref, ts);
+    ended_.push_back(th.ref);
+    bump(st_.ended_in_pass, 1);
+  } else {
+    if (got == StackRead::kTorn) bump(st_.torn_dropped, 1);
+    th.paused = false;  // the CPU state read before a stop goes with no sample
+    failed_.push_back(th.ref);
+  }
+  t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
+}
+
+// The states the walk met that are not a known thread's, sampled once the list has been walked,
+// oldest first. A state a thread creates for the one it starts is newer than its own (the
+// list is newest first) and may carry its ids (Sampler::unstarted): met first, it would be
+// taken for a thread, and the creator for the state not started. Each is read again (the walk
+// has read others since), and left for the next pass if it no longer holds the ids it had.
+void Sampler::sampleNewThreads(Target& t, const PassHead& head, uint64_t interp, uint64_t ts) {
+  new_met_.clear();
+  for (auto walked = new_.rbegin(); walked != new_.rend(); ++walked) {
+    const uint64_t tstate = walked->tstate;
+    if (!new_met_.insert(tstate).second) continue;  // met twice (the walk began again)
+    ThreadHead now;
+    if (t.unwinder->pass.readThread(tstate, now, nullptr) != ReadStatus::kOk ||
+        now.interp != interp || now.thread_id != walked->thread_id ||
+        now.native_tid != walked->native_tid)
+      continue;
+    auto it = t.threads.find(tstate);
+    sampleThread(t, now, it != t.threads.end() ? &it->second : nullptr, head, interp, ts, false);
+  }
+  new_.clear();
+}
+
+// The known threads the walk did not meet: ended (their state left the list) where the list
+// was read whole, else errors of this pass.
+void Sampler::settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts,
+                          uint64_t* errors) {
+  for (auto it = t.threads.begin(); it != t.threads.end();) {
+    if (it->second.seen_pass == pass_) {
+      ++it;
+    } else if (list_ok && !stillListed(t, it->first, it->second, interp)) {
+      encoder_.threadExit(it->second.ref, ts);
+      it = t.threads.erase(it);
+    } else {
+      encoder_.sampleError(it->second.ref);
+      ++*errors;
+      ++it;
+    }
+  }
+}
+
+void Sampler::pythonIds(Target& t, Thread& th) {
+  // The stack the reader holds, as frame ids: those of the frames that did not change are
+  // kept, the others interned (once per code object and instruction).
+  const StackReader& reader = *t.reader;
+  const std::vector<RawFrame>& frames = reader.frames();
+  const auto kind = t.proc->layout().line_table;
+  CodeCache& codes = *t.codes;
+  th.ids.resize(reader.same());
+  for (size_t i = reader.same(); i < frames.size(); ++i) {
+    const RawFrame& f = frames[i];
+    CodeInfo* info = reader.info(i);
+    const int off = codes.byteOffset(*info, f.instr, f.tlbc);
+    auto it = info->frame_ids.find(off);
+    uint32_t id;
+    if (it != info->frame_ids.end()) {
+      id = it->second;
+    } else {
+      id = encoder_.internFrame(functionId(*info), info->lineAt(kind, off));
+      info->frame_ids.emplace(off, id);
+    }
+    th.ids.push_back(id);
+  }
+}
+
+void Sampler::cpuFirst(Thread& th) {
+  if (th.paused) return;
+  const uint64_t stat_reads = th.files.statReads();
+  th.before_pause = th.files.sample(pass_ns_);
+  pass_stat_reads_ += th.files.statReads() - stat_reads;
+  th.paused = true;
+}
+
+bool Sampler::captured(Target& t, Thread& th) {
+  // Once asyncio runs, each sample also names the task its thread runs, read after the
+  // stacks and checked against them: a stack copied up to a few periods before would not
+  // hold the task running now. Its threads are read from the process.
+  if (!t.capture || !th.native_tid || (config_.tasks && t.asyncio)) return false;
+  const pid_t tid = static_cast<pid_t>(th.native_tid);
+  const uint64_t period = perfPeriod(config_.interval_ns);
+  if (t.native) {
+    if (!th.native) th.native = std::make_unique<NativeThread>();
+    t.native->prepare(*th.native, tid, th.tstate);
+    if (!th.native->watch.active()) return false;
+  } else {
+    if (!th.clock_tried) {
+      th.clock_tried = true;
+      auto clock = std::make_unique<Thread::Clock>();
+      if (clock->perf.openClock(tid, period) == 0 &&
+          clock->watch.watch(*t.capture, tid, th.tstate, clock->perf.sampleFd()))
+        th.clock = std::move(clock);
+    }
+    if (!th.clock) return false;
+  }
+  // A thread that waits has not moved since it left its CPU: it is read from the process,
+  // where it waits (its newest capture is of before it began to wait).
+  cpuFirst(th);
+  if (!th.before_pause.ok) return false;
+  if (!th.before_pause.running) {
+    // Its context switches may lag: the stat file says.
+    if (!th.files.runnableNow()) return false;
+    th.before_pause.running = true;
+  }
+  const uint64_t now = monotonicNs();
+  if (t.native) return t.native->captured(*th.native, now, capture_);
+  if (!th.clock->watch.newest(capture_)) return false;
+  th.clock->perf.settle();
+  return capture_.time_ns <= now &&
+         now - capture_.time_ns <= kCaptureAgePeriods * period + kCaptureSlackNs;
+}
+
+bool Sampler::olderCapture(Thread& th) {
+  const uint64_t now = monotonicNs();
+  return th.clock && th.clock->watch.newest(capture_, capture_.seq) && capture_.time_ns <= now &&
+         now - capture_.time_ns <=
+             kCaptureAgePeriods * perfPeriod(config_.interval_ns) + kCaptureSlackNs;
+}
+
+bool Sampler::mayStop(Target& t, Thread& th, uint64_t now_ns) {
+  if (t.stops_refused || !th.native_tid || (th.paused && config_.blocking) ||
+      !th.stops.allows(now_ns))
+    return false;
+  cpuFirst(th);
+  return true;
+}
+
+void Sampler::stopEnded(Target& t, Thread& th, int error, uint64_t t0_ns) {
+  const uint64_t ns = monotonicNs() - t0_ns;
+  th.stops.stopped_ns += ns;
+  bump(st_.stopped_ns, ns);
+  if (error == EPERM || error == EACCES) t.stops_refused = true;
+  // Its context switches told the stop as a sleep (ThreadStatFiles::resumed).
+  if (!error && th.before_pause.ok) th.files.resumed(th.before_pause.running);
+}
+
+void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_t interp) {
+  NativeSampling& native = *t.native;
+  if (!th.native) th.native = std::make_unique<NativeThread>();
+  NativeThread& nt = *th.native;
+  const pid_t tid = static_cast<pid_t>(th.native_tid);
+  native.prepare(nt, tid, th.tstate);
+  if (th.from_capture) {
+    if (native.mixCaptured(nt, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
+  } else if (config_.blocking && th.paused) {
+    // Stopped with the whole process for this pass: its registers are of this instant.
+    if (native.mixStopped(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
+  } else if (native.mix(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) {
+    return;
+  }
+  // The latest native snapshot is not of the Python stack's instant: both are read again with
+  // the thread stopped, within its budget, else the sample is marked.
+  frames_kept_ = t.reader->frames();
+  const uint64_t t0 = monotonicNs();
+  if (mayStop(t, th, t0)) {
+    int error;
+    bool paired = false;
+    {
+      ThreadStop stop(tid);
+      error = stop.error();
+      ThreadHead again = head;
+      uint64_t read_again = 0;
+      if (stop.stopped() &&
+          t.reader->read(again, th.stack, interp, pass_, 2, &read_again) == StackRead::kOk) {
+        pythonIds(t, th);
+        frames_kept_ = t.reader->frames();
+        paired = native.mixStopped(nt, tid, th.ids, frames_kept_, encoder_, th.mixed);
+      }
+    }
+    stopEnded(t, th, error, t0);
+    if (paired) return;
+  }
+  native.mark(th.ids, frames_kept_, encoder_, th.mixed);
+}
+
+void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
+                     uint64_t interp) {
+  pythonIds(t, th);
+  const uint32_t* ids = th.ids.data();
+  size_t depth = th.ids.size();
+  if (t.native && th.native_tid) {
+    nativeStack(t, th, head, interp);
+    ids = th.mixed.data();
+    depth = th.mixed.size();
+  }
+
+  uint8_t status = 0;
+  const GilStatus gil = t.unwinder->pass.gilStatus(head, ph);
+  if (!gil.known) status |= fmt::kStatusGilUnknown;
+  if (gil.held) status |= fmt::kStatusGilHeld;
+  if (gil.requested_known) status |= fmt::kStatusGilRequestedKnown;
+  if (gil.requested) status |= fmt::kStatusGilRequested;
+  bool has_cpu = false;
+  uint64_t cpu_ticks = 0;
+  ThreadCpu cpu;
+  if (th.paused) {
+    cpu = th.before_pause;
+    th.paused = false;
+  } else {
+    const uint64_t stat_reads = th.files.statReads();
+    cpu = th.files.sample(pass_ns_);
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+  }
+  if (th.files.fromSwitches()) ++pass_switch_samples_;
+  if (cpu.ok) {
+    if (cpu.running) status |= fmt::kStatusOnCpu;
+    if (cpu.cpu_known) {
+      if (th.has_cpu && cpu.cpu_ns > th.cpu_reported_ns) {
+        cpu_ticks = (cpu.cpu_ns - th.cpu_reported_ns) / 1000;
+        th.cpu_reported_ns += cpu_ticks * 1000;  // keep the remainder for the next sample
+        has_cpu = cpu_ticks > 0;
+      } else if (!th.has_cpu) {
+        th.cpu_reported_ns = cpu.cpu_ns;
+        th.has_cpu = true;
+      }
+    }
+  } else {
+    status |= fmt::kStatusCpuUnknown;
+  }
+  encoder_.sample(th.ref, ids, depth, status, has_cpu, cpu_ticks);
+}
+
+}  // namespace psrec::recorder

@@ -1,7 +1,9 @@
 """psrec's benchmark against py-spy and Austin: `python -m tests.perf [--quick] [--only ...]`.
 
 Prints a Markdown table on stdout (progress goes to stderr) and writes every raw run to
-bench-results/latest.json. See tests/perf/README.md.
+bench-results/latest.json; with --page, also the page docs/performance.md from it.
+`--page PATH --from RESULTS.json` writes the page from saved results and runs nothing.
+See tests/perf/README.md.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ._fleet import fig_fleet
 from ._keep import fig_keep
 from ._many_tasks import fig_many_tasks
 from ._native import fig_native
+from ._page import write_page
 from ._report import render_table
 from ._synth import fig_analyzer, fig_format
 from ._tasks import fig_tasks
@@ -94,7 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth-pythons", default="",
                     help="comma-separated target interpreters for figure S (deep stacks) alone, "
                          "as --pythons names them (default: those of --pythons)")
+    ap.add_argument("--page", metavar="PATH",
+                    help="also write the performance page (docs/performance.md) from the results")
+    ap.add_argument("--from", dest="from_", metavar="RESULTS", action="append", default=[],
+                    help="with --page: write the page from these saved results (repeatable; "
+                         "each figure from the latest run that has it) and run nothing")
     args = ap.parse_args(argv)
+    if args.from_:
+        if not args.page:
+            ap.error("--from needs --page")
+        try:
+            command = write_page(args.page, args.from_)
+        except (OSError, ValueError, KeyError) as exc:
+            ap.exit(1, f"bench: cannot write {args.page}: {exc}\n")
+        _log(f"wrote {args.page} ({command})")
+        return 0
     only = [f.strip() for f in args.only.split(",") if f.strip()] or list(FIGURES)
     unknown = [f for f in only if f not in FIGURES]
     if unknown:
@@ -251,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     with open(md, "w") as f:
         f.write(header + "\n" + table + ("\n\n" + "\n".join(notes) if notes else "") + "\n")
     _log(f"wrote {args.out} and {md} ({meta['seconds']:.0f} s)")
+    if args.page:
+        write_page(args.page, [args.out])
+        _log(f"wrote {args.page}")
     return status
 
 

@@ -50,14 +50,20 @@ nb::dict tasksDict(const TaskList& l) {
     nb::dict t;
     t["id"] = r.id;
     t["name"] = r.name;
-    t["state"] = r.state;
+    t["state"] = taskRunName(r.state);
     t["thread_id"] = r.thread_id;
     nb::list stack;
-    for (const TaskFrame& f : r.stack) stack.append(nb::make_tuple(f.filename, f.name, f.line));
+    for (const TaskFrame& f : r.stack) {
+      if (f.text < l.frame_text.size())
+        stack.append(nb::make_tuple(l.frame_text[f.text].first, l.frame_text[f.text].second,
+                                    f.line));
+      else if (f.code)
+        stack.append(nb::make_tuple(f.code->filename, f.code->name, f.line));
+    }
     t["stack"] = stack;
-    t["waits_on"] = r.waits_on;
-    t["awaits"] = r.awaits;
-    t["awaited_by"] = r.awaited_by;
+    t["waits_on"] = r.waits < l.waits_names.size() ? l.waits_names[r.waits] : std::string();
+    t["awaits"] = r.awaits();
+    t["awaited_by"] = r.awaitedBy();
     tasks.append(t);
   }
   nb::dict out;

@@ -10,6 +10,17 @@
 
 namespace psrec::recorder {
 
+const std::vector<uint64_t> TaskRecord::kNone;
+
+const char* taskRunName(TaskRun state) {
+  switch (state) {
+    case TaskRun::kRunning: return "running";
+    case TaskRun::kPending: return "pending";
+    case TaskRun::kSuspended: break;
+  }
+  return "suspended";
+}
+
 namespace {
 
 constexpr size_t kMaxTasks = 1 << 20;
@@ -288,11 +299,11 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
       int8_t running = 0;
       get(l.frame_state, running);
       if (running == l.frame_state_running) {
-        rec.state = depth == 0 ? "running" : rec.state;
+        if (depth == 0) rec.state = TaskRun::kRunning;
         return true;
       }
       if (lasti < 0) {  // created, not started
-        if (depth == 0) rec.state = "pending";
+        if (depth == 0) rec.state = TaskRun::kPending;
       } else if (has(a_.frame_stacktop)) {
         const uint64_t st = word(f + static_cast<uint64_t>(a_.frame_stacktop));
         if (st) top = word(st - 8);
@@ -309,14 +320,14 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
       const uint64_t fr = obj + static_cast<uint64_t>(a_.gen_iframe);
       std::memcpy(&state, ob.data() + a_.gen_frame_state, 1);
       if (state == a_.state_executing) {
-        if (depth == 0) rec.state = "running";
+        if (depth == 0) rec.state = TaskRun::kRunning;
         return true;
       }
       const bool suspended = state >= a_.state_suspended_min && state <= a_.state_suspended_max;
       if (!suspended && !(state < a_.state_suspended_min && depth == 0 &&
                           state < a_.state_executing))
         return depth > 0;  // finished (a created frame only counts for the task's own)
-      if (!suspended) rec.state = "pending";
+      if (!suspended) rec.state = TaskRun::kPending;
       const uint8_t* fb = ob.data() + a_.gen_iframe;
       std::memcpy(&code, fb + l.iframe_code, 8);
       code &= tag;
@@ -342,8 +353,8 @@ bool AsyncioTasks::coroutineChain(uint64_t coro, TaskRecord& rec) {
     if (!info) return depth > 0;
     TaskFrame tf;
     if (own_pass_) {  // a dump names them; a recording interns the code (f.code)
-      tf.filename = info->filename;
-      tf.name = info->name;
+      tf.text = static_cast<uint32_t>(frame_text_.size());
+      frame_text_.emplace_back(info->filename, info->name);
     }
     tf.line = info->lineAt(l.line_table, codes_.byteOffset(*info, instr, tlbc));
     tf.code = info;
@@ -364,7 +375,7 @@ bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter
   rec.name_obj = name;
   rec.fut_waiter = t && t->c_task ? word(task + static_cast<uint64_t>(a_.task_fut_waiter))
                                   : objs_.attribute(task, "_fut_waiter");
-  rec.state = "suspended";
+  rec.state = TaskRun::kSuspended;
   if (!coroutineChain(coro, rec)) return false;  // its coroutine has finished
   finishTask(rec);
   fut_waiter = rec.fut_waiter;
@@ -373,13 +384,16 @@ bool AsyncioTasks::readTask(uint64_t task, TaskRecord& rec, uint64_t& fut_waiter
 }
 
 void AsyncioTasks::finishTask(TaskRecord& rec) {
-  if (rec.state != "running") {
+  if (rec.state != TaskRun::kRunning) {
     // Innermost first, as every stack psrec prints.
     std::reverse(rec.stack.begin(), rec.stack.end());
     const TypeDesc* w = rec.fut_waiter ? type(rec.fut_waiter) : nullptr;
     if (w) {
-      rec.waits_on = w->c_task || w->py_task ? "Task" : w->name;
-      if (rec.waits_on.rfind("_asyncio.", 0) == 0) rec.waits_on.erase(0, 9);
+      std::string name = w->c_task || w->py_task ? "Task" : w->name;
+      if (name.rfind("_asyncio.", 0) == 0) name.erase(0, 9);
+      auto [it, added] = waits_ids_.try_emplace(name, static_cast<uint32_t>(waits_names_.size()));
+      if (added) waits_names_.push_back(name);
+      rec.waits = it->second;
     }
   } else {
     rec.stack.clear();
@@ -518,22 +532,24 @@ bool AsyncioTasks::running(const std::vector<ThreadRef>& threads, std::vector<ui
 
 void AsyncioTasks::awaitSources(TaskRecord& rec, const TypeDesc* t, uint64_t cb0,
                                 uint64_t awaited_by, int8_t by_set) {
-  rec.waited.clear();
-  rec.group_parent = 0;
-  rec.waiters.clear();
+  if (rec.edges) {
+    rec.edges->waited.clear();
+    rec.edges->group_parent = 0;
+    rec.edges->waiters.clear();
+  }
   if (has(a_.task_awaited_by)) {  // 3.14+: each task says which tasks wait on it
     if (!awaited_by) return;
     if (by_set)
-      setItems(awaited_by, rec.waiters);
+      setItems(awaited_by, rec.edgesMade().waiters);
     else
-      rec.waiters.push_back(awaited_by);
+      rec.edgesMade().waiters.push_back(awaited_by);
     return;
   }
   // The task it awaits, or a gather's children (tasks, or the futures of nested gathers).
   if (const uint64_t waiter = rec.fut_waiter) {
     const TypeDesc* wt = type(waiter);
     if (wt && (wt->c_task || wt->py_task)) {
-      rec.waited.push_back(waiter);
+      rec.edgesMade().waited.push_back(waiter);
     } else {
       std::vector<uint64_t> pending{waiter};
       for (int level = 0; level < 8 && !pending.empty(); ++level) {
@@ -547,7 +563,7 @@ void AsyncioTasks::awaitSources(TaskRecord& rec, const TypeDesc* t, uint64_t cb0
           for (uint64_t c : children) {
             const TypeDesc* ct = type(c);
             if (ct && (ct->c_task || ct->py_task))
-              rec.waited.push_back(c);
+              rec.edgesMade().waited.push_back(c);
             else
               next.push_back(c);
           }
@@ -571,37 +587,61 @@ void AsyncioTasks::awaitSources(TaskRecord& rec, const TypeDesc* t, uint64_t cb0
   if (!ct || ct->name != "method") return;
   const uint64_t group = word(cb + hdr_ + 8);  // PyMethodObject: im_func, im_self
   const TypeDesc* gt = group ? type(group) : nullptr;
-  if (gt && gt->name == "TaskGroup") rec.group_parent = objs_.attribute(group, "_parent_task");
+  if (gt && gt->name == "TaskGroup") {
+    if (const uint64_t parent = objs_.attribute(group, "_parent_task"))
+      rec.edgesMade().group_parent = parent;
+  }
 }
 
 void AsyncioTasks::linkAwaits(std::vector<TaskRecord>& tasks) {
-  std::unordered_map<uint64_t, TaskRecord*> by_id;
-  for (TaskRecord& r : tasks) {
-    r.awaits.clear();
-    r.awaited_by.clear();
-    by_id[r.id] = &r;
+  // The tasks by address, in a sorted index (a hundred thousand tasks: no map nodes).
+  std::vector<std::pair<uint64_t, uint32_t>> by_id;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    TaskRecord& r = tasks[i];
+    if (r.edges) {
+      r.edges->awaits.clear();
+      r.edges->awaited_by.clear();
+    }
+    by_id.emplace_back(r.id, static_cast<uint32_t>(i));
   }
+  std::sort(by_id.begin(), by_id.end());
+  auto find = [&](uint64_t id) -> TaskRecord* {
+    auto it = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(id, uint32_t{0}));
+    return it != by_id.end() && it->first == id ? &tasks[it->second] : nullptr;
+  };
   auto edge = [&](uint64_t parent, uint64_t child) {
-    auto p = by_id.find(parent), c = by_id.find(child);
-    if (p == by_id.end() || c == by_id.end() || parent == child) return;
-    auto& a = p->second->awaits;
+    TaskRecord* p = find(parent);
+    TaskRecord* c = find(child);
+    if (!p || !c || parent == child) return;
+    auto& a = p->edgesMade().awaits;
     if (std::find(a.begin(), a.end(), child) != a.end()) return;
     a.push_back(child);
-    c->second->awaited_by.push_back(parent);
+    c->edgesMade().awaited_by.push_back(parent);
   };
-  for (const TaskRecord& r : tasks) {
-    for (uint64_t c : r.waited) edge(r.id, c);
-    for (uint64_t w : r.waiters) edge(w, r.id);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (!tasks[i].edges) continue;
+    const uint64_t id = tasks[i].id;
+    // (Copied: edge() may add to this task's own edges.)
+    const std::vector<uint64_t> waited = tasks[i].edges->waited;
+    const std::vector<uint64_t> waiters = tasks[i].edges->waiters;
+    for (uint64_t c : waited) edge(id, c);
+    for (uint64_t w : waiters) edge(w, id);
   }
-  for (const TaskRecord& r : tasks)
-    if (r.group_parent) edge(r.group_parent, r.id);
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (tasks[i].edges && tasks[i].edges->group_parent)
+      edge(tasks[i].edges->group_parent, tasks[i].id);
+  // Tasks left with no edge and no source give their edges back.
+  for (TaskRecord& r : tasks)
+    if (r.edges && r.edges->awaits.empty() && r.edges->awaited_by.empty() &&
+        r.edges->waited.empty() && r.edges->waiters.empty() && !r.edges->group_parent)
+      r.edges.reset();
 }
 
 void AsyncioTasks::markRunning(TaskRecord& rec, uint64_t thread_id) {
-  rec.state = "running";
+  rec.state = TaskRun::kRunning;
   rec.thread_id = thread_id;
   rec.stack.clear();
-  rec.waits_on.clear();
+  rec.waits = 0;
   rec.fut_waiter = 0;
 }
 
@@ -638,6 +678,7 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
                            const std::vector<uint64_t>* running_now,
                            const std::vector<std::vector<uint64_t>>* stacks) {
   TaskList out;
+  frame_text_.clear();
   // The recorder reads tasks once imported() said asyncio is there.
   if (own_pass_ && !module("asyncio")) return out;
   debugOffsets();
@@ -687,6 +728,9 @@ TaskList AsyncioTasks::read(uint64_t interp, const std::vector<ThreadRef>& threa
     out.tasks.push_back(std::move(rec));
   }
   linkAwaits(out.tasks);
+  out.frame_text = std::move(frame_text_);
+  frame_text_.clear();
+  out.waits_names = waits_names_;
   return out;
 }
 
@@ -836,20 +880,21 @@ bool AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& th
         if (!readTask(task, rec, waiter)) continue;
       }
       auto r = running.find(task);
-      auto p = prev_.find(task);
-      const bool same = p != prev_.end() && p->second.coro == rec.coro &&
-                        p->second.name_obj == rec.name_obj;
-      const bool still = same && r == running.end() && p->second.state != "running" &&
-                         p->second.fut_waiter == rec.fut_waiter && !ran.count(task) &&
-                         t->c_task;
+      // Its record of the last reading (taken over below if it has not moved since).
+      auto p = std::lower_bound(last_.begin(), last_.end(), task,
+                                [](const TaskRecord& a, uint64_t id) { return a.id < id; });
+      const bool same = p != last_.end() && p->id == task && p->coro == rec.coro &&
+                        p->name_obj == rec.name_obj;
+      const bool still = same && r == running.end() && p->state != TaskRun::kRunning &&
+                         p->fut_waiter == rec.fut_waiter && !ran.count(task) && t->c_task;
       if (still) {
-        rec = std::move(p->second);  // it has not moved (the previous reading is done with)
+        rec = std::move(*p);  // it has not moved (each task is met once in a reading)
       } else if (t->c_task) {
-        rec.state = "suspended";
+        rec.state = TaskRun::kSuspended;
         if (!coroutineChain(rec.coro, rec)) continue;  // its coroutine has finished
         finishTask(rec);
         if (same) {
-          rec.name = p->second.name;
+          rec.name = p->name;
         } else {
           // A task made or freed as it was read is left for the next reading: its coroutine
           // and name read once more, after its name.
@@ -868,11 +913,10 @@ bool AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& th
     job.next = job.batch_first + job.batch_n;
   }
   job.out.read_ns = monotonicNs();
-  // The next reading compares with this one. (Kept apart from what the caller is given:
-  // the records are copied once, a reading at a time.)
-  prev_.clear();
-  for (const TaskRecord& rec : job.out.tasks) prev_.emplace(rec.id, rec);
+  // The tasks were read in order of address: the next reading looks them up in this one.
   linkAwaits(job.out.tasks);
+  last_ = std::move(job.out.tasks);
+  job.out.tasks.clear();
   out = std::move(job.out);
   job = SnapshotJob();
   return true;

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <optional>
 #include <functional>
+#include <memory>
+#include <string_view>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,38 +33,68 @@
 
 namespace psrec::recorder {
 
+// What a task is doing when read.
+enum class TaskRun : uint8_t {
+  kSuspended,  // at an await (or ready to run again: TaskRecord::fut_waiter 0)
+  kRunning,    // a thread runs it now
+  kPending,    // created, not started yet
+};
+const char* taskRunName(TaskRun state);  // "suspended", "running", "pending"
+
+constexpr uint32_t kNoFrameText = UINT32_MAX;
+
 struct TaskFrame {
-  std::string filename;
-  std::string name;
-  int line = 0;
   CodeInfo* code = nullptr;  // its code object in the CodeCache (valid in the pass it was read)
+  int32_t line = 0;
+  // A dump's: the frame's file and function names, at this index of TaskList::frame_text (a
+  // recording interns the code instead).
+  uint32_t text = kNoFrameText;
 };
 
-struct TaskRecord {
-  uint64_t id = 0;         // the task object's address (what asyncio's own tools call its id)
-  std::string name;
-  std::string state;       // "running", "suspended" or "pending" (created, not started yet)
-  uint64_t thread_id = 0;  // running: the Python thread id of the thread running it
-  // Suspended: its coroutines, innermost first, down to the await it is suspended at.
-  std::vector<TaskFrame> stack;
-  std::string waits_on;    // suspended: the type of what it waits on (Task, Future, ...)
+// Which tasks wait on which: kept apart, for the few tasks that have any.
+struct TaskEdges {
   std::vector<uint64_t> awaits;      // the tasks it waits on
   std::vector<uint64_t> awaited_by;  // the tasks waiting on it
-  uint64_t coro = 0;       // its coroutine and name objects (what AsyncioTasks::identity reads)
-  uint64_t name_obj = 0;
-  uint64_t fut_waiter = 0; // suspended: what it awaits (0: nothing, it is ready to run)
-  bool checked = false;    // its coroutine and name were read again after its name
-  // What the await edges come from. 3.8-3.13: the tasks its awaited future stands for (that
-  // task, or a gather's children), and the task whose TaskGroup block it belongs to; 3.14+:
-  // the tasks its own field says wait on it.
+  // What the edges come from. 3.8-3.13: the tasks its awaited future stands for (that task,
+  // or a gather's children), and the task whose TaskGroup block it belongs to; 3.14+: the
+  // tasks its own field says wait on it.
   std::vector<uint64_t> waited;
   uint64_t group_parent = 0;
   std::vector<uint64_t> waiters;
 };
 
+// One task as read. A recording keeps one of these per live task between readings (a hundred
+// thousand tasks cost the recorder their size times that): what changes rarely lies apart.
+struct TaskRecord {
+  uint64_t id = 0;         // the task object's address (what asyncio's own tools call its id)
+  std::string name;
+  TaskRun state = TaskRun::kSuspended;
+  bool checked = false;    // its coroutine and name were read again after its name
+  uint64_t thread_id = 0;  // running: the Python thread id of the thread running it
+  // Suspended: its coroutines, innermost first, down to the await it is suspended at.
+  std::vector<TaskFrame> stack;
+  // Suspended: the type of what it waits on (Task, Future, ...), as an index in the reader's
+  // names of such types (AsyncioTasks::waitsName, TaskList::waits_names); 0: none known.
+  uint32_t waits = 0;
+  uint64_t coro = 0;       // its coroutine and name objects (what AsyncioTasks::identity reads)
+  uint64_t name_obj = 0;
+  uint64_t fut_waiter = 0; // suspended: what it awaits (0: nothing, it is ready to run)
+  std::unique_ptr<TaskEdges> edges;  // null: it waits on no task and none waits on it
+
+  const std::vector<uint64_t>& awaits() const { return edges ? edges->awaits : kNone; }
+  const std::vector<uint64_t>& awaitedBy() const { return edges ? edges->awaited_by : kNone; }
+  TaskEdges& edgesMade() {
+    if (!edges) edges = std::make_unique<TaskEdges>();
+    return *edges;
+  }
+
+ private:
+  static const std::vector<uint64_t> kNone;
+};
+
 struct TaskList {
   bool asyncio = false;  // asyncio is imported
-  std::vector<TaskRecord> tasks;
+  std::vector<TaskRecord> tasks;  // read(): every task read; readChanged(): none (see tasks())
   std::string error;     // why the tasks could not be read (tasks is then empty)
   uint64_t read_ns = 0;  // readChanged: when the tasks' fields were read (CLOCK_MONOTONIC)
   // read() with a deadline: the tasks found, and how many of them were read before it
@@ -71,6 +103,10 @@ struct TaskList {
   size_t before_deadline = 0;
   bool past_deadline = false;
   bool incomplete = false;  // the lists of tasks were not walked whole by the deadline
+  // read(): the file and function names of the tasks' frames (TaskFrame::text), and the
+  // names of what they wait on (TaskRecord::waits).
+  std::vector<std::pair<std::string, std::string>> frame_text;
+  std::vector<std::string> waits_names;
 };
 
 struct ThreadRef {
@@ -103,13 +139,21 @@ class AsyncioTasks {
   // A reading spread over calls, so that a hundred thousand tasks do not hold up a pass: each
   // call reads tasks until CLOCK_MONOTONIC time deadline_ns (at least a batch of them), and
   // returns true with `out` once every task was read (a reading begins at a call after the
-  // previous one ended). running_now and ran are those of the call's pass.
+  // previous one ended). running_now and ran are those of the call's pass. The tasks of the
+  // reading are then tasks(); out says whether asyncio runs, and why they could not be read.
   bool readChanged(uint64_t interp, const std::vector<ThreadRef>& threads,
                    const std::vector<uint64_t>& running_now,
                    const std::unordered_set<uint64_t>& ran, uint64_t deadline_ns,
                    TaskList& out);
   // Whether a reading is in progress (readChanged returned false last).
   bool readingTasks() const { return job_.active; }
+  // The tasks of the last reading readChanged finished, by address (each task's record is
+  // kept here only: the next reading takes over those of tasks that have not moved).
+  const std::vector<TaskRecord>& tasks() const { return last_; }
+  // The type of what a task waits on ("" where none is known).
+  const std::string& waitsName(const TaskRecord& rec) const {
+    return waits_names_[rec.waits < waits_names_.size() ? rec.waits : 0];
+  }
   // Code objects are looked up in the CodeCache as of the recorder's pass, which validates
   // them once per pass (a one-off read counts passes of its own).
   void usePass(uint64_t pass) {
@@ -200,9 +244,15 @@ class AsyncioTasks {
   std::string layout_error_;
   uint64_t hdr_ = 16;  // where an object's first field lies (after PyObject_HEAD)
   std::unordered_map<uint64_t, TypeDesc> types_;
-  // readChanged(): the tasks of its previous call, by address; the sets that hold the tasks
-  // (3.8-3.13: the weak set's table, and the eager tasks'), looked up again now and then.
-  std::unordered_map<uint64_t, TaskRecord> prev_;
+  // readChanged(): the tasks of its last reading, by address (tasks()); the sets that hold
+  // the tasks (3.8-3.13: the weak set's table, and the eager tasks'), looked up again now
+  // and then.
+  std::vector<TaskRecord> last_;
+  // The names of the types tasks wait on (TaskRecord::waits), each once.
+  std::vector<std::string> waits_names_{std::string()};
+  std::unordered_map<std::string, uint32_t> waits_ids_;
+  // read(): the frames' names (TaskList::frame_text) as they are read.
+  std::vector<std::pair<std::string, std::string>> frame_text_;
   struct SnapshotJob {
     bool active = false;
     std::vector<uint64_t> found;  // the live tasks, listed when it began

@@ -366,27 +366,28 @@ void Sampler::snapshotTasks(Target& t, uint64_t ts) {
   } else if (!list.error.empty()) {
     bump(st_.task_snapshot_errors, 1);
   } else {
+    const std::vector<TaskRecord>& tasks = t.tasks->tasks();
     t.snapshot_ids.clear();
-    for (const TaskRecord& rec : list.tasks)
+    for (const TaskRecord& rec : tasks)
       if (uint32_t id = snapshotTaskId(t, rec, ts)) t.snapshot_ids[rec.id] = id;
     // Stamped with when the tasks were read (later in the pass than its threads).
     encoder_.beginTaskSnapshot(static_cast<uint64_t>(t.pid), std::max(ts, ticks(list.read_ns)));
-    for (const TaskRecord& rec : list.tasks) {
+    for (const TaskRecord& rec : tasks) {
       auto me = t.snapshot_ids.find(rec.id);
       if (me == t.snapshot_ids.end()) continue;
       uint32_t state = format::kTaskRunning;
-      if (rec.state != "running")
-        state = rec.state == "suspended" && rec.fut_waiter ? format::kTaskSuspended
-                                                           : format::kTaskReady;
+      if (rec.state != TaskRun::kRunning)
+        state = rec.state == TaskRun::kSuspended && rec.fut_waiter ? format::kTaskSuspended
+                                                                  : format::kTaskReady;
       t.task_frames.clear();
       for (auto f = rec.stack.rbegin(); f != rec.stack.rend(); ++f)  // outermost first
         if (f->code) t.task_frames.push_back(encoder_.internFrame(functionId(*f->code), f->line));
       t.task_awaits.clear();
-      for (uint64_t a : rec.awaits) {
+      for (uint64_t a : rec.awaits()) {
         auto it = t.snapshot_ids.find(a);
         if (it != t.snapshot_ids.end()) t.task_awaits.push_back(it->second);
       }
-      encoder_.taskState(me->second, state, state == format::kTaskSuspended ? rec.waits_on : "",
+      encoder_.taskState(me->second, state, state == format::kTaskSuspended ? t.tasks->waitsName(rec) : "",
                          t.task_frames.data(), t.task_frames.size(), t.task_awaits.data(),
                          t.task_awaits.size());
     }

@@ -228,7 +228,7 @@ def snapshot(recording: str, output: str, force: bool) -> None:
       psrec record -o last.psr --keep 10m 1234 &
       psrec snapshot last.psr -o incident.psr
     """
-    from psrec.format._writers import ask_to_seal, writers_of
+    from psrec.format import ask_to_seal, writers_of
     from psrec.format.writer import snapshot as copy
 
     if os.path.abspath(recording) == os.path.abspath(output):

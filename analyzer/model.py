@@ -186,7 +186,7 @@ class Selection:
 def batch_columns(batch: Any, *names: str) -> list[Any]:
     """Sample columns of a decoded batch by name (spec section 8.1), each as an array: the
     native batch gives their bytes, the reference one arrays."""
-    from psrec.format._layout import SAMPLE_COLUMNS
+    from psrec.format import SAMPLE_COLUMNS
 
     codes = {c.name: c.typecode for c in SAMPLE_COLUMNS}
     out = []

@@ -36,10 +36,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
-from psrec.format import PsrecError, open_recording, recordings_in
-from psrec.format import _constants as C
-from psrec.format._codec import chunk_seq
-from psrec.format._layout import SAMPLE_COLUMNS
+from psrec.format import (
+    SAMPLE_COLUMNS,
+    PsrecError,
+    chunk_seq,
+    open_recording,
+    recordings_in,
+)
+from psrec.format import constants as C
 
 from .model import NO_STACK
 from .registry import Option, Reporter, register

@@ -26,7 +26,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._layout import Header
+    from ._codec import chunk_seq
+    from ._layout import SAMPLE_COLUMNS, Header
+    from ._writers import ask_to_seal, writers_of
     from .merged import MergedRecording, open_recordings, recordings_in
     from .reader import (
         ChunkInfo,
@@ -45,6 +47,10 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Header": "._layout",
+    "SAMPLE_COLUMNS": "._layout",
+    "chunk_seq": "._codec",
+    "ask_to_seal": "._writers",
+    "writers_of": "._writers",
     **dict.fromkeys(("ChunkInfo", "Definitions", "Frame", "Function", "ProcessInfo",
                      "Recording", "SampleStream", "TaskInfo", "ThreadInfo", "native_available",
                      "open_recording"), ".reader"),
@@ -89,4 +95,11 @@ __all__ = [
     "recordings_in",
     "PsrWriter",
     "open_output",
+    # the sample columns of a DATA chunk (spec section 8.1), in order, with their array codes
+    "SAMPLE_COLUMNS",
+    # a DATA payload's sequence number (spec section 7.2)
+    "chunk_seq",
+    # who writes a recording now, and asking them to seal their chunk (spec section 7.3)
+    "writers_of",
+    "ask_to_seal",
 ]

@@ -4,22 +4,49 @@ a time window and the file's budgets (spec section 9.3), each chunk's samples co
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import _constants as C
-from ._budgets import BUDGET_ENV
+from ._budgets import BUDGET_ENV, Budgets
 from ._codec import HAVE_NATIVE, BudgetError, DecodeError, chunk_seq, over_budget
 from ._model import ChunkInfo, where
 from .errors import FormatError
 from .reference import RefBatch, RefDecodeError, RefDecoder
 
-if TYPE_CHECKING:
-    from .reader import Recording
-
 if HAVE_NATIVE:
     from . import _format as native_codec
 
-__all__ = ["SampleStream"]
+__all__ = ["SampleStream", "StreamSource"]
+
+
+class StreamSource(Protocol):
+    """What a SampleStream reads of its recording (reader.Recording has it all): the chunks,
+    the file's budgets, and where a stream says what it skipped. Declared here so that this
+    module needs nothing of the reader, which makes the streams."""
+
+    file_size: int
+    renamed: set[int] | None
+    budgets: Budgets
+    budget_stop: str | None
+    spans: dict[int, tuple[int, int, int]]
+
+    @property
+    def interval_ticks(self) -> int: ...
+
+    @property
+    def max_records(self) -> int: ...
+
+    def data_chunks(self, from_ts: int | None = None,
+                    to_ts: int | None = None) -> list[ChunkInfo]: ...
+
+    def payload(self, info: ChunkInfo) -> bytes | None: ...
+
+    def _skipped(self, info: ChunkInfo, msg: str) -> None: ...
+
+    def _warn(self, msg: str, always: bool = False) -> None: ...
+
+    def _chunk_renames(self, info: ChunkInfo, native: bool
+                       ) -> tuple[int | None, list[tuple[int, int, int, int, int]]] | None: ...
 
 
 class SampleStream:
@@ -30,7 +57,7 @@ class SampleStream:
     """
 
     def __init__(
-        self, rec: Recording, from_ts: int | None, to_ts: int | None, native: bool | None
+        self, rec: StreamSource, from_ts: int | None, to_ts: int | None, native: bool | None
     ) -> None:
         self.rec = rec
         self.from_ts, self.to_ts = from_ts, to_ts

@@ -23,9 +23,9 @@ from typing import IO, Any
 from psrec.format.text import printable
 from psrec.format.version import psrec_version
 
+from .common import LIMIT, SCHEMA_URL, SPEEDSCOPE_UNITS, location, render, speedscope_frame
 from .profile import FrameKey, Profile
 from .registry import Option, Reporter, register
-from .reporters import LIMIT, location
 from .walks import Totals
 
 __all__ = ["DiffHtmlReporter", "DiffReporter", "DiffRow", "DiffSpeedscopeReporter", "diff_rows",
@@ -227,8 +227,6 @@ class DiffHtmlReporter(Reporter):
     def compare(self, base: Profile, profile: Profile, out: IO[Any]) -> str | None:
         from pathlib import Path
 
-        from .page import render
-
         sort = self.options.get("sort", "own")
         absolute = bool(self.options.get("absolute"))
         rows = diff_rows(base, profile, sort)
@@ -280,13 +278,11 @@ class DiffSpeedscopeReporter(Reporter):
     def compare(self, base: Profile, profile: Profile, out: IO[Any]) -> str | None:
         import json
 
-        from .speedscope import _UNITS, SCHEMA_URL, _frame
-
         frames: dict[FrameKey, int] = {}
         profiles = []
         for label, p in (("base", base), ("new", profile)):
-            unit = _UNITS.get(p.tick_ns, "nanoseconds")
-            scale = 1 if p.tick_ns in _UNITS else p.tick_ns
+            unit = SPEEDSCOPE_UNITS.get(p.tick_ns, "nanoseconds")
+            scale = 1 if p.tick_ns in SPEEDSCOPE_UNITS else p.tick_ns
             samples, weights = [], []
             for node, v in sorted(node_values(p).items()):
                 if v:
@@ -297,7 +293,7 @@ class DiffSpeedscopeReporter(Reporter):
                              "weights": weights})
         doc = {"$schema": SCHEMA_URL, "name": f"psrec diff {base.path} {profile.path}",
                "activeProfileIndex": 1, "exporter": f"psrec {psrec_version()}",
-               "profiles": profiles, "shared": {"frames": [_frame(k) for k in frames]}}
+               "profiles": profiles, "shared": {"frames": [speedscope_frame(k) for k in frames]}}
         json.dump(doc, out)
         out.write("\n")
         return f"2 profiles, {len(frames):,} frames"

@@ -25,11 +25,12 @@ from typing import IO, Any
 from psrec.format import constants as C
 from psrec.format.version import psrec_version
 
+from .common import WAITS, check_waits, raise_no_waits
 from .engine import timeline_of
 from .model import NO_STACK, TRUNCATED_KEY, Runs
 from .profile import Profile
 from .registry import Option, Reporter, register
-from .reporters import WAITS
+from .tasks import await_stacks
 from .view import MODES, gil_wait_unknown, short_command
 from .walks import TrieOrder
 
@@ -179,9 +180,6 @@ def build(p: Profile, tr: Tracks | None = None, tasks_waiting: bool = False
     if tasks_waiting:
         # Each wait at its time, on its task's logical stack down to the await: the stacks
         # are in the logical stacks' trie, whose first nodes are the recording's own.
-        from .reporters import check_waits, raise_no_waits
-        from .tasks import await_stacks
-
         check_waits(p)
         logical, _, cut = await_stacks(p, times=waited)
         if not waited:

@@ -23,10 +23,11 @@ from array import array
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
-from psrec.format import _constants as FC
+from psrec.format import constants as FC
 from psrec.format.reader import Definitions
 
 from .model import batch_columns
+from .task_states import replay_task_states
 
 if TYPE_CHECKING:
     from psrec.format.merged import Readable
@@ -73,8 +74,6 @@ class LogicalStacks:
     def __init__(self, rec: Readable, defs: Definitions, parents: Any,
                  frames: Any,
                  events: list[tuple[int, int, int, int, int]]) -> None:
-        from .tasks import replay_task_states
-
         self._rec = rec  # for its budgets, and to warn
         self._defs = defs
         self.parents = array("I", parents)
@@ -300,7 +299,7 @@ class LogicalStacks:
         return fid
 
     def _new_frame(self, filename: str, name: str) -> int:
-        from psrec.format._model import Frame, Function
+        from psrec.format import Frame, Function
 
         fn = Function(self._next_function, filename, name, 0)
         self._defs.functions[fn.id] = fn

@@ -8,14 +8,14 @@ command that writes an output parses its command line or shows its help, not bef
 
 from __future__ import annotations
 
-from . import diff, firefox, page, parquet, pprof, reporters, speedscope, tasks
+from . import diff, firefox, page, parquet, pprof, reporters, speedscope, task_report
 from .registry import Reporter, registered
 from .registry import get as _get
 
 __all__ = ["BUILTIN", "get", "names", "offered"]
 
 # The built-in output modules, in the order a command lists its outputs' flags and options.
-BUILTIN = (reporters, tasks, page, speedscope, firefox, pprof, parquet, diff)
+BUILTIN = (reporters, task_report, page, speedscope, firefox, pprof, parquet, diff)
 _ORDER = {m.__name__: i for i, m in enumerate(BUILTIN)}
 
 

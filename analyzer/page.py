@@ -13,9 +13,9 @@ assets/report.js sums the cells of the selection.
 
 from __future__ import annotations
 
-import json
 import math
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,18 +23,17 @@ from psrec.format import constants as FC
 from psrec.format.mixed_stacks import marked_note
 from psrec.format.version import psrec_version
 
+from .common import format_seconds, render
 from .engine import Engine
 from .model import Column
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Option, Reporter, register
-from .reporters import format_seconds
-from .tasks import page_tasks
+from .tasks import await_chain, coroutine_label, selected_samples, task_waits
 from .view import MODE_HELP, MODES, gil_wait_unknown
 from .walks import TrieOrder
 
 __all__ = ["HtmlReporter", "page_data"]
 
-ASSETS = Path(__file__).resolve().parent / "assets"
 # Slices across the selected span: the timeline's columns and the brush's resolution.
 SLICES = 400
 # Timeline slices in a slice of the flame graph's cells, at least.
@@ -274,26 +273,109 @@ def _health(p: Profile) -> dict[str, Any]:
             "sample_errors": p.sample_errors, "native_marked": marked}
 
 
-_SCRIPT_SAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+# The most tasks the HTML page lists one by one: beyond it, the tasks that ran least share
+# one row.
+MAX_TASK_ROWS = 10_000
 
 
-def render(data: dict[str, Any], template: str = "report.html",
-           script: str = "report.js") -> str:
-    """A page: an HTML template with the shared style and scripts, its own script and its data
-    inline (no network at view time)."""
-    page = (ASSETS / template).read_text(encoding="utf-8")
-    # Names come from the profiled program: "</script" would end the element early and
-    # "<!--<script" would make the parser swallow the rest of the page. With <, > and & written
-    # as JSON escapes no name can change how the page parses, and each parses back the same.
-    # (U+2028 and U+2029 too, which some JavaScript parsers take for line ends.)
-    blob = json.dumps(data, separators=(",", ":")).translate(_SCRIPT_SAFE)
-    title = data["title"].replace("&", "&amp;").replace("<", "&lt;")
-    code = "\n".join((ASSETS / name).read_text(encoding="utf-8") for name in ("common.js", script))
-    # The data goes in last, so that nothing in it is taken for a placeholder.
-    return (page.replace("<!--TITLE-->", title)
-            .replace("/*STYLE*/", (ASSETS / "report.css").read_text(encoding="utf-8"))
-            .replace("/*SCRIPT*/", code)
-            .replace("/*DATA*/", blob))
+def page_tasks(profile: Profile, cell_ticks: int, base: int,
+               row_of: Callable[[int], int]) -> dict[str, Any] | None:
+    """The HTML page's tasks (None for a recording without any): each task's label and
+    coroutine, and per (cell slice, thread row, task) of the view's samples of threads that
+    ran a task, their count, wall time (ticks, as the page's cells) and CPU ticks, and the
+    wall ticks the task waited then (suspended or ready: task_waits' time, spread evenly over
+    the time it was charged for, on the row of the thread that ran the task most, or of a
+    thread of its process that ran tasks); task 0 is the loops' own time. Cells are
+    cell_ticks long, numbered from the one holding tick base * cell_ticks; row_of gives a
+    thread's row."""
+    tasks = profile.defs.tasks
+    if not tasks:
+        return None
+    by_count = profile.view.weights == "count"
+    cells: dict[tuple[int, int, int], list[float]] = {}
+    ran: set[int] = set()
+    per_task: dict[int, int] = {}
+    threads_of: dict[int, dict[int, int]] = {}  # task -> thread -> samples
+    for ts, ref, task, weight, cpu in selected_samples(profile):
+        if task:
+            ran.add(ref)
+            per_task[task] = per_task.get(task, 0) + 1
+            by = threads_of.setdefault(task, {})
+            by[ref] = by.get(ref, 0) + 1
+        c = cells.setdefault((max(0, ts) // cell_ticks - base, ref, task), [0, 0, 0, 0])
+        c[0] += 1
+        c[1] += profile.interval_ticks if by_count else weight
+        c[2] += cpu
+    loops_of: dict[int, int] = {}  # pid -> a thread of it that ran tasks
+    for ref in sorted(ran):
+        t = profile.threads.get(ref)
+        if t is not None:
+            loops_of.setdefault(t.pid, ref)
+    waited: dict[int, int] = {}
+    sites: dict[tuple[int, int], int] = {}  # (state, coroutines' node) -> its index
+    at: dict[tuple[int, int, int], float] = {}  # (cell slice, thread, site) -> ticks
+    for task, w in task_waits(profile, spans=True).items():
+        ran_on = threads_of.get(task)
+        info = tasks.get(task)
+        row = (max(ran_on, key=ran_on.__getitem__) if ran_on else
+               loops_of.get(info.pid) if info is not None else None)
+        if row is None:
+            continue  # its loop's thread is not in the view
+        for a, b, n, (state, node, _) in w.spans or ():
+            waited[task] = waited.get(task, 0) + n
+            site = sites.setdefault((state, node), len(sites))
+            c0 = max(0, a) // cell_ticks
+            while True:
+                lo, hi = c0 * cell_ticks, (c0 + 1) * cell_ticks
+                part = n * (min(b, hi) - max(a, lo)) / (b - a)
+                cells.setdefault((c0 - base, row, task), [0, 0, 0, 0])[3] += part
+                key = (c0 - base, row_of(row), site)
+                at[key] = at.get(key, 0.0) + part
+                if hi >= b:
+                    break
+                c0 += 1
+    ordered = sorted(set(per_task) | set(waited),
+                     key=lambda t: (-per_task.get(t, 0), -waited.get(t, 0), t))
+    listed = ordered[:MAX_TASK_ROWS]
+    index = {tid: i + 1 for i, tid in enumerate(listed)}  # 0: no task
+    coroutines: dict[str, int] = {"": 0}
+    rows: list[list[Any]] = [["<no task>", 0, 0]]
+    for tid in listed:
+        t = tasks.get(tid)
+        where = coroutine_label(t) if t and t.coroutine else ""
+        rows.append([t.label if t else f"<task {tid}, not defined>",
+                     coroutines.setdefault(where, len(coroutines)), tid])
+    others = len(ordered) - len(listed)
+    if others:
+        rows.append([f"{others:,} other tasks", 0, -1])
+    merged: dict[tuple[int, int, int], list[float]] = {}
+    for (sl, ref, task), c in cells.items():
+        if ref not in ran:
+            continue  # a thread that never ran a task: no event loop's
+        k = index.get(task, len(rows) - 1) if task else 0
+        m = merged.setdefault((sl, row_of(ref), k), [0, 0, 0, 0])
+        for i in range(4):
+            m[i] += c[i]
+    keys = sorted(merged)
+    at_keys = sorted(at)
+    return {
+        # [label, coroutine (an index in coroutines), TASK id (0: none, -1: the others)]
+        "rows": rows,
+        # Coroutines as "function (file:first line)"; "" where not known.
+        "coroutines": list(coroutines),
+        "cells": {"s": [k[0] for k in keys], "t": [k[1] for k in keys],
+                  "k": [k[2] for k in keys], "n": [int(merged[k][0]) for k in keys],
+                  "wall": [int(merged[k][1]) for k in keys],
+                  "cpu": [int(merged[k][2]) for k in keys],
+                  "wait": [round(merged[k][3]) for k in keys]},
+        # Where the tasks waited: each await (its coroutines down to it, and whether the task
+        # was ready rather than suspended), and its wall ticks per (cell slice, thread row).
+        "sites": [await_chain(profile, node) + ("" if state == FC.TASK_SUSPENDED else
+                                                  "  (ready, waiting for its loop)")
+                  for (state, node) in sites],
+        "site_cells": {"s": [k[0] for k in at_keys], "t": [k[1] for k in at_keys],
+                       "k": [k[2] for k in at_keys], "wait": [round(at[k]) for k in at_keys]},
+    }
 
 
 @register

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from psrec.format import PsrecError
 from psrec.format import constants as C
 from psrec.format.writer import Output, is_stream, write_failed
 
+from .common import WAITS, check_waits, raise_no_waits
 from .profile import Profile
 from .registry import Length, Option, Reporter, default_output, register
-from .reporters import WAITS
-
-if TYPE_CHECKING:
-    from .tasks import WaitSpan
+from .tasks import WaitSpan, await_stacks, wait_spans
 from .view import ViewUsageError
 
 __all__ = ["PprofExporter", "build", "write_windows"]
@@ -245,8 +243,6 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
     if waits is not None:
         # The tasks' waiting time: samples of wall time only, on each task's logical stack
         # down to its await, labelled with the task and its state (suspended or ready).
-        from .tasks import await_stacks
-
         stacks, ticks, _ = await_stacks(p, None if sl is None else lo,
                                         None if sl is None else hi, spans=waits)
         for node, n in sorted(ticks.items()):
@@ -314,9 +310,6 @@ def _waits(p: Profile, options: dict[str, Any]) -> tuple[list[WaitSpan] | None, 
     what the summary says of them (None: not asked for)."""
     if not options.get("waits"):
         return None, ""
-    from .reporters import check_waits, raise_no_waits
-    from .tasks import await_stacks, wait_spans
-
     check_waits(p)
     spans = wait_spans(p)
     _, ticks, cut = await_stacks(p, spans=spans)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import marshal
 from collections import defaultdict
-from typing import IO, Any, NoReturn
+from typing import IO, Any
 
 from psrec.format.text import printable
 
+from .common import LIMIT, WAITS, check_waits, format_seconds, location, raise_no_waits
 from .profile import FrameKey, Profile
 from .registry import Length, Option, Reporter, register
-from .view import gil_wait_unknown
+from .tasks import await_stacks
+from .view import ViewUsageError, gil_wait_unknown
 from .walks import SliceSums, Totals
 
 __all__ = [
@@ -25,21 +27,6 @@ __all__ = [
 ]
 
 SORT_KEYS = ("own", "total", "own-samples", "total-samples", "name", "file")
-
-
-def format_seconds(s: float) -> str:
-    if s >= 100:
-        return f"{s:,.1f}s"
-    if s >= 1:
-        return f"{s:.3f}s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.2f}ms"
-    return f"{s * 1e6:.0f}us"
-
-
-def location(k: FrameKey) -> str:
-    shown: str = printable(f"{k.filename}:{k.line}({k.name})")
-    return shown
 
 
 def function_totals(profile: Profile, thread: int | None = None) -> dict[FrameKey, Totals]:
@@ -61,10 +48,9 @@ def _sorted(totals: dict[FrameKey, Totals], sort: str) -> list[tuple[FrameKey, T
     return items
 
 
-# Options of `psrec report` these outputs read (the diff table reads LIMIT too).
+# Options of `psrec report` these outputs read (and common.LIMIT).
 SORT = Option(("--sort",), choices=("own", "total", "own-samples", "total-samples", "name",
                                     "file"), default="own", help="Table order.")
-LIMIT = Option(("-l", "--limit"), minimum=0, default=25, help="Rows to show (0: all).")
 PER_THREAD = Option(("--per-thread",),
                     help="Table: one table per thread. Collapsed: a thread root frame on every "
                          "stack. pstats: a root function per thread, under one <all threads> "
@@ -220,16 +206,6 @@ def collapsed_frame(k: FrameKey) -> str:
     return collapsed_name(f"{k.name} ({k.filename}:{k.line})")
 
 
-WAITS = Option(("--waits",),
-               help="Where the asyncio tasks waited (the task snapshots): each task's wall "
-                    "time suspended at an await (or ready for its loop) under its --logical "
-                    "stack, its coroutines down to the await, then what it awaited (`awaits "
-                    "Future (<await>:0)`). Collapsed: these stacks instead of the samples, in "
-                    "microseconds. speedscope: one more profile of them. pprof: samples of "
-                    "wall time more, labelled task and task_state (suspended, ready). "
-                    "Firefox: one more track, each wait at its time.")
-
-
 @register
 class CollapsedReporter(Reporter):
     name = "collapsed"
@@ -275,30 +251,9 @@ class CollapsedReporter(Reporter):
         return f"{len(counts):,} stacks, {sum(counts.values()):,} {unit}"
 
 
-def check_waits(profile: Profile) -> None:
-    """--waits' view: wall time (ViewUsageError otherwise)."""
-    from .view import ViewUsageError
-
-    if profile.view.mode != "wall":
-        raise ViewUsageError(f"--waits: waiting is wall time, not --mode {profile.view.mode}'s",
-                             help="leave out --mode, or give --mode wall")
-
-
-def raise_no_waits(profile: Profile) -> NoReturn:
-    from .view import SelectionError
-
-    raise SelectionError(
-        f"--waits: no asyncio task of {profile.path} waited in the view (it has no task "
-        "snapshots, or its tasks did not wait)",
-        help="psrec report --tasks shows its tasks; leave out --waits for where they ran")
-
-
 def _write_waits(profile: Profile, out: IO[Any], per_thread: bool) -> str:
     """`--collapsed --waits`: the tasks' waiting time by logical stack (tasks.await_stacks),
     in integer microseconds."""
-    from .tasks import await_stacks
-    from .view import ViewUsageError
-
     if per_thread:
         raise ViewUsageError("--waits: the time tasks waited is no thread's time",
                              help="leave out --per-thread (each task's stack starts at the "

@@ -11,17 +11,19 @@ from typing import IO, Any
 
 from psrec.format.version import psrec_version
 
+from .common import (
+    SCHEMA_URL,
+    SPEEDSCOPE_UNITS,
+    WAITS,
+    check_waits,
+    raise_no_waits,
+    speedscope_frame,
+)
 from .profile import FrameKey, Profile
 from .registry import Option, Reporter, register
-from .reporters import WAITS, raise_no_waits
+from .tasks import await_stacks
 
 __all__ = ["SCHEMA_URL", "SpeedscopeExporter", "check_consistency"]
-
-SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
-
-_UNITS = {1: "nanoseconds", 1000: "microseconds", 1_000_000: "milliseconds",
-          1_000_000_000: "seconds"}
-
 
 @register
 class SpeedscopeExporter(Reporter):
@@ -39,8 +41,8 @@ class SpeedscopeExporter(Reporter):
         waits = _waits(profile) if self.options.get("waits") else None
         timelines = profile.timelines
         assert timelines is not None
-        unit = _UNITS.get(profile.tick_ns, "nanoseconds")
-        scale = 1 if profile.tick_ns in _UNITS else profile.tick_ns
+        unit = SPEEDSCOPE_UNITS.get(profile.tick_ns, "nanoseconds")
+        scale = 1 if profile.tick_ns in SPEEDSCOPE_UNITS else profile.tick_ns
         if profile.view.weights == "count":
             kind = "count"
         elif profile.cpu_weighted:
@@ -85,7 +87,7 @@ class SpeedscopeExporter(Reporter):
         if waits is not None:
             said = _write_waits(waits, out, keys, unit, scale, nprofiles)
             nprofiles += 1
-        frames = [_frame(k) for k in keys]
+        frames = [speedscope_frame(k) for k in keys]
         out.write('], "shared": {"frames": ')
         out.write(json.dumps(frames))
         out.write("}}\n")
@@ -101,9 +103,6 @@ def _waits(profile: Profile) -> tuple[list[tuple[list[FrameKey], int]], bool]:
     """--waits: the tasks' waiting time by logical stack down to the await
     (tasks.await_stacks), as (report keys root first, ticks); and whether the budget of
     logical nodes cut them short. Raises SelectionError where no task waited."""
-    from .reporters import check_waits
-    from .tasks import await_stacks
-
     check_waits(profile)
     logical, ticks, cut = await_stacks(profile)
     if not ticks:
@@ -135,13 +134,6 @@ def _write_waits(waits: tuple[list[tuple[list[FrameKey], int]], bool], out: IO[A
     out.write(json.dumps(samples) + ', "weights": ' + json.dumps(weights) + "}")
     note = ", cut at the budget of frames of logical stacks" if cut else ""
     return f"; {WAITS_PROFILE}: {len(samples):,} stacks{note}"
-
-
-def _frame(k: FrameKey) -> dict[str, Any]:
-    f: dict[str, Any] = {"name": k.name, "file": k.filename}
-    if k.line > 0:
-        f["line"] = k.line
-    return f
 
 
 def check_consistency(doc: dict[str, Any]) -> list[str]:

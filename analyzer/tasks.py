@@ -1,6 +1,8 @@
 """asyncio tasks in a recording (format 1.4): which task each thread ran at each sample, summed
 per task and per coroutine under the view; where each task waited, from the recording's task
-snapshots; and `psrec report --tasks`, their tables.
+snapshots; and how a task and the await it waits at are named. The outputs read these:
+`psrec report --tasks` (task_report.py), the HTML page's tasks (page.py), and every output's
+`--waits` (await_stacks). The task snapshots themselves are replayed in task_states.py.
 
 A sample's task is the TASK its thread was running (spec 3.1 and 4, PASS_TASKS); a sample of
 a thread that runs an event loop but no task at that moment (the loop polls, or runs
@@ -13,22 +15,21 @@ ready and waiting for its loop) is the time the task snapshots kept it in that s
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
 
 from psrec.format import TaskInfo
-from psrec.format import _constants as FC
+from psrec.format import constants as FC
 from psrec.format.text import printable
 
 from .logical import LogicalStacks
 from .model import batch_columns
 from .profile import Profile
-from .registry import Option, Reporter, register
-from .reporters import format_seconds
+from .task_states import Stretch, replay_task_states
 
-__all__ = ["TaskSums", "TaskWaits", "task_sums", "task_waits", "replay_task_states",
-           "await_stacks", "wait_spans", "page_tasks", "TasksReporter"]
+__all__ = ["AWAIT_CHAIN_FRAMES", "TaskSums", "TaskWaits", "WaitSpan", "await_chain",
+           "await_stacks", "coroutine_label", "replay_task_states", "selected_samples",
+           "task_sums", "task_waits", "wait_spans"]
 
 
 @dataclass
@@ -43,7 +44,7 @@ class TaskSums:
     last_ts: int = -1
 
 
-def _selected(profile: Profile) -> Iterator[tuple[int, int, int, int, int]]:
+def selected_samples(profile: Profile) -> Iterator[tuple[int, int, int, int, int]]:
     """(ts, thread ref, task, weight, cpu) of each sample the view selects: one more read of
     the recording."""
     sel = profile.selection
@@ -63,7 +64,7 @@ def task_sums(profile: Profile) -> dict[int, TaskSums]:
     recording."""
     out: dict[int, TaskSums] = {}
     loops: dict[int, TaskSums] = {}  # per thread: its samples outside tasks
-    for ts, ref, task, weight, cpu in _selected(profile):
+    for ts, ref, task, weight, cpu in selected_samples(profile):
         s = out.get(task) if task else loops.get(ref)
         if s is None:
             s = out[task] = TaskSums() if task else loops.setdefault(ref, TaskSums())
@@ -114,64 +115,6 @@ class TaskWaits:
             if state == FC.TASK_SUSPENDED:
                 out[waits] = out.get(waits, 0) + ticks
         return out
-
-
-# A task's state as a snapshot gave it: state, what it waits on, its coroutines, the tasks it
-# waits on.
-_State = tuple[int, int, int, tuple[int, ...]]
-# One stretch of a task in one state: (task, state, waits, node, awaits, start, end, seen):
-# from the snapshot that gave the state (start) to the one that changed it (end); seen is the
-# last snapshot that saw it in that state (the change came between seen and end).
-Stretch = tuple[int, int, int, int, tuple[int, ...], int, int, int]
-
-
-def replay_task_states(events: list[tuple[int, int, int, int, int]]) -> Iterator[Stretch]:
-    """The task snapshots of a recording's events (TASK_SNAPSHOT, TASK_STATE, TASK_AWAITS:
-    spec 4.3), as the stretches of time each task spent in one state: a state holds from the
-    snapshot that gave it until the next that changed it, a full snapshot ends the tasks of its
-    process it does not name, and every state ends at its process's last snapshot."""
-    now: dict[int, dict[int, tuple[_State, int]]] = {}  # pid -> task -> (state, since)
-    last: dict[int, int] = {}  # pid -> its last snapshot's time
-    # [pid, ts, full, since, [(task, state, waits, node, [awaits])]]
-    snap: list[Any] | None = None
-
-    def apply(snap: list[Any]) -> Iterator[Stretch]:
-        pid, ts, full, since, changes = snap
-        seen = ts - since if 0 < since <= ts else ts
-        tasks = now.setdefault(pid, {})
-        for task, state, waits, node, awaits in changes:
-            new: _State = (state, waits, node, tuple(awaits))
-            old = tasks.get(task)
-            if old is not None and old[0] == new:
-                continue  # restated as it was (a chunk's full snapshot)
-            if old is not None:
-                yield (task, *old[0], old[1], ts, max(old[1], seen))
-            if state == FC.TASK_ENDED:
-                tasks.pop(task, None)
-            else:
-                tasks[task] = (new, ts)
-        if full:
-            named = {c[0] for c in changes}
-            for task in [t for t in tasks if t not in named]:
-                state_, start = tasks.pop(task)
-                yield (task, *state_, start, ts, max(start, seen))
-
-    for rtype, ts, a, b, c in events:
-        if rtype == FC.REC_TASK_STATE and snap is not None:
-            snap[4].append((a, b & 3, b >> 2, c, []))
-        elif rtype == FC.REC_TASK_AWAITS and snap is not None and snap[4]:
-            snap[4][-1][4].append(b)
-        elif rtype == FC.REC_TASK_SNAPSHOT:
-            if snap is not None:
-                yield from apply(snap)
-            snap = [a, ts, b, c, []]
-            last[a] = max(ts, last.get(a, ts))
-    if snap is not None:
-        yield from apply(snap)
-    for pid, tasks in now.items():
-        end = last.get(pid, 0)
-        for task, (state_, start) in tasks.items():
-            yield (task, *state_, start, max(end, start), max(end, start))
 
 
 def task_waits(profile: Profile, spans: bool = False) -> dict[int, TaskWaits]:
@@ -377,222 +320,16 @@ def await_stacks(profile: Profile, lo: int | None = None, hi: int | None = None,
     return logical, out, cut
 
 
-# The most tasks the HTML page lists one by one: beyond it, the tasks that ran least share
-# one row.
-MAX_TASK_ROWS = 10_000
-
-
-def page_tasks(profile: Profile, cell_ticks: int, base: int,
-               row_of: Callable[[int], int]) -> dict[str, Any] | None:
-    """The HTML page's tasks (None for a recording without any): each task's label and
-    coroutine, and per (cell slice, thread row, task) of the view's samples of threads that
-    ran a task, their count, wall time (ticks, as the page's cells) and CPU ticks, and the
-    wall ticks the task waited then (suspended or ready: task_waits' time, spread evenly over
-    the time it was charged for, on the row of the thread that ran the task most, or of a
-    thread of its process that ran tasks); task 0 is the loops' own time. Cells are
-    cell_ticks long, numbered from the one holding tick base * cell_ticks; row_of gives a
-    thread's row."""
-    tasks = profile.defs.tasks
-    if not tasks:
-        return None
-    by_count = profile.view.weights == "count"
-    cells: dict[tuple[int, int, int], list[float]] = {}
-    ran: set[int] = set()
-    per_task: dict[int, int] = {}
-    threads_of: dict[int, dict[int, int]] = {}  # task -> thread -> samples
-    for ts, ref, task, weight, cpu in _selected(profile):
-        if task:
-            ran.add(ref)
-            per_task[task] = per_task.get(task, 0) + 1
-            by = threads_of.setdefault(task, {})
-            by[ref] = by.get(ref, 0) + 1
-        c = cells.setdefault((max(0, ts) // cell_ticks - base, ref, task), [0, 0, 0, 0])
-        c[0] += 1
-        c[1] += profile.interval_ticks if by_count else weight
-        c[2] += cpu
-    loops_of: dict[int, int] = {}  # pid -> a thread of it that ran tasks
-    for ref in sorted(ran):
-        t = profile.threads.get(ref)
-        if t is not None:
-            loops_of.setdefault(t.pid, ref)
-    waited: dict[int, int] = {}
-    sites: dict[tuple[int, int], int] = {}  # (state, coroutines' node) -> its index
-    at: dict[tuple[int, int, int], float] = {}  # (cell slice, thread, site) -> ticks
-    for task, w in task_waits(profile, spans=True).items():
-        ran_on = threads_of.get(task)
-        info = tasks.get(task)
-        row = (max(ran_on, key=ran_on.__getitem__) if ran_on else
-               loops_of.get(info.pid) if info is not None else None)
-        if row is None:
-            continue  # its loop's thread is not in the view
-        for a, b, n, (state, node, _) in w.spans or ():
-            waited[task] = waited.get(task, 0) + n
-            site = sites.setdefault((state, node), len(sites))
-            c0 = max(0, a) // cell_ticks
-            while True:
-                lo, hi = c0 * cell_ticks, (c0 + 1) * cell_ticks
-                part = n * (min(b, hi) - max(a, lo)) / (b - a)
-                cells.setdefault((c0 - base, row, task), [0, 0, 0, 0])[3] += part
-                key = (c0 - base, row_of(row), site)
-                at[key] = at.get(key, 0.0) + part
-                if hi >= b:
-                    break
-                c0 += 1
-    ordered = sorted(set(per_task) | set(waited),
-                     key=lambda t: (-per_task.get(t, 0), -waited.get(t, 0), t))
-    listed = ordered[:MAX_TASK_ROWS]
-    index = {tid: i + 1 for i, tid in enumerate(listed)}  # 0: no task
-    coroutines: dict[str, int] = {"": 0}
-    rows: list[list[Any]] = [["<no task>", 0, 0]]
-    for tid in listed:
-        t = tasks.get(tid)
-        where = _coroutine(t) if t and t.coroutine else ""
-        rows.append([t.label if t else f"<task {tid}, not defined>",
-                     coroutines.setdefault(where, len(coroutines)), tid])
-    others = len(ordered) - len(listed)
-    if others:
-        rows.append([f"{others:,} other tasks", 0, -1])
-    merged: dict[tuple[int, int, int], list[float]] = {}
-    for (sl, ref, task), c in cells.items():
-        if ref not in ran:
-            continue  # a thread that never ran a task: no event loop's
-        k = index.get(task, len(rows) - 1) if task else 0
-        m = merged.setdefault((sl, row_of(ref), k), [0, 0, 0, 0])
-        for i in range(4):
-            m[i] += c[i]
-    keys = sorted(merged)
-    at_keys = sorted(at)
-    return {
-        # [label, coroutine (an index in coroutines), TASK id (0: none, -1: the others)]
-        "rows": rows,
-        # Coroutines as "function (file:first line)"; "" where not known.
-        "coroutines": list(coroutines),
-        "cells": {"s": [k[0] for k in keys], "t": [k[1] for k in keys],
-                  "k": [k[2] for k in keys], "n": [int(merged[k][0]) for k in keys],
-                  "wall": [int(merged[k][1]) for k in keys],
-                  "cpu": [int(merged[k][2]) for k in keys],
-                  "wait": [round(merged[k][3]) for k in keys]},
-        # Where the tasks waited: each await (its coroutines down to it, and whether the task
-        # was ready rather than suspended), and its wall ticks per (cell slice, thread row).
-        "sites": [_await_chain(profile, node) + ("" if state == FC.TASK_SUSPENDED else
-                                                  "  (ready, waiting for its loop)")
-                  for (state, node) in sites],
-        "site_cells": {"s": [k[0] for k in at_keys], "t": [k[1] for k in at_keys],
-                       "k": [k[2] for k in at_keys], "wait": [round(at[k]) for k in at_keys]},
-    }
-
-
-def _coroutine(t: TaskInfo) -> str:
+def coroutine_label(t: TaskInfo) -> str:
     f = t.coroutine
     return f"{f.name} ({f.filename}:{f.first_line})" if f else "<coroutine not known>"
-
-
-@register
-class TasksReporter(Reporter):
-    name = "tasks"
-    description = ("asyncio tasks by the time threads ran them, then grouped by the coroutine "
-                   "they were created with")
-    flag = Option(("--tasks",), help="asyncio tasks by the time threads ran them (recordings of "
-                                     "asyncio programs), then grouped by their coroutine.")
-    reads = (Option(("-l", "--limit"), "Rows to show (0: all).", minimum=0, default=25),)
-
-    def write(self, profile: Profile, out: IO[Any]) -> str | None:
-        limit = int(self.options.get("limit", 25))
-        tasks = profile.defs.tasks
-        w = out.write
-        w(f"psrec report --tasks: {profile.describe()}\n")
-        if not tasks:
-            options = profile.metadata.get("options") or {}
-            why = ("it was recorded with --no-tasks" if options.get("tasks") is False else
-                   "no thread ran an asyncio task while it was recorded")
-            w(f"No asyncio tasks: {why}.\n")
-            return None
-        sums = task_sums(profile)
-        waits = task_waits(profile)
-        run = {tid: profile.value(s.samples, s.weight, s.cpu) for tid, s in sums.items()}
-        total = sum(run.values()) or 1
-        w("Time a thread ran each task (estimated from the samples; % of the time threads ran "
-          "tasks or their event loops' own work, <no task>)")
-        if any(e[0] == FC.REC_TASK_SNAPSHOT for e in profile.events):
-            w(", and the wall time it waited (from the task snapshots): suspended at an await, "
-              "or ready to run and waiting for its event loop")
-        else:
-            w(". The recording has no task snapshots, so no waiting time")
-        w(".\n\n")
-        w(f"{'samples':>9} {'%':>7} {'running':>10} {'suspended':>10} {'ready':>10}  task\n")
-        none = TaskWaits()
-
-        def life(tid: int) -> int:
-            t = waits.get(tid, none)
-            return run.get(tid, 0) + t.suspended + t.ready
-
-        rows = sorted(set(sums) | set(waits), key=lambda tid: (-life(tid), tid))
-        shown = rows if limit <= 0 else rows[:limit]
-        for tid in shown:
-            s = sums.get(tid) or TaskSums()
-            t = waits.get(tid, none)
-            v = run.get(tid, 0)
-            w(f"{s.samples:>9,} {100 * v / total:>6.2f}% {format_seconds(profile.seconds(v)):>10} "
-              f"{_secs(profile, t.suspended):>10} {_secs(profile, t.ready):>10}  "
-              f"{self._label(tasks, tid)}\n")
-        if len(rows) > len(shown):
-            w(f"... {len(rows) - len(shown):,} more (use -l 0 to show all)\n")
-        if waits:
-            self._sites(profile, waits, limit, out)
-        # All the tasks of one coroutine together (every handle_request task).
-        by_coro: dict[str, list[int]] = {}
-        for tid in set(sums) | set(waits):
-            if tid and tid in tasks:
-                key = _coroutine(tasks[tid])
-                acc = by_coro.setdefault(key, [0, 0, 0, 0])
-                s = sums.get(tid) or TaskSums()
-                acc[0] += s.samples
-                acc[1] += run.get(tid, 0)
-                acc[2] += waits[tid].suspended if tid in waits else 0
-                acc[3] += 1
-        w(f"\nBy coroutine:\n{'samples':>9} {'%':>7} {'running':>10} {'suspended':>10} "
-          f"{'tasks':>7}  coroutine\n")
-        for key, (n, v, susp, count) in sorted(by_coro.items(),
-                                               key=lambda kv: -(kv[1][1] + kv[1][2])):
-            w(f"{n:>9,} {100 * v / total:>6.2f}% {format_seconds(profile.seconds(v)):>10} "
-              f"{_secs(profile, susp):>10} {count:>7,}  {printable(key)}\n")
-        return None
-
-    @staticmethod
-    def _label(tasks: dict[int, TaskInfo], tid: int) -> str:
-        if tid == 0:
-            return "<no task>"
-        t = tasks.get(tid)
-        return f"{printable(t.label)} [{_coroutine(t)}]" if t else f"<task {tid}, not defined>"
-
-    @staticmethod
-    def _sites(profile: Profile, waits: dict[int, TaskWaits], limit: int, out: IO[Any]) -> None:
-        """Where the tasks waited: each await, as the coroutines down to it, with the time
-        tasks spent there and how many tasks waited there."""
-        sites: dict[tuple[int, int], list[Any]] = {}  # (state, node) -> [ticks, tasks]
-        for tid, t in waits.items():
-            for (state, node, _), ticks in t.sites.items():
-                site = sites.setdefault((state, node), [0, set()])
-                site[0] += ticks
-                site[1].add(tid)
-        rows = sorted(sites.items(), key=lambda kv: -kv[1][0])
-        shown = rows if limit <= 0 else rows[:limit]
-        w = out.write
-        w(f"\nWhere the tasks waited (wall time, summed over tasks; each await as the "
-          f"coroutines down to it):\n{'waiting':>10} {'tasks':>7}  at\n")
-        for (state, node), (ticks, tids) in shown:
-            what = "" if state == FC.TASK_SUSPENDED else "  (ready, waiting for its loop)"
-            w(f"{_secs(profile, ticks):>10} {len(tids):>7,}  {_await_chain(profile, node)}"
-              f"{what}\n")
-        if len(rows) > len(shown):
-            w(f"... {len(rows) - len(shown):,} more (use -l 0 to show all)\n")
 
 
 # The coroutines an await site shows, innermost last (the outer ones as "...").
 AWAIT_CHAIN_FRAMES = 3
 
 
-def _await_chain(profile: Profile, node: int) -> str:
+def await_chain(profile: Profile, node: int) -> str:
     """A task's coroutines down to the await it waits at: 'handle (app.py:40) > sleep
     (tasks.py:665)'."""
     frames = profile.defs.frames
@@ -609,5 +346,3 @@ def _await_chain(profile: Profile, node: int) -> str:
     return printable(head + " > ".join(parts)) if parts else "<not started>"
 
 
-def _secs(profile: Profile, ticks: int) -> str:
-    return format_seconds(profile.seconds(ticks)) if ticks else "-"

@@ -3,8 +3,8 @@
 FLEET_FILES synthetic recordings of FLEET_SAMPLES thread-samples each (figure 6's generator,
 a host and a seed each; cached beside the others), written as one Parquet dataset by `psrec
 export --parquet` (every recording of a folder, one process a CPU), then the fleet question
-of the README (the functions that took the most CPU on each host) asked of it in DuckDB; and
-`psrec report` of the folder, its recordings read as one (spec section 11).
+of docs/commands.md (the functions that took the most CPU on each host) asked of it in
+DuckDB; and `psrec report` of the folder, its recordings read as one (spec section 11).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
   100 Hz (its default then) and 1 kHz, beside py-spy and Austin at the same rates;
 - one long recording at 1 kHz on threads.py, held at its size bound (--max-size 1M) or its
   time bound (BOUNDS) for PSREC_BENCH_KEEP_S seconds (600 by default, 60 with --quick; the
-  README's come from 3600): the recorder's RSS sampled every 5 s, the file's size every
-  second, and what the file covers when it ends;
+  figures pasted in docs/performance.md come from 3600): the recorder's RSS sampled every
+  5 s, the file's size every second, and what the file covers when it ends;
 - a 10 s window read from a recording of one hour and 100 M thread-samples (synthetic, cached
   beside the others): `psrec report --from 1800 --to 1810`, start-up included.
 """

@@ -14,15 +14,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from browser import npm_package
+from click.testing import CliRunner
 from psrec.analyzer.profile import Profile, View
 from psrec.cli import main
 from rec_live import one_python, record, target
@@ -106,7 +102,6 @@ def test_profiler_shows_where_tasks_waited(tmp_path: Path) -> None:
     """export --firefox --waits: one more track, the asyncio tasks' waits, each on its task's
     logical stack down to the await, weighing its time: the profiler's own totals are
     `report --collapsed --waits`'s (tests/unit/test_logical_stacks.py's recording)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
     from psrec.analyzer.firefox import WAITS_TRACK
     from test_logical_stacks import recording
 

@@ -12,18 +12,13 @@ from __future__ import annotations
 import html
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyzer_synth import BUSY, MAIN, Synth
 from browser import render, screenshot
+from click.testing import CliRunner
 from psrec.cli import main
 from psrec.format import _constants as C
 from rec_live import one_python, record, target

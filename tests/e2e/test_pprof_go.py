@@ -11,13 +11,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from psrec.analyzer.profile import Profile, View
 from psrec.analyzer.reporters import function_totals
 from psrec.cli import main

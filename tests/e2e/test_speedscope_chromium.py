@@ -15,16 +15,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyzer_synth import BUSY, MAIN, Synth
 from browser import render_until
 from psrec.cli import main

@@ -7,7 +7,6 @@ install has no native recorder or the interpreter running them is not one psrec 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 import subprocess
@@ -25,15 +24,6 @@ WORKLOADS = Path(__file__).resolve().parents[1] / "perf" / "workloads"
 PSREC = [sys.executable, "-m", "psrec"]
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="session")
-def recorder() -> None:
-    """Skips, saying why, where this install has no native recorder (a build without it),
-    checked here rather than guessed from a failed recording. A native recorder that is there
-    but does not load, or any other failure of `psrec record`, fails the test."""
-    if importlib.util.find_spec("psrec.recorder._recorder") is None:
-        pytest.skip("this install has no native recorder (psrec.recorder._recorder)")
 
 
 def record(tmp_path: Path, script: Path, rate: str, *args: str,

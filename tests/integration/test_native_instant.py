@@ -11,9 +11,7 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,19 +60,6 @@ def never_happened(stack: list[tuple[str, int]], caller: str, callee: str | None
     Python caller (it is reached only through C)."""
     return any(stack[i][0] == callee and stack[i - 1][0] == caller
                for i in range(1, len(stack)))
-
-
-@pytest.fixture
-def busy() -> Iterator[None]:
-    """A CPU-bound process per core, for as long as the test runs."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-             for _ in range(os.cpu_count() or 1)]
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait(timeout=10)
 
 
 def recorded(python: str, workload: str, tmp_path: Path, rate: str,

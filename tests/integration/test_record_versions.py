@@ -12,14 +12,11 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
+import gen_layout
 import pytest
 from rec_live import PROVISIONED, PYTHONS, ROOTS, TARGETS, _wait_line, collapsed, load, psrec, stop
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "native"))
-import gen_layout  # noqa: E402
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
 

@@ -334,7 +334,6 @@ def test_top_says_why_a_file_is_no_recording(tmp_path: Path) -> None:
 def test_top_shows_gil_waits_of_a_recording_that_knows_them(tmp_path: Path) -> None:
     # A recording as CPython 3.15 makes it, written with the format's own encoder: "waiter"
     # waits for the GIL in 2 of every 5 passes, while "holder" holds it.
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
     from analyzer_synth import BUSY, Synth
 
     known, requested = 0x40, 0x04  # GIL_REQUESTED_KNOWN, GIL_REQUESTED

@@ -10,15 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gen_layout
 import pytest
+from rec_live import PYTHONS, ROOTS, is_free_threaded, minor_of, target
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "integration"))
-from rec_live import PYTHONS, ROOTS, is_free_threaded, minor_of, target  # noqa: E402
-
-sys.path.insert(0, str(HERE))
-import gen_layout  # noqa: E402
-
 CPYTHON = HERE.parent.parent / "recorder" / "native" / "cpython"
 
 

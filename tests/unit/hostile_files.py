@@ -26,10 +26,7 @@ from pathlib import Path
 
 import msgpack
 import zstandard
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from format_helpers import (  # noqa: E402
+from format_helpers import (
     DEFAULT_METADATA,
     header,
     pack_trailer,

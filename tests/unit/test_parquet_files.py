@@ -17,8 +17,6 @@ import pytest
 
 pa = pytest.importorskip("pyarrow", reason="export --parquet needs pyarrow ('psrec[parquet]')")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import hostile_files as H  # noqa: E402
 from analyzer_synth import BUSY, MAIN, Synth  # noqa: E402
 from format_helpers import record, string_record, zigzag  # noqa: E402

@@ -32,9 +32,10 @@ from psrec.format import constants as C
 from psrec.format.merged import Source
 
 from .model import NO_STACK, FrameKey, batch_columns
+from .modes import GIL_WAIT, WALL
 from .profile import Profile
 from .tasks import TaskWaits, task_waits
-from .view import MODES, View, gil_wait_unknown
+from .view import View, gil_wait_unknown
 from .walks import Totals
 
 __all__ = ["FunctionRow", "Run", "Samples", "load"]
@@ -93,7 +94,7 @@ def _state(status: int, bit: int, unknown: int) -> int:
     return -1 if status & unknown else int(bool(status & bit))
 
 
-_WAIT_MASK, _WAIT_VALUE = MODES["gil-wait"]
+_WAIT_MASK, _WAIT_VALUE = GIL_WAIT.status_mask, GIL_WAIT.status_value
 
 
 def _waiting(status: int) -> int:
@@ -301,7 +302,7 @@ class Run:
         return f"{k.name} ({k.filename}:{k.line})"
 
 
-def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], mode: str = "wall",
+def load(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], mode: str = WALL.name,
          *, threads: str | int | Iterable[str | int] = (),
          tasks: str | int | Iterable[str | int] = (),
          pids: int | Iterable[int] = (), processes: str | Iterable[str] = (),

@@ -6,8 +6,8 @@ A command offers the outputs registered for it (Reporter.command), and takes: it
 compare); `--format NAME` where it has one; each output's flag
 and the options it reads (psrec.analyzer.registry.Option), each output's flag followed by those
 of its options not listed yet, in the order ``psrec.analyzer.outputs.offered`` gives; then the
-view options every such command shares (--mode's choices are analyzer.view.MODES), -o and
---force.
+view options every such command shares (--mode's choices are analyzer.modes.MODE_TABLE), -o
+and --force.
 
 A command builds them when click first asks for them (to parse its command line, or show its
 help), so that a psrec command line that writes no output loads no output module; it builds
@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .modes import MODE_TABLE
+
 if TYPE_CHECKING:
     from .registry import Option, Reporter
 
-__all__ = ["OutputCommand", "click_option", "command_options", "outputs_of"]
+__all__ = ["OutputCommand", "click_option", "command_options", "mode_option", "outputs_of"]
 
 
 def click_option(opt: Option) -> click.Option:
@@ -52,17 +54,22 @@ def command_options(outputs: dict[str, type[Reporter]]) -> list[Option]:
     return list(listed.values())
 
 
+def mode_option(help: str | None = None) -> tuple[list[str], dict[str, Any]]:
+    """--mode, one of the view modes (modes.MODE_TABLE; the first is the default): its
+    declarations and attributes, for click.Option or click.option. Its help says what each
+    mode keeps, unless given."""
+    names = [m.name for m in MODE_TABLE]
+    if help is None:
+        help = "; ".join(m.option_words for m in MODE_TABLE) + "."
+    return ["--mode"], {"type": click.Choice(names), "default": names[0], "show_default": True,
+                        "help": help}
+
+
 def _view_options() -> list[click.Option]:
     """The view options every command that writes an output shares, and -o and --force."""
-    from .view import MODES
-
+    decls, attrs = mode_option()
     return [
-        click.Option(["--mode"], type=click.Choice(list(MODES)), default="wall",
-                     show_default=True,
-                     help="wall: every sample; cpu: samples on a CPU, weighted by the CPU time "
-                          "they consumed where it was recorded; gil: samples holding the GIL; "
-                          "idle: samples off CPU; gil-wait: samples of threads waiting to take "
-                          "the GIL (recorded on CPython 3.15 and later)."),
+        click.Option(decls, **attrs),
         click.Option(["--thread", "threads"], multiple=True, metavar="ID|NAME",
                      help="Only this thread (OS or Python thread id, or name); repeatable."),
         click.Option(["--task", "task_specs"], multiple=True, metavar="NAME|COROUTINE|ID",

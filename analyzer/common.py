@@ -54,7 +54,7 @@ WAITS = Option(("--waits",),
 
 def check_waits(profile: Profile) -> None:
     """--waits' view: wall time (ViewUsageError otherwise)."""
-    if profile.view.mode != "wall":
+    if not profile.view.mode_record.every_sample:
         raise ViewUsageError(f"--waits: waiting is wall time, not --mode {profile.view.mode}'s",
                              help="leave out --mode, or give --mode wall")
 

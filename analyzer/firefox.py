@@ -28,10 +28,11 @@ from psrec.format.version import psrec_version
 from .common import WAITS, check_waits, raise_no_waits
 from .engine import timeline_of
 from .model import NO_STACK, TRUNCATED_KEY, Runs
+from .modes import GIL, GIL_WAIT, MODES
 from .profile import Profile
 from .registry import Option, Reporter, register
 from .tasks import await_stacks
-from .view import MODES, gil_wait_unknown, short_command
+from .view import gil_wait_unknown, short_command
 from .walks import TrieOrder
 
 __all__ = ["FirefoxExporter", "PROCESSED_VERSION", "build"]
@@ -70,21 +71,21 @@ def _queries(mode: str, markers: bool) -> dict[str, dict[str, Any]]:
     """The timelines the export draws, as named query fields: the view's samples in runs split
     where their CPU state changes; with markers, the runs holding the GIL and waiting for it
     (split wherever a sample was not)."""
-    mask, value = MODES[mode]
+    m = MODES[mode]
     out: dict[str, dict[str, Any]] = {"view": {
-        "status_mask": mask, "status_value": value, "cpu_view": mode == "cpu",
+        "status_mask": m.status_mask, "status_value": m.status_value, "cpu_view": m.weighs_cpu,
         "split_mask": _CPU_BITS}}
     if markers:
-        for name, marker_mode in (("gil", "gil"), ("wait", "gil-wait")):
-            mask, value = MODES[marker_mode]
-            out[name] = {"status_mask": mask, "status_value": value, "split_at_gaps": True}
+        for name, marker in (("gil", GIL), ("wait", GIL_WAIT)):
+            out[name] = {"status_mask": marker.status_mask, "status_value": marker.status_value,
+                         "split_at_gaps": True}
     return out
 
 
 def _markers(mode: str) -> bool:
     """GIL markers go over a view that is not itself a GIL state (every sample, or those on a
     CPU), where they say what the samples do not."""
-    return mode in ("wall", "cpu")
+    return MODES[mode].keeps_gil_state
 
 
 def tracks(p: Profile, markers: bool = True) -> Tracks:

@@ -56,7 +56,8 @@ def resolve(view: View, rec: Readable, defs: Definitions, engine: Engine) -> Sel
             f"--to ({view.end}) is not after --from ({view.start})",
             help="give a window whose end comes after its start",
         )
-    if view.mode == "gil-wait":
+    mode = view.mode_record
+    if mode.since is not None:  # gil-wait: known where the target says so
         unknown = gil_wait_unknown(rec.metadata)
         if unknown is not None:
             raise SelectionError(f"{rec.path}: {unknown}",
@@ -72,10 +73,9 @@ def resolve(view: View, rec: Readable, defs: Definitions, engine: Engine) -> Sel
     if view.hosts or view.recordings:
         in_source = set(match_sources(view, rec, defs))
         refs = list(in_source) if refs is None else [r for r in refs if r in in_source]
-    mask, value = MODES[view.mode]
     tasks = tuple(match_tasks(view.tasks, rec, defs)) if view.tasks else None
-    return Selection(from_ts, to_ts, None if refs is None else tuple(refs), mask, value,
-                     view.mode == "cpu", tasks)
+    return Selection(from_ts, to_ts, None if refs is None else tuple(refs), mode.status_mask,
+                     mode.status_value, mode.weighs_cpu, tasks)
 
 
 @dataclass
@@ -106,7 +106,9 @@ def read(
     arguments, which say what each asks for). A Recording already open is read as it is and
     left open (one refreshed as it grows: only its chunks from since_ts on are decoded)."""
     if view.mode not in MODES:  # before the file is opened
-        raise SelectionError(f"unknown mode {view.mode!r}", help="use wall, cpu, gil or idle")
+        *others, last = MODES
+        raise SelectionError(f"unknown mode {view.mode!r}",
+                             help=f"use {', '.join(others)} or {last}")
     if view.native not in NATIVE_VIEWS:
         raise SelectionError(f"unknown native frames view {view.native!r}",
                              help=f"use {', '.join(NATIVE_VIEWS)}")
@@ -214,7 +216,7 @@ def _read(
         first_ts=acc.first_ts,
         last_ts=acc.last_ts,
         extent=_extent(rec, stream),
-        cpu_weighted=view.mode == "cpu" and any(columns.cpu),
+        cpu_weighted=view.mode_record.weighs_cpu and any(columns.cpu),
         slice_ticks=slice_ticks,
         timelines=timeline.result() if timeline is not None else None,
         events=events,

@@ -63,7 +63,7 @@ def nothing_help(view: View, selection: Selection, total: int) -> str | None:
     """What to try where a view selected no sample."""
     if total == 0 and selection.from_ts is None and selection.to_ts is None:
         return "record for longer, or check that the target ran Python code"
-    if view.mode != "wall":
+    if not view.mode_record.every_sample:
         return "try --mode wall, or widen the window or the thread selection"
     return "widen the window or the thread selection (psrec info shows what the file holds)"
 

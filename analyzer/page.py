@@ -26,10 +26,11 @@ from psrec.format.version import psrec_version
 from .common import format_seconds, render
 from .engine import Engine
 from .model import Column
+from .modes import GIL, MODES, WALL
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Option, Reporter, register
 from .tasks import await_chain, coroutine_label, selected_samples, task_waits
-from .view import MODE_HELP, MODES, gil_wait_unknown
+from .view import gil_wait_unknown
 from .walks import TrieOrder
 
 __all__ = ["HtmlReporter", "page_data"]
@@ -61,7 +62,7 @@ def _values(p: Profile, mode: str, cols: CellColumns) -> Any:
     multiplied by the interval once summed)."""
     if p.view.weights == "count":
         return cols.samples
-    if mode == "cpu" and any(cols.cpu):
+    if MODES[mode].weighs_cpu and any(cols.cpu):
         return cols.cpu
     return cols.weight
 
@@ -81,7 +82,7 @@ def page_data(p: Profile) -> dict[str, Any]:
     modes = list(MODES)
     columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
     ticks = max(1, p.slice_ticks)
-    wall = columns["wall"]
+    wall = columns[WALL.name]
     bounds: list[str] = []
 
     # One row per thread with samples in the view, the threads with the fewest samples
@@ -113,7 +114,7 @@ def page_data(p: Profile) -> dict[str, Any]:
     # Per (slice, row): the time (weights) of every sample, of those holding the GIL, on a
     # CPU without it and waiting for it, and the samples.
     state_sources = [(c.slice, by_row(c), c.node, c.weight) for c in (
-        wall, columns["gil"], p.also["state-cpu"], p.also["state-wait"])]
+        wall, columns[GIL.name], p.also["state-cpu"], p.also["state-wait"])]
     state_sources.append((wall.slice, state_sources[0][1], wall.node, wall.samples))
     states = p.engine.group_sums(state_sources, 1, False)
 
@@ -235,7 +236,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         "key": key_of,
         "cells": out_cells,
         "modes": modes,
-        "mode_help": {m: MODE_HELP[m] for m in modes},
+        "mode_help": {m: MODES[m].help for m in modes},
         # What the bounds on the page's size merged, one phrase each (none: nothing).
         "bounds": bounds,
         # None for a recording of no asyncio task (see tasks.page_tasks).

@@ -28,6 +28,7 @@ from psrec.format import constants as C
 from psrec.format.writer import Output, is_stream, write_failed
 
 from .common import WAITS, check_waits, raise_no_waits
+from .modes import WALL
 from .profile import Profile
 from .registry import Length, Option, Reporter, default_output, register
 from .tasks import WaitSpan, await_stacks, wait_spans
@@ -88,10 +89,10 @@ def _cells(p: Profile, sl: int | None) -> Iterator[tuple[int, int, str, str, int
     engine, into columns of integers (a dict of lists per filter took several hundred bytes
     a cell: a recording of many threads has many cells)."""
     ft = p.free_threaded
-    names = ["wall", *COMBOS.values(), *(() if ft else WAITING.values())]
+    names = [WALL.name, *COMBOS.values(), *(() if ft else WAITING.values())]
     sources = []
     for name in names:
-        c = p.columns if name == "wall" and p.view.mode == "wall" else p.also[name]
+        c = p.columns if name == WALL.name == p.view.mode else p.also[name]
         sources += [(c.slice, c.thread, c.node, v) for v in (c.samples, c.weight, c.cpu)]
     g_slice, g_thread, g_node, sums = p.engine.group_sums(
         sources, _ALL_SLICES if sl is None else 1)
@@ -142,7 +143,7 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
     strings = _Strings()
     for kind, unit in (("samples", "count"), ("wall", "nanoseconds"), ("cpu", "nanoseconds")):
         prof.sample_type.add(type=strings(kind), unit=strings(unit))
-    prof.default_sample_type = strings("cpu" if p.view.mode == "cpu" else "wall")
+    prof.default_sample_type = strings("cpu" if p.view.mode_record.weighs_cpu else "wall")
     prof.period_type.type = strings("wall")
     prof.period_type.unit = strings("nanoseconds")
     prof.period = _int64(p.interval_ticks * p.tick_ns)
@@ -264,7 +265,7 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
 
 
 def _check_mode(p: Profile) -> None:
-    if p.view.mode not in ("wall", "cpu"):
+    if not p.view.mode_record.keeps_gil_state:
         raise ViewUsageError(
             f"--mode {p.view.mode}: a pprof profile holds every sample, labelled by its GIL "
             "and CPU state", help="export with --mode wall or cpu, and filter in pprof, e.g. "
@@ -291,7 +292,7 @@ class PprofExporter(Reporter):
     binary = True
 
     def also(self, profile_mode: str) -> tuple[str, ...]:
-        return (("wall",) * (profile_mode != "wall") + tuple(COMBOS.values())
+        return ((WALL.name,) * (profile_mode != WALL.name) + tuple(COMBOS.values())
                 + tuple(WAITING.values()))
 
     def slice_seconds(self) -> float:
@@ -331,7 +332,7 @@ def write_windows(p: Profile, output: str | None, force: bool,
                                   "...")
     base = output if output is not None else default_output(p.output_base, SUFFIX)
     base = base[: -len(SUFFIX)] if base.endswith(SUFFIX) else base
-    slices = sorted(set((p.columns if p.view.mode == "wall" else p.also["wall"]).slice))
+    slices = sorted(set((p.columns if p.view.mode == WALL.name else p.also[WALL.name]).slice))
     first = slices[0] if slices else 0
     written = []
     for sl in slices:

@@ -39,7 +39,6 @@ from .model import (
     Selection,
 )
 from .view import (
-    MODE_HELP,
     MODES,
     WEIGHTS,
     SelectionError,
@@ -418,10 +417,10 @@ class Profile:
         """One line saying what the view holds, for report headers."""
         dur = self.seconds(self.last_ts - self.first_ts) if self.last_ts >= self.first_ts else 0
         nthreads = len(set(self.columns.thread))
-        what = MODE_HELP[self.view.mode]
-        if self.view.mode == "gil" and self.free_threaded:
-            what = ("the GIL does not apply: a free-threaded target; samples attached to the "
-                    "interpreter")
+        mode = self.view.mode_record
+        what = mode.help
+        if mode.free_threaded_help is not None and self.free_threaded:
+            what = mode.free_threaded_help
         several = ""
         if len(self.sources) > 1:
             several = f" ({len(self.sources)} recordings)"
@@ -434,7 +433,7 @@ class Profile:
         )
         if self.from_ts is not None or self.to_ts is not None:
             s += f", window {messages.window_text(self.selection, self.seconds)}"
-        if self.view.mode == "cpu" and self.view.weights == "time" and not self.cpu_weighted:
+        if mode.weighs_cpu and self.view.weights == "time" and not self.cpu_weighted:
             s += " (no CPU times recorded: on-CPU samples weighted by wall time)"
         if self.metadata.get("options", {}).get("native"):
             note = marked_note(self.marked_samples(), self.selected)

@@ -9,6 +9,7 @@ from typing import IO, Any
 from psrec.format.text import printable
 
 from .common import LIMIT, WAITS, check_waits, format_seconds, location, raise_no_waits
+from .modes import GIL_WAIT, MODES
 from .profile import FrameKey, Profile
 from .registry import Length, Option, Reporter, register
 from .tasks import await_stacks
@@ -333,7 +334,8 @@ class SlicesReporter(Reporter):
     def also(self, profile_mode: str) -> tuple[str, ...]:
         # The GIL-wait column: samples waiting for the GIL, as a share of all the slice's
         # samples (every state: the mode may leave the waiting ones out).
-        return ("gil-wait",) + (("state-wall",) if profile_mode != "wall" else ())
+        every = MODES[profile_mode].every_sample
+        return (GIL_WAIT.name,) + (() if every else ("state-wall",))
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         top_n = int(self.options.get("top", 3))
@@ -349,8 +351,8 @@ class SlicesReporter(Reporter):
         no_wait = gil_wait_unknown(profile.metadata)
         waiting: dict[int, int] = {}
         everything: dict[int, int] = {}
-        if no_wait is None and "gil-wait" in profile.also:
-            waiting = samples_per_slice(profile, "gil-wait")
+        if no_wait is None and GIL_WAIT.name in profile.also:
+            waiting = samples_per_slice(profile, GIL_WAIT.name)
             if "state-wall" in profile.also:
                 everything = samples_per_slice(profile, "state-wall")
             else:

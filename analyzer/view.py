@@ -15,6 +15,8 @@ from psrec.format import constants as C
 from psrec.format.merged import Readable
 from psrec.format.reader import Definitions, ProcessInfo
 
+from .modes import GIL_WAIT, MODE_TABLE, MODES, WALL, Mode
+
 if TYPE_CHECKING:
     from .engine import Engine
 
@@ -37,28 +39,10 @@ __all__ = [
     "to_ticks",
 ]
 
-# mode -> (status mask, status value): a sample is kept when status & mask == value.
-# Samples whose CPU or GIL state could not be read are left out of the views that need it.
-MODES: dict[str, tuple[int, int]] = {
-    "wall": (0, 0),
-    "cpu": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, C.STATUS_ON_CPU),
-    "gil": (C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN, C.STATUS_GIL_HELD),
-    "idle": (C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN, 0),
-    # Waiting to take the GIL: known where the target says so (3.15+ with a GIL; spec 4.1,
-    # GIL_REQUESTED_KNOWN), whether or not the waiting thread was on a CPU at that moment.
-    "gil-wait": (C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN | C.STATUS_GIL_HELD
-                 | C.STATUS_GIL_UNKNOWN,
-                 C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN),
-}
-MODE_HELP = {
-    "wall": "every sample",
-    "cpu": "samples on a CPU and the CPU time used between samples, weighted by CPU time",
-    "gil": "samples holding the GIL",
-    "idle": "samples off CPU",
-    "gil-wait": "samples of threads waiting to take the GIL",
-}
+# The view modes are declared in modes.py (MODES: name -> Mode); what each view holds, by name.
+MODE_HELP = {m.name: m.help for m in MODE_TABLE}
 # Why a recording cannot answer --mode gil-wait (None: it can): see gil_wait_unknown().
-GIL_WAIT_SINCE = (3, 15)
+GIL_WAIT_SINCE: tuple[int, int] = GIL_WAIT.since or (0, 0)
 # Status filters a Profile can sum the same samples under at once (Profile.load's `also`):
 # name -> (mask, value, CPU view, by stack). The modes, summed by stack; each (GIL held, on a
 # CPU) pair alone, for labels (pprof; samples whose GIL or CPU state is unknown are in none);
@@ -69,7 +53,7 @@ GIL_WAIT_SINCE = (3, 15)
 _GIL = C.STATUS_GIL_HELD | C.STATUS_GIL_UNKNOWN
 _CPU = C.STATUS_ON_CPU | C.STATUS_CPU_UNKNOWN
 STATES: dict[str, tuple[int, int, bool, bool]] = {
-    **{name: (mask, value, name == "cpu", True) for name, (mask, value) in MODES.items()},
+    **{m.name: (m.status_mask, m.status_value, m.weighs_cpu, True) for m in MODE_TABLE},
     "gil+cpu": (_GIL | _CPU, C.STATUS_GIL_HELD | C.STATUS_ON_CPU, False, True),
     "gil+off": (_GIL | _CPU, C.STATUS_GIL_HELD, False, True),
     "nogil+cpu": (_GIL | _CPU, C.STATUS_ON_CPU, False, True),
@@ -106,7 +90,7 @@ class ViewUsageError(SelectionError):
 class View:
     """What the user asked to look at; resolved against a recording by Profile.load."""
 
-    mode: str = "wall"
+    mode: str = WALL.name  # a name of modes.MODES
     threads: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()  # --task: only samples running these asyncio tasks
     pids: tuple[int, ...] = ()  # --pid: only these processes
@@ -125,6 +109,11 @@ class View:
     # asyncio tasks' logical stacks (analyzer/logical.py): a task's stack continues into the
     # task that awaits it, instead of the event loop's
     logical: bool = False
+
+    @property
+    def mode_record(self) -> Mode:
+        """The view's mode (modes.MODES)."""
+        return MODES[self.mode]
 
 
 _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
@@ -212,11 +201,11 @@ def gil_wait_unknown(metadata: dict[str, Any]) -> str | None:
         return "the recording does not say which Python it ran, so GIL waits are not known"
     if (int(parts.group(1)), int(parts.group(2))) < GIL_WAIT_SINCE:
         return (f"Python {version} does not say which threads wait for the GIL (CPython "
-                f"{GIL_WAIT_SINCE[0]}.{GIL_WAIT_SINCE[1]} and later do): the gil-wait view "
-                "is empty, not zero")
+                f"{GIL_WAIT_SINCE[0]}.{GIL_WAIT_SINCE[1]} and later do): the "
+                f"{GIL_WAIT.name} view is empty, not zero")
     if said is False:
         return (f"the recorder could not read which threads of Python {version} waited for the "
-                "GIL: the gil-wait view is empty, not zero")
+                f"GIL: the {GIL_WAIT.name} view is empty, not zero")
     return None
 
 

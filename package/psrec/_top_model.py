@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from psrec.analyzer.modes import GIL_WAIT, MODE_TABLE
 from psrec.analyzer.view import View
 from psrec.format import PsrecError
 
@@ -20,8 +21,8 @@ __all__ = ["KEYS", "SLICE_S", "Follower", "Screen", "Sums", "also", "apply", "lo
 SLICE_S = 0.5  # the window moves in steps of this many seconds
 # The keys, on two lines that fit 80 columns.
 KEYS = ("q quit · space pause · o t: sort by own, total · + -: wider, narrower window",
-        "w c g i G: wall, cpu, gil, idle, gil-wait view")
-VIEW_KEYS = {"w": "wall", "c": "cpu", "g": "gil", "i": "idle", "G": "gil-wait"}
+        f"{' '.join(m.key for m in MODE_TABLE)}: {', '.join(m.name for m in MODE_TABLE)} view")
+VIEW_KEYS = {m.key: m.name for m in MODE_TABLE}
 
 
 @dataclass
@@ -119,7 +120,7 @@ class Follower:
 
 def also(gil_wait: bool) -> tuple[str, ...]:
     """The other sums the table needs: every sample by thread, and GIL waits where known."""
-    return ("state-wall", "gil-wait") if gil_wait else ("state-wall",)
+    return ("state-wall", GIL_WAIT.name) if gil_wait else ("state-wall",)
 
 
 def window(p: Profile, s: Screen) -> tuple[int, int, int]:
@@ -196,5 +197,6 @@ def sums(p: Profile, s: Screen) -> Sums:
         t[1] += gil
         t[2] += on_cpu
     every = _per_thread(p, "state-wall", first, last)
-    waits = _per_thread(p, "gil-wait", first, last) if "gil-wait" in p.also else None
+    waits = (_per_thread(p, GIL_WAIT.name, first, last) if GIL_WAIT.name in p.also
+             else None)
     return Sums(span, own, total, all_value, threads, every, waits)

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 import click
 
 from psrec.analyzer.cli import CliUsageError, length
-from psrec.analyzer.view import MODES, View, gil_wait_unknown
+from psrec.analyzer.cli_options import mode_option
+from psrec.analyzer.modes import MODE_TABLE, WALL
+from psrec.analyzer.view import View, gil_wait_unknown
 from psrec.format import PsrecError, open_recording
 from psrec.recorder._children import end_with_parent
 
@@ -77,6 +79,11 @@ def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
         time.sleep(0.05)
 
 
+# --mode: the view to start in (the same modes as psrec report's, switched by their keys)
+_MODE = mode_option(help=f"The view to start in (keys {', '.join(m.key for m in MODE_TABLE)} "
+                         "switch).")
+
+
 @click.command()
 @click.argument("target")
 @click.option("-r", "--rate", default="1000", show_default=True,
@@ -86,8 +93,7 @@ def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
 @click.option("--force", is_flag=True, help="Overwrite the output if it exists.")
 @click.option("--window", default="2s", show_default=True,
               help="The span the table sums: the last DURATION.")
-@click.option("--mode", type=click.Choice(list(MODES)), default="wall", show_default=True,
-              help="The view to start in (keys w, c, g, i, G switch).")
+@click.option(*_MODE[0], **_MODE[1])
 @click.option("-l", "--limit", type=click.IntRange(min=1), default=25, show_default=True,
               help="Functions to show.")
 @click.option("--native", is_flag=True,
@@ -208,11 +214,11 @@ def _replay(path: str, screen: Screen) -> None:
     screen.gil_wait_unknown = _gil_wait_unknown(path)
     gil_wait = screen.gil_wait_unknown is None
     # the wall view holds every sample: a recording with none is said so here, as report does
-    p = Profile.load(path, View(mode="wall"), slice_seconds=SLICE_S, also=also(gil_wait))
+    p = Profile.load(path, View(mode=WALL.name), slice_seconds=SLICE_S, also=also(gil_wait))
     span = p.seconds(p.extent[1] - p.extent[0])
     screen.extra["what"] = f"replay of {os.path.basename(path)} ({span:.1f} s)"
     screen.replay_to = min(span, screen.window_s)
-    profiles: dict[str, Profile | None] = {"wall": p}
+    profiles: dict[str, Profile | None] = {WALL.name: p}
     screen.console = console()
     with keys() as read, Live(console=screen.console, screen=True, auto_refresh=False) as live:
         step = time.monotonic() + 1.0  # when the replay moves on by a second

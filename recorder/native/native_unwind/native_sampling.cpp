@@ -47,6 +47,9 @@ bool NativeSampling::captured(NativeThread& th, uint64_t now_ns, Capture& out) {
   const uint64_t t = th.latest.time_ns;
   if (t > 1) th.perf.settle();
   if (t <= 1 || now_ns - t > kCaptureAgePeriods * period_ns_ + kCaptureSlackNs) return false;
+  // Switched out since its last capture (preempted on a busy host): its stack is still that
+  // of the switch, which its Python frames read from the process pair with (mix).
+  if (th.latest.switched_out) return false;
   return th.watch.at(t, out);
 }
 

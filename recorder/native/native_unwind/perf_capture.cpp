@@ -44,7 +44,9 @@ int switchTracepoint() {
 
 void fill(perf_event_attr& a, uint32_t stack_bytes) {
   a.size = sizeof a;
-  a.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  // (The identifier first in every sample: which of the thread's events took it.)
+  a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
+                  PERF_SAMPLE_STACK_USER;
   a.sample_regs_user = kRegsMask;
   a.sample_stack_user = stack_bytes;
   a.exclude_hv = 1;
@@ -90,6 +92,7 @@ void PerfThread::close() {
   if (switch_fd_ >= 0) ::close(switch_fd_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = switch_fd_ = -1;
+  switch_id_ = UINT64_MAX;
 }
 
 int PerfThread::open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
@@ -132,14 +135,13 @@ int PerfThread::open(pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
   const long sfd = perfEventOpen(&sw, tid);
   if (sfd >= 0) {
     switch_fd_ = static_cast<int>(sfd);
-    if (ioctl(switch_fd_, PERF_EVENT_IOC_SET_OUTPUT, fd_) != 0) {
+    // Every switch out, to wait or preempted: a thread kept off its CPU (a busy host) has
+    // the stack of that moment until it runs again, which the task-clock event cannot see.
+    if (ioctl(switch_fd_, PERF_EVENT_IOC_SET_OUTPUT, fd_) != 0 ||
+        ioctl(switch_fd_, PERF_EVENT_IOC_ID, &switch_id_) != 0) {
       ::close(switch_fd_);
       switch_fd_ = -1;
-    } else {
-      // Only the switches where the thread goes to wait (prev_state not TASK_RUNNING): a
-      // thread preempted while running is sampled by the task-clock event as it runs on.
-      static const char kFilter[] = "prev_state != 0";
-      ioctl(switch_fd_, PERF_EVENT_IOC_SET_FILTER, kFilter);
+      switch_id_ = UINT64_MAX;
     }
   }
   return 0;
@@ -176,7 +178,7 @@ bool PerfThread::latest(NativeSnapshot& out) {
     copy(last, &h, sizeof h);
     record_.resize(h.size);
     copy(last, record_.data(), h.size);
-    // time, abi, regs (if abi), stack size, stack bytes, dynamic size.
+    // identifier, time, abi, regs (if abi), stack size, stack bytes, dynamic size.
     const uint8_t* p = record_.data() + sizeof h;
     const uint8_t* end = record_.data() + record_.size();
     auto u64 = [&](uint64_t* v) {
@@ -185,9 +187,10 @@ bool PerfThread::latest(NativeSnapshot& out) {
       p += 8;
       return true;
     };
-    uint64_t time = 0, abi = 0;
+    uint64_t id = 0, time = 0, abi = 0;
     NativeSnapshot s;
-    bool ok = u64(&time) && u64(&abi) && abi != 0;
+    bool ok = u64(&id) && u64(&time) && u64(&abi) && abi != 0;
+    s.switched_out = id == switch_id_;
     for (int i = 0; ok && i < 17; ++i) {
       uint64_t v;
       ok = u64(&v);

@@ -19,6 +19,8 @@ namespace psrec::recorder {
 
 struct NativeSnapshot {
   uint64_t time_ns = 0;      // CLOCK_MONOTONIC
+  // Taken as the thread left its CPU (to wait, or preempted): its stack until it runs again.
+  bool switched_out = false;
   NativeRegisters regs;
   std::vector<uint8_t> stack;  // the stack's bytes from regs' rsp up
 };
@@ -58,6 +60,7 @@ class PerfThread {
   int fd_ = -1;         // the task-clock event, which owns the ring buffer
   uint64_t period_ns_ = 0;  // the period asked for, until settle() sets it (0: set)
   int switch_fd_ = -1;  // the sched_switch tracepoint, writing into the same buffer
+  uint64_t switch_id_ = UINT64_MAX;  // its samples' PERF_SAMPLE_IDENTIFIER
   uint8_t* ring_ = nullptr;
   size_t ring_len_ = 0;  // data pages only
   size_t map_len_ = 0;

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from psrec.format import PsrecError, open_recording
 
-from .cli_options import OutputCommand, command_options, outputs_of
+from .cli_options import OutputCommand, command_options, outputs_of, view_of
 
 if TYPE_CHECKING:
     from .registry import Option, Reporter
@@ -254,22 +254,6 @@ def snapshot(recording: str, output: str, force: bool) -> None:
 
 # -- report, export and diff ------------------------------------------------------------------
 
-def _view(reporter: type[Reporter], view_args: dict[str, Any]) -> Any:
-    """The View the shared view options ask for (the output's default weights when --weights
-    is not given)."""
-    from psrec.analyzer.profile import View
-
-    weights = view_args["weights"] or reporter.default_weights
-    rest = {k: v for k, v in view_args.items()
-            if k not in ("weights", "threads", "task_specs", "pids", "processes", "hosts",
-                         "recording_names")}
-    return View(weights=weights, threads=tuple(view_args["threads"]),
-                tasks=tuple(view_args.get("task_specs", ())),
-                pids=tuple(view_args["pids"]), processes=tuple(view_args["processes"]),
-                hosts=tuple(view_args.get("hosts", ())),
-                recordings=tuple(view_args.get("recording_names", ())), **rest)
-
-
 def _load(recording: str | list[str], view: Any, reporter: Reporter) -> Any:
     from psrec.analyzer.profile import Profile
 
@@ -382,7 +366,7 @@ def _write(params: dict[str, Any]) -> None:
     taken = (flag, *chosen.reads) if flag is not None and not flag.is_flag else chosen.reads
     reporter = chosen(**{opt.param: _value(opt, options[opt.param], recording)
                          for opt in taken})
-    view = _view(chosen, view_args)
+    view = view_of(view_args, chosen.default_weights)
     # A command whose outputs compare takes BASE and NEW (OutputCommand).
     base_profile = _load(base, view, reporter) if base is not None else None
     profile = _load(recording, view, reporter)

@@ -16,16 +16,20 @@ them again when the outputs registered for it change.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
+from psrec.format.mixed_stacks import NATIVE_VIEWS
 
-from .modes import MODE_TABLE
+from .modes import GROUPINGS, MODE_TABLE, WEIGHTS
 
 if TYPE_CHECKING:
     from .registry import Option, Reporter
+    from .view import View
 
-__all__ = ["OutputCommand", "click_option", "command_options", "mode_option", "outputs_of"]
+__all__ = ["VIEW_OPTIONS", "OutputCommand", "ViewOption", "click_option", "command_options",
+           "mode_option", "outputs_of", "view_of"]
 
 
 def click_option(opt: Option) -> click.Option:
@@ -65,49 +69,106 @@ def mode_option(help: str | None = None) -> tuple[list[str], dict[str, Any]]:
                         "help": help}
 
 
+@dataclass(frozen=True)
+class ViewOption:
+    """One option of the view every command that writes an output shares: how the command
+    line spells it, the View field it fills (analyzer.view.View), and its click declaration.
+    A repeatable option fills its field with every value given, in order."""
+
+    flags: tuple[str, ...]
+    field: str  # the View's field
+    help: str
+    param: str = ""  # the click parameter, where it is not the field's name
+    metavar: str | None = None
+    repeatable: bool = False
+    type: Any = None  # click's type: int, or a click.Choice
+    default: Any = None
+    show_default: bool = False
+    is_flag: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.param or self.field
+
+    def click_option(self) -> click.Option:
+        attrs: dict[str, Any] = {"help": self.help}
+        if self.is_flag:
+            attrs["is_flag"] = True
+        if self.repeatable:
+            attrs["multiple"] = True
+        if self.type is not None:
+            attrs["type"] = self.type
+        if self.metavar is not None:
+            attrs["metavar"] = self.metavar
+        if self.default is not None:
+            attrs["default"] = self.default
+        if self.show_default:
+            attrs["show_default"] = True
+        return click.Option([*self.flags, self.name], **attrs)
+
+    def value(self, given: Any) -> Any:
+        """The View field's value of what the command line gave."""
+        return tuple(given) if self.repeatable else given
+
+
+_MODE_DECLS, _MODE_ATTRS = mode_option()
+
+# The view options, in the order the commands' help lists them.
+VIEW_OPTIONS: tuple[ViewOption, ...] = (
+    ViewOption(("--mode",), "mode", _MODE_ATTRS["help"], type=_MODE_ATTRS["type"],
+               default=_MODE_ATTRS["default"], show_default=True),
+    ViewOption(("--thread",), "threads", "Only this thread (OS or Python thread id, or name); "
+               "repeatable.", metavar="ID|NAME", repeatable=True),
+    ViewOption(("--task",), "tasks", "Only samples of threads running this asyncio task (by "
+               "name, by its coroutine's function: every task made from it, or by id or "
+               "address; psrec report --tasks lists them); repeatable.",
+               param="task_specs", metavar="NAME|COROUTINE|ID", repeatable=True),
+    ViewOption(("--pid",), "pids", "Only this process (psrec info lists them); repeatable.",
+               metavar="PID", repeatable=True, type=int),
+    ViewOption(("--process",), "processes", "Only processes whose command line holds TEXT; "
+               "repeatable.", metavar="TEXT", repeatable=True),
+    ViewOption(("--host",), "hosts", "Several recordings read as one: only those recorded on "
+               "this host (psrec info shows a recording's host); repeatable.", metavar="NAME",
+               repeatable=True),
+    ViewOption(("--recording",), "recordings", "Several recordings read as one: only this one "
+               "(its file name or path, .psr optional); repeatable.", param="recording_names",
+               metavar="NAME", repeatable=True),
+    ViewOption(("--from",), "start", "Window start: seconds from the start of the recording "
+               "(of the earliest, for several read as one) (12.5, 500ms) or a wall-clock time "
+               "(14:02:10, 2024-05-01T14:02:10). Inclusive.", metavar="T"),
+    ViewOption(("--to",), "end", "Window end, like --from. Exclusive.", metavar="T"),
+    # None: the output's default weights (Reporter.default_weights)
+    ViewOption(("--weights",), "weights", "time: each sample weighs the time it stands for "
+               "(default); count: raw sample counts (the default for --collapsed).",
+               type=click.Choice(list(WEIGHTS))),
+    ViewOption(("--by",), "by", "Group by function or by line.",
+               type=click.Choice(list(GROUPINGS)), default=GROUPINGS[0], show_default=True),
+    ViewOption(("--native-frames",), "native", "A recording made with --native: mixed shows "
+               "native frames interleaved with the Python ones, the interpreter's evaluation "
+               "loop and call machinery left out; all keeps those too; python shows the Python "
+               "frames only.", type=click.Choice(list(NATIVE_VIEWS)), default=NATIVE_VIEWS[0],
+               show_default=True),
+    ViewOption(("--logical",), "logical", "asyncio tasks' logical stacks: a sample of a task "
+               "shows the task's frames under the tasks that await it (each named by a <task> "
+               "frame, with its coroutines down to its await), as asyncio pstree draws them, "
+               "instead of under the event loop's frames.", is_flag=True),
+)
+
+
+def view_of(params: dict[str, Any], default_weights: str) -> View:
+    """The View the view options' values ask for (by click parameter), with default_weights
+    where --weights is not given."""
+    from .view import View
+
+    fields = {o.field: o.value(params[o.name]) for o in VIEW_OPTIONS}
+    fields["weights"] = fields["weights"] or default_weights
+    return View(**fields)
+
+
 def _view_options() -> list[click.Option]:
     """The view options every command that writes an output shares, and -o and --force."""
-    decls, attrs = mode_option()
     return [
-        click.Option(decls, **attrs),
-        click.Option(["--thread", "threads"], multiple=True, metavar="ID|NAME",
-                     help="Only this thread (OS or Python thread id, or name); repeatable."),
-        click.Option(["--task", "task_specs"], multiple=True, metavar="NAME|COROUTINE|ID",
-                     help="Only samples of threads running this asyncio task (by name, by its "
-                          "coroutine's function: every task made from it, or by id or "
-                          "address; psrec report --tasks lists them); repeatable."),
-        click.Option(["--pid", "pids"], multiple=True, type=int, metavar="PID",
-                     help="Only this process (psrec info lists them); repeatable."),
-        click.Option(["--process", "processes"], multiple=True, metavar="TEXT",
-                     help="Only processes whose command line holds TEXT; repeatable."),
-        click.Option(["--host", "hosts"], multiple=True, metavar="NAME",
-                     help="Several recordings read as one: only those recorded on this host "
-                          "(psrec info shows a recording's host); repeatable."),
-        click.Option(["--recording", "recording_names"], multiple=True, metavar="NAME",
-                     help="Several recordings read as one: only this one (its file name or "
-                          "path, .psr optional); repeatable."),
-        click.Option(["--from", "start"], metavar="T",
-                     help="Window start: seconds from the start of the recording (of the "
-                          "earliest, for several read as one) (12.5, 500ms) "
-                          "or a wall-clock time (14:02:10, 2024-05-01T14:02:10). Inclusive."),
-        click.Option(["--to", "end"], metavar="T", help="Window end, like --from. Exclusive."),
-        click.Option(["--weights"], type=click.Choice(["time", "count"]), default=None,
-                     help="time: each sample weighs the time it stands for (default); count: "
-                          "raw sample counts (the default for --collapsed)."),
-        click.Option(["--by"], type=click.Choice(["function", "line"]), default="function",
-                     show_default=True, help="Group by function or by line."),
-        click.Option(["--native-frames", "native"],
-                     type=click.Choice(["mixed", "all", "python"]), default="mixed",
-                     show_default=True,
-                     help="A recording made with --native: mixed shows native frames "
-                          "interleaved with the Python ones, the interpreter's evaluation "
-                          "loop and call machinery left out; all keeps those too; python "
-                          "shows the Python frames only."),
-        click.Option(["--logical"], is_flag=True,
-                     help="asyncio tasks' logical stacks: a sample of a task shows the task's "
-                          "frames under the tasks that await it (each named by a <task> "
-                          "frame, with its coroutines down to its await), as asyncio pstree "
-                          "draws them, instead of under the event loop's frames."),
+        *(o.click_option() for o in VIEW_OPTIONS),
         # A folder is refused by the outputs that write a file, with their own words.
         click.Option(["-o", "--output"], type=click.Path(),
                      help="Output file ('-' for stdout), or folder."),

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from psrec.format import constants as C
 
-__all__ = ["CPU", "GIL", "GIL_WAIT", "IDLE", "MODES", "MODE_TABLE", "WALL", "Mode"]
+__all__ = ["CPU", "GIL", "GIL_WAIT", "GROUPINGS", "IDLE", "MODES", "MODE_TABLE", "WALL",
+           "WEIGHTS", "Mode"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,8 @@ GIL_WAIT = Mode("gil-wait",
 # In the order --mode lists them; the first is the default.
 MODE_TABLE: tuple[Mode, ...] = (WALL, CPU, GIL, IDLE, GIL_WAIT)
 MODES: dict[str, Mode] = {m.name: m for m in MODE_TABLE}
+
+# What a sample weighs besides its mode's rule (--weights; the first is the default): the time
+# it stands for, or one sample. And what a report groups frames by (--by).
+WEIGHTS = ("time", "count")
+GROUPINGS = ("function", "line")

@@ -15,7 +15,7 @@ from psrec.format import constants as C
 from psrec.format.merged import Readable
 from psrec.format.reader import Definitions, ProcessInfo
 
-from .modes import GIL_WAIT, MODE_TABLE, MODES, WALL, Mode
+from .modes import GIL_WAIT, GROUPINGS, MODE_TABLE, MODES, WALL, WEIGHTS, Mode
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -71,7 +71,6 @@ STATES: dict[str, tuple[int, int, bool, bool]] = {
                    | C.STATUS_GIL_REQUESTED_KNOWN,
                    C.STATUS_GIL_REQUESTED | C.STATUS_GIL_REQUESTED_KNOWN, False, False),
 }
-WEIGHTS = ("time", "count")
 # The most time slices a sliced view makes (a row each).
 MAX_SLICES = 100_000
 
@@ -101,8 +100,8 @@ class View:
     recordings: tuple[str, ...] = ()
     start: str | None = None  # --from: seconds from the start, or a wall-clock time
     end: str | None = None  # --to
-    weights: str = "time"
-    by: str = "function"  # or "line"
+    weights: str = WEIGHTS[0]
+    by: str = GROUPINGS[0]  # or "line"
     # A native recording's frames (psrec.format.mixed_stacks.NATIVE_VIEWS): "mixed", "all"
     # (--native-all) or "python" (--python-only).
     native: str = "mixed"

@@ -17,9 +17,13 @@ if TYPE_CHECKING:
     from psrec.format.reader import Definitions
 
 __all__ = [
+    "CELL_COLUMNS",
+    "CELL_KEYS",
+    "CELL_SUMS",
     "NO_STACK",
     "TRUNCATED_KEY",
     "Cell",
+    "CellColumn",
     "CellColumns",
     "Column",
     "FrameKey",
@@ -42,7 +46,37 @@ NO_STACK = FrameKey("<psrec>", 0, "[no Python stack]")
 TRUNCATED_KEY = FrameKey("<psrec>", 0, "[truncated stack]")
 
 
+class CellColumn(NamedTuple):
+    """One column of the cells a profile sums its samples into."""
+
+    name: str
+    typecode: str  # of the array that holds it
+    help: str
+
+
+# The cells' columns, declared once: what a cell is summed by (CELL_KEYS), then what it sums
+# (CELL_SUMS), in the order the engines give them (the Python twin of the native
+# Accumulator's columns, analyzer/native/accumulator.hpp). Cell and CellColumns name them,
+# in this order (tests/unit/test_cell_columns.py checks).
+# Slices are 64-bit: a recording's timestamps span up to 2^63 ticks.
+CELL_KEYS: tuple[CellColumn, ...] = (
+    CellColumn("slice", "Q", "the time slice (0: the view is not sliced)"),
+    CellColumn("thread", "I", "the thread's ref"),
+    CellColumn("node", "I", "the stack's node in the trie"),
+)
+CELL_SUMS: tuple[CellColumn, ...] = (
+    CellColumn("samples", "Q", "samples counted"),
+    CellColumn("weight", "Q", "the ticks they stand for"),
+    CellColumn("cpu", "Q", "CPU ticks (spec section 5: those a filter keeps go to a sample)"),
+    CellColumn("gil", "Q", "samples holding the GIL"),
+    CellColumn("on_cpu", "Q", "samples on a CPU"),
+)
+CELL_COLUMNS = CELL_KEYS + CELL_SUMS
+
+
 class Cell(NamedTuple):
+    """One cell (CELL_COLUMNS)."""
+
     slice: int
     thread: int
     node: int
@@ -59,8 +93,8 @@ Column = Union["array[int]", memoryview]
 
 @dataclass
 class CellColumns:
-    """The cells as columns, for native aggregation over many cells (one per slice). From the
-    native engine they are views of its memory, not copies."""
+    """The cells as columns (CELL_COLUMNS), for native aggregation over many cells (one per
+    slice). From the native engine they are views of its memory, not copies."""
 
     slice: Column
     thread: Column
@@ -71,8 +105,7 @@ class CellColumns:
     gil: Column
     on_cpu: Column
 
-    # Slices are 64-bit: a recording's timestamps span up to 2^63 ticks.
-    TYPES = ("Q", "I", "I", "Q", "Q", "Q", "Q", "Q")
+    TYPES = tuple(c.typecode for c in CELL_COLUMNS)
 
     @classmethod
     def from_cells(cls, cells: list[tuple[int, ...]]) -> CellColumns:
@@ -80,8 +113,8 @@ class CellColumns:
         return cls(*(array(t, values) for t, values in zip(cls.TYPES, columns)))
 
     def columns(self) -> tuple[Column, ...]:
-        return (self.slice, self.thread, self.node, self.samples, self.weight, self.cpu,
-                self.gil, self.on_cpu)
+        """Every column, in CELL_COLUMNS' order."""
+        return tuple(getattr(self, c.name) for c in CELL_COLUMNS)
 
     def __len__(self) -> int:
         return len(self.node)

@@ -10,7 +10,7 @@ from typing import Any
 
 from psrec.format import constants as C
 
-from .model import CellColumns, Column, Runs, Selection
+from .model import CELL_SUMS, CellColumns, Column, Runs, Selection
 
 NONE, OWN, PREVIOUS = 0, 1, 2  # where a sample's CPU time goes (native: AccumulatorQuery::Cpu)
 
@@ -38,6 +38,12 @@ def fate(sel: Selection, ts: int, th: int, status: int, cpu: int,
     if sel.cpu_view and cpu:
         return True, False, OWN
     return True, False, NONE
+
+
+# Where each sum is in a cell's list of sums (model.CELL_SUMS).
+_SAMPLES, _WEIGHT, _CPU, _GIL, _ON_CPU = (
+    [c.name for c in CELL_SUMS].index(name)
+    for name in ("samples", "weight", "cpu", "gil", "on_cpu"))
 
 
 class PyAccumulator:
@@ -70,7 +76,7 @@ class PyAccumulator:
             if not selected:
                 continue
             if goes == PREVIOUS and previous is not None:
-                previous[2] += cpu
+                previous[_CPU] += cpu
             now_on = known_on_cpu(st)
             if not counted and goes != OWN:
                 self._last[th] = (now_on, None)
@@ -78,16 +84,16 @@ class PyAccumulator:
             # As the native one: 64-bit slices, and a time before the origin in slice 0.
             sl = max(0, ts - self.origin) // self.slice_ticks if self.slice_ticks > 0 else 0
             cell = self._cells.setdefault((sl, th, b.node[i] if self.by_node else 0),
-                                          [0, 0, 0, 0, 0])
+                                          [0] * len(CELL_SUMS))
             self._last[th] = (now_on, cell if counted else None)
             if goes == OWN:
-                cell[2] += cpu
+                cell[_CPU] += cpu
             if not counted:
                 continue
-            cell[0] += 1
-            cell[1] += b.weight[i]
-            cell[3] += 1 if st & C.STATUS_GIL_HELD else 0
-            cell[4] += 1 if st & C.STATUS_ON_CPU else 0
+            cell[_SAMPLES] += 1
+            cell[_WEIGHT] += b.weight[i]
+            cell[_GIL] += 1 if st & C.STATUS_GIL_HELD else 0
+            cell[_ON_CPU] += 1 if st & C.STATUS_ON_CPU else 0
             self.selected += 1
             if self.first_ts < 0:
                 self.first_ts = ts

@@ -134,3 +134,136 @@ def test_no_import_cycle_among_the_analyzer_modules() -> None:
         walk(name, [])
     assert not cycles, "\n".join(cycles)
     assert "walks" in graph["engine"] and "profile" not in graph["walks"]
+
+
+# -- the rooms of the parts, and no circle in any -----------------------------------------
+
+def every_import(path: Path, package: str, modules: set[str]) -> set[str]:
+    """The modules of `package` (a part, or the package root: its modules by name, a
+    subpackage by its own name) that a module imports anywhere: at module level, under
+    TYPE_CHECKING or in a function, as a reader of the code (and farm-studio's picture of it)
+    follows them."""
+    names: set[str] = set()
+
+    def add(name: str) -> None:
+        head = name.split(".")[0]
+        if head in modules:
+            names.add(head)
+
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith(package + "."):
+                    add(a.name[len(package) + 1:])
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1 and path.name != "__init__.py" or (
+                    node.level == 2 and path.parent.name in modules):
+                # `from . import x` / `from .x import y`, from a module of the part (or from
+                # a module of one of its subpackages, two dots up)
+                if node.module is None:
+                    for a in node.names:
+                        add(a.name)
+                else:
+                    add(node.module)
+            elif node.level == 0 and node.module:
+                if node.module == package:
+                    for a in node.names:
+                        add(a.name)
+                elif node.module.startswith(package + "."):
+                    add(node.module[len(package) + 1:])
+    return names
+
+
+def graph_of(folder: Path, package: str) -> dict[str, set[str]]:
+    """Module (or subpackage) name -> the others of the folder it imports."""
+    files: dict[str, list[Path]] = {}
+    for path in folder.rglob("*.py"):
+        rel = path.relative_to(folder)
+        name = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        files.setdefault(name, []).append(path)
+    modules = set(files)
+    return {name: set().union(*(every_import(p, package, modules) for p in paths)) - {name}
+            for name, paths in files.items()}
+
+
+def cycles_of(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    done: set[str] = set()
+
+    def walk(name: str, path: list[str]) -> None:
+        if name in path:
+            found.append(" -> ".join(path[path.index(name):] + [name]))
+            return
+        if name in done:
+            return
+        for nxt in sorted(graph.get(name, ())):
+            walk(nxt, path + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        walk(name, [])
+    return found
+
+
+@pytest.mark.parametrize(("folder", "package"), [("analyzer", "psrec.analyzer"),
+                                                 ("format", "psrec.format"),
+                                                 ("package/psrec", "psrec")])
+def test_no_import_circle_in_a_part_counting_every_import(folder: str, package: str) -> None:
+    """No circle through any import, a function's or the type checker's too: a module's
+    imports name only the modules below it."""
+    graph = graph_of(ROOT / folder, package)
+    assert len(graph) > 5, graph
+    cycles = cycles_of(graph)
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("part", ["analyzer", "recorder", "package"])
+def test_no_part_imports_a_private_module_of_the_format(part: str) -> None:
+    """What another part needs of the format is public (psrec.format's names, or a public
+    module of it); its _private modules are its own."""
+    wrong = [f"{path.relative_to(ROOT)} imports {name}"
+             for path in sorted((ROOT / part).rglob("*.py"))
+             for name in sorted(imported(path))
+             if name.startswith("psrec.format._")]
+    assert not wrong, "\n".join(wrong)
+
+
+# The analyzer's rooms (analyzer/__init__.py says what each holds). The model: the view asked
+# for, the samples it selects, their sums and stacks, the tasks; below every output.
+MODEL = {"model", "modes", "view", "pyengine", "walks", "engine", "task_states", "logical",
+         "loading", "messages", "profile", "tasks"}
+# What every output stands on besides the model: the output interface and registry, and what
+# several outputs write alike.
+SHARED = {"registry", "common"}
+# The outputs, one module per format (pprof's protobuf classes in proto/).
+OUTPUTS = {"reporters", "task_report", "page", "speedscope", "firefox", "pprof", "parquet",
+           "diff", "proto"}
+# On top: the Python API (psrec.load, on the model), the list of built-in outputs and the
+# command line.
+TOP = {"api", "outputs", "cli_options", "cli"}
+# What each room may import of the analyzer.
+MAY_IMPORT = {
+    "model": MODEL,
+    "shared": MODEL | SHARED,
+    "output": MODEL | SHARED,
+    "api": MODEL,
+}
+
+
+def test_every_analyzer_module_is_in_one_room() -> None:
+    modules = set(graph_of(ROOT / "analyzer", "psrec.analyzer")) - {"__init__"}
+    rooms = [MODEL, SHARED, OUTPUTS, TOP]
+    assert modules == set().union(*rooms), "place a new module in a room"
+    assert sum(len(r) for r in rooms) == len(modules), "a module is in two rooms"
+
+
+def test_the_model_imports_no_output_and_no_output_imports_another() -> None:
+    graph = graph_of(ROOT / "analyzer", "psrec.analyzer")
+    room_of = {**dict.fromkeys(MODEL, "model"), **dict.fromkeys(SHARED, "shared"),
+               **dict.fromkeys(OUTPUTS, "output"), "api": "api"}
+    wrong = []
+    for name, room in sorted(room_of.items()):
+        allowed = MAY_IMPORT[room] | ({"proto"} if name == "pprof" else set())
+        wrong += [f"{name} ({room}) imports {other}"
+                  for other in sorted(graph[name] - allowed)]
+    assert not wrong, "\n".join(wrong)

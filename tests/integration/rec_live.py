@@ -15,10 +15,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from psrec.recorder.supported import Supported, supported
@@ -471,6 +472,34 @@ def host_steal() -> Iterator[Steal]:
         seen.share = (steal1 - steal0) / max(total1 - total0, 1)
 
 
+# Standard errors a figure may stray by in one run of a correct recorder, where a failure by
+# chance must be rarer than 1 run in 10,000: a normal variable is outside 3.9 of them, either
+# side, with odds of 1 in 10,400.
+K_RARE = 3.9
+
+
+def share_se(p: float, weights: list[int]) -> float:
+    """The standard error of a share p of the time that samples of these weights stand for,
+    each sample a draw of its weight: sqrt(p (1 - p) sum w^2) / sum w, which is
+    sqrt(p (1 - p) / n) for n samples of equal weight. Sampling at a fixed interval reads a
+    state that lasts several intervals more closely than independent draws would (only its
+    edges are in doubt): as a bound this errs wide."""
+    total = sum(weights)
+    if not total:
+        return 1.0
+    return math.sqrt(p * (1 - p) * sum(w * w for w in weights)) / total
+
+
+def sampler_stopped(stats: Mapping[str, Any]) -> float:
+    """The share of the time inside its passes that the recording's sampler was off its CPU
+    (sampling_ns_total against sampler_cpu_ns, from its STATS): kept off by other programs on
+    a loaded host, as steal keeps it off on a busy hypervisor. Taken with steal where a
+    stopped read may go wrong (rate_bound). sampler_cpu_ns takes in the thread's work outside
+    passes too (sealing chunks), so this errs low; 0 on a quiet host."""
+    wall = stats.get("sampling_ns_total", 0)
+    return max(0.0, 1.0 - stats.get("sampler_cpu_ns", 0) / wall) if wall else 0.0
+
+
 def rate_bound(base: float, n: int, steal: float = 0.0, k: float = 3.0) -> float:
     """The highest share of n attempts that a correct recorder may fail in one run (sample
     errors among sample attempts, wrong stacks among a line's samples).
@@ -556,6 +585,24 @@ class Passes:
         ws = [weight[s.ts] for s in samples]
         total = sum(ws)
         return self.seconds(total), math.sqrt(sum(w * w for w in ws)) / total if total else 1.0
+
+    def edges(self, samples: list[Sample], inside: Callable[[Sample], bool]) -> int:
+        """The most a view of one thread's samples (in time order) can misplace the moments
+        where `inside` turns true or false, summed over those moments, in ticks.
+
+        A sample is stamped with its pass's start and read before the next pass starts: a
+        change between two samples of the thread happened between the first one's stamp and
+        the pass after the second one's, while a view (each sample standing for the time since
+        the pass before it) puts it at the pass before the second one. Each change is
+        misplaced by at most that span, whatever the host did (a late or stopped sampler
+        widens the span it measures); the sum bounds how far the time inside can be off, on
+        top of what no sample stands for (unsampled)."""
+        following = dict(zip(self.ts, self.ts[1:]))
+        total = 0
+        for a, b in zip(samples, samples[1:]):
+            if inside(a) != inside(b):
+                total += following.get(b.ts, b.ts + self.cap) - a.ts
+        return total
 
     def unsampled(self, start: int, end: int) -> tuple[float, float]:
         """What no sample's weight covers in [start, end]: the time each gap between passes

@@ -7,7 +7,6 @@ install has no native recorder or the interpreter running them is not one psrec 
 
 from __future__ import annotations
 
-import math
 import re
 import subprocess
 import sys
@@ -17,7 +16,8 @@ from pathlib import Path
 import pytest
 from psrec.analyzer.profile import Profile, View
 from psrec.analyzer.reporters import function_totals
-from rec_live import SUPPORTED, python_params
+from psrec.format import open_recording
+from rec_live import SUPPORTED, Passes, Sample, load, python_params
 
 TARGETS = Path(__file__).resolve().parents[1] / "targets"
 WORKLOADS = Path(__file__).resolve().parents[1] / "perf" / "workloads"
@@ -74,11 +74,54 @@ def cumulative(p: Profile, name: str) -> tuple[int, int]:
     return 0, 0
 
 
-# Ground truth timed by the program itself: a busy host can push one run past the bound
-# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
-@pytest.mark.flaky(reruns=1)
+def share_bound(path: str, p: Profile, truth: float) -> tuple[float, str]:
+    """How far fibonacci's share of main()'s time in the wall view can be from the share the
+    program measured (fixed_work.py: its time in fibonacci over main()'s loop, by its own
+    clock, the one the samples are stamped by), from what the recording holds; and the
+    figures it comes from, for a failure message.
+
+    With no sample lost, the two views differ only where the program crosses in or out of
+    fibonacci (six times) or main() (twice): each crossing is misplaced by at most the span
+    from the sample before it to the pass after the one after it (rec_live.Passes.edges), a
+    bound that holds whatever the host did, as a late sampler widens the span it is measured
+    from. On top, the time no sample stands for: the gaps between passes past the weight cap,
+    and a pass whose sample of the thread could not be read (sample_errors) loses up to a
+    capped weight; either may fall in fibonacci or not. With E_f, E_m the crossings of
+    fibonacci and main() and U that time, |share - truth| <= (E_f + U + truth (E_m + U)) /
+    main's time; and the program prints its share to four decimals. Runs on a host loaded to
+    9-11 on its 2 CPUs: at 1 kHz 12 ms of crossings and 7 ms unsampled in 1.2 s of main()
+    (bound 0.017, off by 0.005); at 10 kHz 5 ms of crossings (0.003 of main()) but 0.47 s
+    unsampled (bound 0.29, off by 0.009); at 100 Hz 0.2 s of crossings alone. A recorder that
+    gives fibonacci's samples to its caller by 5 points fails at 1 kHz and up on such a host,
+    and by 5 % of fibonacci's time (0.009) at 10 kHz where the sampler kept up."""
+
+    def ours(s: Sample, name: str) -> bool:
+        return any(f == name and file.startswith(str(WORKLOADS)) for file, f, _ in s.stack)
+
+    samples = load(Path(path))
+    main_thread = {s.os_tid for s in samples if ours(s, "main")}
+    assert len(main_thread) == 1, main_thread
+    mine = sorted((s for s in samples if s.os_tid in main_thread), key=lambda s: s.ts)
+    passes = Passes.of(Path(path), samples)
+    in_main = [s for s in mine if ours(s, "main")]
+    edge_f = passes.edges(mine, lambda s: ours(s, "fibonacci"))
+    edge_m = passes.edges(mine, lambda s: ours(s, "main"))
+    gaps, _ = passes.unsampled(in_main[0].ts, in_main[-1].ts)
+    with open_recording(path) as rec:
+        errors = rec.stats["sample_errors"]
+    lost = gaps * (in_main[-1].ts - in_main[0].ts) + errors * passes.cap
+    main_ticks = cumulative(p, "main")[1]
+    bound = (edge_f + lost + truth * (edge_m + lost)) / main_ticks + 0.00005
+    figures = (f"bound {bound:.4f}: crossings of fibonacci {passes.seconds(edge_f) * 1e3:.1f} "
+               f"ms, of main() {passes.seconds(edge_m) * 1e3:.1f} ms; unsampled "
+               f"{passes.seconds(lost) * 1e3:.1f} ms ({errors} sample errors); main() "
+               f"{passes.seconds(main_ticks):.3f} s in {len(in_main)} samples")
+    return bound, figures
+
+
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rate: str) -> None:
+    """One run, judged against a bound worked out from it (share_bound)."""
     path, stdout = record(tmp_path, WORKLOADS / "fixed_work.py", rate, "29", "3")
     m = re.search(r"fib_share=([0-9.]+)", stdout)
     assert m, stdout
@@ -88,13 +131,9 @@ def test_fibonacci_share_matches_the_program(recorder: None, tmp_path: Path, rat
     _, fib_t = cumulative(p, "fibonacci")
     assert main_n > 0, collapsed(path)
     share = fib_t / main_t  # the program measures fibonacci's share of main()'s time
-    if rate == "100":
-        se = math.sqrt(truth * (1 - truth) / main_n)
-        assert abs(share - truth) <= 2 * se, (
-            f"share {share:.4f} vs measured {truth:.4f}, 2 SE = {2 * se:.4f}\n{collapsed(path)}")
-    else:
-        assert abs(share - truth) <= 0.01, (
-            f"share {share:.4f} vs measured {truth:.4f} at {rate} Hz\n{collapsed(path)}")
+    bound, figures = share_bound(path, p, truth)
+    assert abs(share - truth) <= bound, (
+        f"share {share:.4f} vs measured {truth:.4f} at {rate} Hz, {figures}\n{collapsed(path)}")
 
 
 @pytest.mark.parametrize("python", python_params())

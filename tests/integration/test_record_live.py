@@ -23,6 +23,7 @@ from psrec.analyzer.profile import Profile, SelectionError, View
 from psrec.format import constants as C
 from rec_live import (
     CALL_KINDS,
+    K_RARE,
     ROOTS,
     TARGETS,
     Passes,
@@ -791,12 +792,16 @@ def _record_lone_bursts(python: str, rate: str, out: Path) -> _LoneBursts:
         unsampled, spread = passes.unsampled(mine[0].ts, mine[-1].ts)
         duty = min(1.0, max(inside, cpu) / max(passes.seconds(mine[-1].ts - mine[0].ts), 1e-9))
         spread *= ((1 - duty) / duty) ** 0.5 if duty > 0 else 0.0
-        tol = max(0.05, 3 * se)
-        lo = max(0.0, min(inside, cpu) * (1 - tol - unsampled - 3 * spread))
-        hi = max(inside, cpu) * (1 + tol)
+        tol = max(0.05, K_RARE * se)
+        lo = max(0.0, min(inside, cpu) * (1 - tol - unsampled - K_RARE * spread))
+        # Time the samples found the thread running or runnable past its own measures: a
+        # wait for a CPU, in which a thread that was woken holding the GIL goes on holding it.
+        waited = max(0.0, running - max(inside, cpu))
+        hi = max(inside, cpu) * (1 + tol) + waited
         lines.append(f"{name}: inside bursts {inside:.4f} s, CPU {cpu:.4f} s, range {lo:.4f} to "
-                     f"{hi:.4f} s ({100 * unsampled:.1f} % of its life unsampled); GIL view "
-                     f"{gil:.4f} s in {n} samples; running or runnable {running:.4f} s")
+                     f"{hi:.4f} s ({100 * unsampled:.1f} % of its life unsampled, "
+                     f"{waited:.4f} s waiting for a CPU); GIL view {gil:.4f} s in {n} samples; "
+                     f"running or runnable {running:.4f} s")
         if not lo <= gil <= hi:
             wrong.append(name)
             if abs(gil - running) <= tol * running:
@@ -812,7 +817,7 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
     end of a sleep to when it lets it go in the next: at least its time inside its bursts (as
     it measures them), at most its CPU time (which takes in waking up and the loop around
     each burst: 70-80 us a burst on this VM, so 0.1 ms bursts show up to 75 % more than their
-    inside time). The GIL view gives it a time in that range, widened by 5 % or three
+    inside time). The GIL view gives it a time in that range, widened by 5 % or K_RARE
     standard errors of its sampled time, whichever is wider (at 100 Hz a 1 % duty cycle is
     a handful of samples; each sample counts with its weight, rec_live.Passes.time_of), for
     duty cycles of 1 % to 90 % and bursts of 0.1 to 10 ms, at every rate.
@@ -824,60 +829,89 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
     the summary saying so). Even then the host (steal) or a load can stop the sampler, and
     time it stops past the weight cap (4 intervals) is not sampled: the low end gives way by
     the share of the thread's life that no sample's weight covers, from the gaps between
-    passes, and three standard deviations of what the thread held in those gaps
+    passes, and K_RARE standard deviations of what the thread held in those gaps
     (rec_live.Passes.unsampled: stopping psrec 20 % of the time in 2.5-7.5 ms stops left
     18-26 % of a 10 kHz run uncovered, and a 10 ms burster at 50 % read 34 % low).
 
-    A run outside the range fails at once where the GIL view departs, by more than the
-    tolerance, from the thread's time running or runnable as the same samples give it (their
-    CPU state, weighed from the pass times as spec section 5 says, apart from the analyzer):
-    the GIL bits are wrong. Where the two agree, the samples themselves read the thread's
-    time off, in one of two ways the run cannot bound, and the run is recorded once more and
-    the second judged, the message giving both runs' figures. A thread whose cycle is close
-    to the sampling interval (0.2 ms bursts at 20 % against 1 kHz) falls into step with the
-    sampler for stretches of a run: its views read 0.2 to 1.4 times its time (a phase, not
-    a count: no standard error covers it). And a thread holds the GIL while it waits for a
-    CPU too: with both CPUs busy with other work, 0.1-0.2 ms bursts at 10 kHz read 10-40 %
-    above both their CPU time and their time inside (their wake-ups held too), a wait the
-    thread does not measure. (The kernel's count of a thread's waits, schedstat, takes in
-    every wake-up's wait on a quiet machine too: widening the high end by it would loosen
-    every run.)"""
+    Two ways the samples themselves can read a thread's time off are taken out of the run:
+    a thread whose cycle keeps in step with the sampling interval (0.2 ms bursts at 20 %
+    against 1 kHz) was read 0.2 to 1.4 times its time for stretches of a run (a phase, not a
+    count: no standard error covers it), so rec_bursty.py varies each pause at random; and a
+    thread holds the GIL while it waits for a CPU too (with both CPUs busy with other work,
+    0.1-0.2 ms bursts at 10 kHz read 10-40 % above both their CPU time and their time inside,
+    their wake-ups held too), a wait the thread does not measure, so the high end gives way
+    by the thread's time running or runnable as its samples give it (their CPU state, weighed
+    from the pass times as spec section 5 says, apart from the analyzer) past its CPU time
+    and its time inside. (The kernel's count of a thread's waits, schedstat, takes in every
+    wake-up's wait on a quiet machine too: widening the high end by it would loosen every
+    run.) One run, outside the range, fails; the message says for each thread whether its
+    GIL view departs from its time running or runnable (the GIL bits wrong) or agrees with it
+    (the samples off)."""
     import resource
 
     if not (os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] > 0):
         pytest.skip("real-time priority is not permitted here (needs CAP_SYS_NICE or an "
                     "RLIMIT_RTPRIO): at normal priority short bursts read low")
-    out = tmp_path / "alone.psr"
-    first = _record_lone_bursts(python, rate, out)
-    if not first.wrong or first.sampled_off != first.wrong:
-        departing = [n for n in first.wrong if n not in first.sampled_off]
-        assert not first.wrong, (f"outside the range: {first.wrong}, the GIL view departing "
-                                 f"from the time running or runnable: {departing}\n"
-                                 f"{first.report}")
-        return
-    again = _record_lone_bursts(python, rate, out)
-    assert not again.wrong, (
-        f"outside the range in two runs: {first.wrong}, then {again.wrong} (their time running "
-        f"or runnable as sampled agreeing: {first.sampled_off}, then {again.sampled_off})\n"
-        f"first run:\n{first.report}\nrecorded again:\n{again.report}")
+    run = _record_lone_bursts(python, rate, tmp_path / "alone.psr")
+    departing = [n for n in run.wrong if n not in run.sampled_off]
+    assert not run.wrong, (f"outside the range: {run.wrong}, the GIL view departing from the "
+                           f"time running or runnable (the GIL bits wrong): {departing}, "
+                           f"agreeing with it (the samples off): {run.sampled_off}\n"
+                           f"{run.report}")
 
 
-# Ground truth timed by the program itself: a busy host can push one run past the bound
-# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
-@pytest.mark.flaky(reruns=1)
+# How far a thread's CPU time in the CPU view may be from its own count (time.thread_time)
+# over the same stretch. The recorder reports the kernel's count (schedstat), read while the
+# thread is asleep, to the microsecond; between such reads a switching thread's count comes
+# from its context switches (recorder/native/sampler/thread_stats.cpp), which take in the
+# host's steal, and leave out the kernel's own work around each switch: where no read of
+# schedstat matched after the thread's last burst (on a busy host), that shortfall stays.
+# BURSTY_CPU_BASE, of the thread's time either way: in some 65 runs of a thread (3.8, 3.12, each
+# rate, a host loaded to 9-11 on its 2 CPUs) all but one were within 0.2 ms, 0.8 % of the
+# least busy thread's time; a recorder that loses or adds 5 % of every thread's CPU time
+# fails. RING_SWITCH_S, below it, per time the thread was switched in (as the kernel counts
+# it, which the thread reports): the one run outside read a thread of 0.2 ms bursts 4.7 ms
+# low (2 %), some 2 us a switch; twice that. Threads of short bursts switch often enough
+# for it to pass a 5 % loss alone (0.1 ms bursts: 8 %); the longer bursts do not (2-3 %).
+BURSTY_CPU_BASE = 0.01
+RING_SWITCH_S = 4e-6
+
+
+def _between(samples: list[Sample], first: int, last: int) -> tuple[int, int]:
+    """The CPU time (ticks) of one thread's samples before its last sample at line `first`
+    (that one included), and after its last sample at line `last`: what the thread used
+    outside the stretch it measured itself over."""
+    def at(s: Sample, line: int) -> bool:
+        return any(f == "bursts" and ln == line for _, f, ln in s.stack)
+
+    gate = max((i for i, s in enumerate(samples) if at(s, first)), default=-1)
+    after = max((i for i, s in enumerate(samples) if at(s, last)), default=len(samples))
+    return (sum(s.cpu for s in samples[:gate + 1]), sum(s.cpu for s in samples[after + 1:]))
+
+
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 @pytest.mark.parametrize("python", PYTHONS)
 def test_cpu_time_of_bursty_threads(python: str, rate: str, tmp_path: Path) -> None:
     """Threads that burn in bursts of 0.1 to 10 ms at duty cycles of 1 % to 90 %: the CPU view
-    gives each the CPU time it measured itself (time.thread_time) within 5 %, at every rate,
-    though most of its CPU time was used between samples that found it asleep. (The GIL view,
-    shown in the message, is the sampled share of wall time holding the GIL. At normal
+    gives each the CPU time it measured itself (time.thread_time) over its loop, though most
+    of its CPU time was used between samples that found it asleep, at every rate. (The GIL
+    view, shown in the message, is the sampled share of wall time holding the GIL. At normal
     priority it runs low for bursts under a few ms, where the sampler waits for a CPU while
     the woken thread bursts: test_gil_time_of_threads_that_burst_alone checks it with
-    --realtime. Where threads contend, taking and handing over the GIL costs CPU too.)"""
+    --realtime. Where threads contend, taking and handing over the GIL costs CPU too.)
+
+    Each thread measures from before it waits for the start to after its loop, and the
+    recorder's samples find it asleep at both ends (rec_bursty.py, lines "gate" and "after"):
+    the view's CPU time of the samples between its last sample at the gate and its last one
+    after the loop is the same stretch, to the microseconds it takes to go to sleep. A thread
+    never sampled at the gate means the recorder did not see it for the 0.3 s it waited:
+    that fails. The bound: BURSTY_CPU_BASE and the host's steal during the run, of the
+    thread's time, and below that RING_SWITCH_S per time it was switched in. One run: a
+    recorder that loses or adds 5 % of the threads' CPU time fails it the first time."""
     out = tmp_path / "bursty.psr"
-    r = psrec("record", "-q", "-r", rate, "-o", str(out), "--", python,
-              str(Path(__file__).resolve().parent.parent / "targets" / "rec_bursty.py"), "3")
+    script = TARGETS / "rec_bursty.py"
+    with host_steal() as steal:
+        r = psrec("record", "-q", "-r", rate, "-o", str(out), "--", python, str(script), "3")
     assert r.returncode == 0, r.stderr
     truth = json.loads(r.stdout.strip().splitlines()[-1])
     # What the recording holds, said if it holds no sample (once under CI load: not
@@ -887,10 +921,24 @@ def test_cpu_time_of_bursty_threads(python: str, rate: str, tmp_path: Path) -> N
         f"no samples: {r.stderr}\n{said.stdout}\n{said.stderr}"
     cpu, gil = _cpu_and_gil_seconds(out)
     samples = load(out)
-    on_cpu_only = {n: sum(s.cpu for s in samples if s.thread == n and s.status & C.STATUS_ON_CPU)
-                   / 1e6 for n in truth}
-    report = "\n".join(f"{n}: thread_time {t:.4f} s, cpu view {cpu.get(n, 0):.4f} s, on-CPU "
-                       f"samples only {on_cpu_only[n]:.4f} s, gil view {gil.get(n, 0):.4f} s"
-                       for n, t in truth.items())
-    for name, seconds in truth.items():
-        assert abs(cpu.get(name, 0.0) - seconds) <= 0.05 * seconds, report
+    gate, after = line_of("rec_bursty.py", "gate"), line_of("rec_bursty.py", "after")
+    tick = Passes.of(out, samples).seconds(1)
+    failures, lines = [], []
+    for name, (seconds, switched) in truth.items():
+        mine = [s for s in samples if s.thread == name]
+        assert mine, f"no samples of {name}\n{collapsed(samples)}"
+        if not any(f == "bursts" and ln == gate for s in mine for _, f, ln in s.stack):
+            failures.append(f"{name}: never sampled at its start gate\n{collapsed(mine)}")
+        before, past = _between(mine, gate, after)
+        view = cpu.get(name, 0.0) - (before + past) * tick
+        bound = (BURSTY_CPU_BASE + steal.share) * seconds
+        low = bound + switched * RING_SWITCH_S
+        on_cpu_only = sum(s.cpu for s in mine if s.status & C.STATUS_ON_CPU) * tick
+        lines.append(f"{name}: thread_time {seconds:.6f} s, cpu view {view:.6f} s between the "
+                     f"gate and after the loop ({cpu.get(name, 0.0):.6f} s in all), bound "
+                     f"+{bound * 1e3:.2f} / -{low * 1e3:.2f} ms ({switched} switches in); on-CPU "
+                     f"samples only {on_cpu_only:.4f} s, gil view {gil.get(name, 0):.4f} s")
+        if not seconds - low <= view <= seconds + bound:
+            failures.append(f"{name}: off by {(view - seconds) * 1e3:+.2f} ms")
+    lines.append(f"(host steal during the run: {100 * steal.share:.2f} % of CPU time)")
+    assert not failures, "\n".join([*failures, *lines])

@@ -10,15 +10,30 @@ own interpreter) must agree with psrec's too.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import native_ext
 import pytest
-from rec_live import TARGETS, _wait_line, line_of, minor_of, psrec, python_params, stop
+from rec_live import (
+    K_RARE,
+    TARGETS,
+    Rate,
+    _wait_line,
+    host_steal,
+    line_of,
+    minor_of,
+    psrec,
+    python_params,
+    sampler_stopped,
+    share_se,
+    stop,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
 PYTHONS = python_params()
@@ -164,14 +179,11 @@ def test_task_tree_agrees_with_asyncio_pstree(python: str, tmp_path: Path) -> No
         assert f"(T) {t['name']}" in tree.stdout
 
 
-# Ground truth timed by the program itself: a busy host can push one run past the bound
-# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
-@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
-    """A recording of tasks that measure their own running time: each task's time in psrec's
-    task view is within 2 points (of the program's run) of what the task measured, and every
-    task is one TASK, not split or merged."""
+    """A recording of tasks that measure their own running time: each task's share of the
+    program's run in psrec's task view is the share it measured, within a bound worked out
+    from the recording (_ShareFigures), and every task is one TASK, not split or merged."""
     out = tmp_path / "work.psr"
     r = psrec("record", "-q", "-o", str(out), "--", python, str(TARGETS / "async_work.py"), "3")
     assert r.returncode == 0, r.stderr
@@ -180,9 +192,6 @@ def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> No
     _running_times_match(out, truth)
 
 
-# Ground truth timed by the program itself: a busy host can push one run past the bound
-# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
-@pytest.mark.flaky(reruns=1)
 @pytest.mark.parametrize("python", PYTHONS)
 def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
     """The same program on uvloop's event loop (its wheel from PyPI for the target's version):
@@ -216,9 +225,65 @@ def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path
     assert running and all(t["thread"] == main_thread for t in running), (running, main_thread)
 
 
+@dataclass(frozen=True)
+class _ShareFigures:
+    """What bounds a task's share of a run in one recording (its event loop thread's samples
+    within the program's own window of the run), each term in seconds of that window:
+
+    - K_RARE standard errors of the share at the samples' weights (rec_live.share_se: each
+      sample a draw of its weight, so a late pass's larger weight counts for more);
+    - lost: the window's time no sample of the loop stands for (gaps between passes past the
+      weight cap, passes that could not read the thread), which may all have been one task's;
+    - untold: samples whose task could not be told (the loop moved on between the stack's
+      read and the task's: task_off_stack, task_errors), each of the mean weight, counted as
+      no task's;
+    - late: the time past one interval of each late pass that found the loop running another
+      task than the pass before it did (a late pass gives its whole weight to what it finds:
+      where the task did not change, that is the task of both ends);
+    - edges: the window's start, which cuts the first sample's weight (its end leaves a gap
+      that lost counts).
+
+    A recorder that mis-times a task by 5 points fails: at 1 kHz over 3 s a heavy task's share
+    (about 0.4) is read to K_RARE standard errors of 0.035 on a quiet host, a light one's (0.13)
+    to 0.02."""
+
+    weights: list[int]
+    window: float
+    lost: float
+    untold: float
+    late: float
+    edges: float
+
+    def bound(self, p: float) -> float:
+        return K_RARE * share_se(p, self.weights) + (
+            self.lost + self.untold + self.late + self.edges) / self.window
+
+    def __str__(self) -> str:
+        return (f"window {self.window:.3f} s, {len(self.weights)} samples of the loop; lost "
+                f"{self.lost * 1e3:.1f} ms, untold {self.untold * 1e3:.1f} ms, late at a "
+                f"change {self.late * 1e3:.1f} ms, edges {self.edges * 1e3:.1f} ms")
+
+
+def _share_figures(run: Any, rows: list[int], stats: dict[str, Any],
+                   window: float) -> _ShareFigures:
+    s = run.samples
+    interval = run.profile.interval_ticks * run.profile.tick_ns
+    weights = [s.weight_ns[i] for i in rows]
+    span = sum(weights) / 1e9
+    mean = span / max(len(rows), 1)
+    late = sum(s.weight_ns[i] - interval for a, i in zip(rows, rows[1:])
+               if s.weight_ns[i] > interval and s.task[i] != s.task[a]) / 1e9
+    untold = (stats["task_off_stack"] + stats["task_errors"]) * mean
+    edges = weights[0] / 1e9 if weights else 0.0
+    return _ShareFigures(weights, window, max(0.0, window - span), untold, late, edges)
+
+
 def _running_times_match(out: Path, truth: dict[str, Any]) -> None:
+    """Each task's share of the program's run in psrec's task view is the share the task
+    measured, within a bound worked out from the recording (_share_bound)."""
     import psrec as api
     from psrec.analyzer.tasks import task_sums
+    from psrec.format import open_recording
 
     run = api.load(str(out))
     tasks = run.profile.defs.tasks
@@ -226,18 +291,27 @@ def _running_times_match(out: Path, truth: dict[str, Any]) -> None:
     assert len(names) == len(set(names)), names  # no task split in two
     sums = task_sums(run.profile)
     by_name = {tasks[tid].name: s for tid, s in sums.items() if tid}
-    elapsed = truth["elapsed"]
-    # Shares of the tasks' run: a sampler starved of CPU now and then (this machine is shared)
-    # loses time evenly, which shares do not see. The run, as psrec saw it: the loop thread's
-    # samples from its first task sample to its last.
+    # Shares of the program's run, as its own clock gives it ("window") and as the event
+    # loop thread's samples stamped within it stand for it: a sampler starved of CPU now and
+    # then loses time evenly, which shares do not see.
+    with open_recording(str(out)) as rec:
+        mono0, stats = rec.header.created_mono_ns, dict(rec.stats)
+    start_ns, end_ns = truth["window"]
     s = run.samples
-    in_task = [i for i in range(len(s)) if s.task[i]]
-    loop = s.thread[in_task[0]]
-    span = sum(s.weight_ns[i] for i in range(in_task[0], in_task[-1] + 1)
-               if s.thread[i] == loop) / 1e9
+    loop = s.thread[next(i for i in range(len(s)) if s.task[i])]
+    rows = [i for i in range(len(s))
+            if s.thread[i] == loop and start_ns <= mono0 + s.time[i] * 1e9 <= end_ns]
+    span = sum(s.weight_ns[i] for i in rows) / 1e9
+    figures = _share_figures(run, rows, stats, (end_ns - start_ns) / 1e9)
+    failures = []
     for name, ran in truth["running"].items():
         got = run.seconds(by_name[name].weight) if name in by_name else 0.0
-        assert abs(got / span - ran / elapsed) <= 0.02, (name, got, span, ran, elapsed)
+        want = ran / truth["elapsed"]
+        bound = figures.bound(want)
+        if abs(got / span - want) > bound:
+            failures.append(f"{name}: {got / span:.4f} of the run, measured {want:.4f}, "
+                            f"bound {bound:.4f}")
+    assert not failures, "\n".join([*failures, str(figures)])
     # The tasks' coroutine: the function they were created with.
     assert {tasks[tid].coroutine.name for tid in sums if tid} >= {"worker"}
     # The samples carry their task.
@@ -320,22 +394,33 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     assert "Where the tasks waited" in report.stdout
 
 
-# Ground truth timed by the program itself: a busy host can push one run past the bound
-# (the sampler or the target kept off a CPU); a second run must miss it too to fail.
-@pytest.mark.flaky(reruns=1)
+# The recorder's rate of errors in test_thousands_of_short_tasks_a_second (10 kHz, some 20,000
+# sample attempts and 1,000-1,300 task snapshots a run), for samples, their tasks and the task
+# snapshots alike: the rate this test has held the recorder to since it was written. On a host
+# loaded to 9-11 on its 2 CPUs, 6 runs (3.8, 3.12) had 0.01-0.04 % sample errors, 0.11-0.34 %
+# task errors, no snapshot errors; one where the sampler was off its CPU for 23 % of its
+# passes, 2.2 % task errors and 2.7 % snapshot errors. A run is judged against it plus the
+# share of time a read could be stopped (the host's steal, the sampler off its CPU) plus
+# K_RARE standard errors at its counts (rec_live.Rate).
+SHORT_TASK_ERRORS = 0.005
+
+
 @pytest.mark.parametrize("python", PYTHONS)
 def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     """An echo server under load (about 2,000 tasks a second, on two threads' loops), recorded
-    at 10 kHz: no more than 0.5 % of samples in error, every task psrec names is one of the
-    program's, none twice, and each task's samples lie within that task's life (a task merged
-    with another, or named wrongly, would have samples outside it)."""
+    at 10 kHz: samples, their tasks and the task snapshots in error at no more than the
+    recorder's rate (SHORT_TASK_ERRORS, judged as rec_live.Rate judges one run), every task
+    psrec names is one of the program's, none twice, and each task's samples and states lie
+    within that task's life (a task merged with another, or named wrongly, would have samples
+    outside it)."""
     from psrec.analyzer.model import batch_columns
     from psrec.format import _constants as C
     from psrec.format import open_recording
 
     out, truth_file = tmp_path / "echo.psr", tmp_path / "echo.json"
-    r = psrec("record", "-q", "-r", "10k", "-o", str(out), "--", python,
-              str(TARGETS / "async_echo.py"), "3", str(truth_file))
+    with host_steal() as steal:
+        r = psrec("record", "-q", "-r", "10k", "-o", str(out), "--", python,
+                  str(TARGETS / "async_echo.py"), "3", str(truth_file))
     assert r.returncode == 0, r.stderr
     lives = {name: (created, done)
              for name, created, done, _ in json.loads(truth_file.read_text())["tasks"]}
@@ -366,8 +451,17 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
         if latest < created or earliest > done:
             outside.append((name, (created - latest) / 1e6, (earliest - done) / 1e6))
     total = stats["samples"] + stats["sample_errors"]
-    assert stats["sample_errors"] <= 0.005 * total, stats
-    assert stats["task_errors"] <= 0.005 * total, stats
+    # A read stopped midway may go wrong: stopped by the hypervisor (steal) or, on a loaded
+    # host, by other programs (the sampler off its CPU inside its passes).
+    stopped = steal.share + sampler_stopped(stats)
+    rates = [Rate("sample errors", stats["sample_errors"], total, SHORT_TASK_ERRORS, stopped,
+                  K_RARE),
+             Rate("task errors", stats["task_errors"], total, SHORT_TASK_ERRORS, stopped, K_RARE),
+             Rate("task snapshot errors", stats["task_snapshot_errors"], stats["task_snapshots"],
+                  SHORT_TASK_ERRORS, stopped, K_RARE)]
+    assert all(r.ok for r in rates), "\n".join(
+        [*map(str, rates), f"(host steal {100 * steal.share:.2f} %, sampler off its CPU "
+         f"{100 * sampler_stopped(stats):.1f} % of its passes)", str(dict(stats))])
     # Every task named is the program's (its own "conn-N", "client-N", "server", or a loop's
     # main task), and none is named twice.
     names = [defs.tasks[tid].name for tid in seen]
@@ -377,10 +471,10 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     assert not strangers, strangers[:10]
     assert sum(1 for n in names if n in lives) > 100  # short tasks were caught running
     assert not outside, f"{len(outside)} samples outside their task's life: {outside[:5]}"
-    # The task snapshots: read throughout, at most 0.5 % of them failing, with every task they
+    # The task snapshots: read throughout (their errors judged above), with every task they
     # name the program's, and every state within its task's life.
     taken = stats["task_snapshots"]
-    assert taken > 200 and stats["task_snapshot_errors"] <= 0.005 * taken, stats
+    assert taken > 200, stats
     assert stats["task_snapshot_ns"] / taken < 2e6, stats  # under 2 ms of CPU each
     defined = [t.name for t in defs.tasks.values()]
     assert len(defined) == len(set(defined)), "a task named twice"
@@ -393,16 +487,27 @@ def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
         stream = rec.stream()
         for _ in stream:
             pass
+    # A snapshot is stamped when its tasks were read; a reading that takes more than 2 ms
+    # goes on over passes, so it began after the snapshot before it (`since` earlier), and it
+    # ended before the next pass began, however long a busy host held the sampler up.
+    since = {ts: back for rtype, ts, _, _, back in stream.events
+             if rtype == C.REC_TASK_SNAPSHOT}
     late = []
     for task, state, _, _, _, start, _, seen in replay_task_states(stream.events):
         name = defs.tasks[task].name
         if name not in lives or state == C.TASK_RUNNING:
             continue
         created, done = lives[name]
-        # Seen from start to seen: within its life (a snapshot is read after its time, by
-        # the time it takes to read the tasks: 2 ms at most here).
-        if mono0 + start * tick < created - 2e6 or mono0 + seen * tick > done + 2e6:
-            late.append((name, (created - mono0) / tick - start, seen - (done - mono0) / tick))
+        # Seen from start to seen: within its life. The snapshot that gave the state found
+        # the task by the pass after its stamp, so it had been created by then. The last that
+        # gave it that state (seen) read it after the snapshot before it; a task no sample
+        # found running since is not read again, and keeps its state until one does: 2 ms
+        # past its end at most on this machine, busy or not.
+        latest = passes[min(bisect.bisect_right(passes, start), len(passes) - 1)]
+        earliest = seen - since.get(seen, 0)
+        if mono0 + latest * tick < created or mono0 + earliest * tick > done + 2e6:
+            late.append((name, (created - mono0) / tick - latest,
+                         earliest - (done - mono0) / tick))
     assert not late, f"{len(late)} states outside their task's life: {late[:5]}"
     import psrec as api
 

@@ -3,8 +3,10 @@
 Tasks on one event loop, for argv[1] seconds (default 3): "heavy-N" (N = 0, 1) run 3 ms of
 CPU, then sleep 2 ms; "light" runs 1 ms, then sleeps 6 ms; "sleeper" only sleeps; the loop's
 own time is what is left. Each task measures the time it ran (perf_counter around its work).
-At the end the program prints one line of JSON: the seconds it ran in all ("elapsed"), each
-task's running seconds ("running") and the module of its event loop's class ("loop"). It
+At the end the program prints one line of JSON: the seconds it ran in all ("elapsed"), the
+same run as its start and end on CLOCK_MONOTONIC in ns ("window": the clock of psrec's
+samples), each task's running seconds ("running") and the module of its event loop's class
+("loop"). It
 prints "ready" once the tasks have started. argv[2], if given: a folder holding uvloop, whose
 event loop then runs the tasks.
 """
@@ -39,7 +41,7 @@ async def worker(run_s, sleep_s, until, ran):
 
 
 async def main():
-    start = time.perf_counter()
+    start, start_ns = time.perf_counter(), time.monotonic_ns()
     until = start + DURATION
     ran = {}
     loop = asyncio.get_running_loop()
@@ -50,7 +52,8 @@ async def main():
     await asyncio.sleep(0)
     ready()
     await asyncio.gather(*tasks)
-    print(json.dumps({"elapsed": time.perf_counter() - start, "running": ran,
+    elapsed, end_ns = time.perf_counter() - start, time.monotonic_ns()
+    print(json.dumps({"elapsed": elapsed, "window": [start_ns, end_ns], "running": ran,
                       "loop": type(loop).__module__}), flush=True)
 
 

@@ -1,15 +1,22 @@
 """Threads that run in short bursts and sleep between them, at several duty cycles and burst
 lengths, for argv[1] seconds (default 3). Each thread measures its own CPU time over its loop
-(time.thread_time) and then waits, off the CPU, so that the recording's last samples of it
-come after the loop; the main thread then prints a JSON line {thread name: CPU seconds}.
+(time.thread_time), from before it waits for the start (0.3 s, so that the recorder's first
+sample of it finds it waiting, its CPU time as it measured it: line "gate"), to after its
+loop, and then waits, off the CPU, so that the recording's last samples of it come after the
+loop (line "after"); the main thread then prints a JSON line {thread name: [CPU seconds, times
+it was switched in meanwhile]} (the kernel's count, /proc/thread-self/schedstat).
 
 Pure Python bursts: a thread holds the GIL (or is attached) exactly while it burns.
 
 `rec_bursty.py SECONDS alone SHAPE...` (SHAPE: duty:burst, e.g. 0.2:0.001) runs one thread
 per shape, one after another, each alone for SECONDS (no thread waits for the GIL), and prints
-{name: [CPU seconds, seconds inside its bursts]}: the second is its time holding the GIL."""
+{name: [CPU seconds, seconds inside its bursts]}: the second is its time holding the GIL.
+Its pauses vary at random, from half to one and a half times the mean its duty cycle sets, so
+that no thread keeps in step with a sampling interval (0.2 ms bursts at 20 %, one every 1 ms,
+kept to the same instants of a 1 kHz sampler for stretches of a run)."""
 
 import json
+import random
 import sys
 import threading
 import time
@@ -28,14 +35,24 @@ def burn(seconds):
     return x
 
 
-def bursts(name, duty, burst, deadline):
+def switches():
+    """How many times the kernel has switched this thread in (0 where it does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[2])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def bursts(name, duty, burst, go, deadline):
     pause = burst * (1 - duty) / duty
-    t0 = time.thread_time()
-    while time.monotonic() < deadline:
+    t0, in0 = time.thread_time(), switches()
+    go.wait()  # LINE gate
+    while time.monotonic() < deadline[0]:
         burn(burst)
         time.sleep(pause)
-    results[name] = time.thread_time() - t0
-    done.wait()
+    results[name] = [time.thread_time() - t0, switches() - in0]
+    done.wait()  # LINE after
 
 
 def alone(seconds, shapes):
@@ -50,7 +67,7 @@ def alone(seconds, shapes):
             start = time.perf_counter()
             burn(burst)
             total += time.perf_counter() - start
-            time.sleep(pause)
+            time.sleep(pause * random.uniform(0.5, 1.5))
         inside[name] = [time.thread_time() - t0, total]
 
     time.sleep(0.3)
@@ -68,13 +85,16 @@ def main():
         alone(float(sys.argv[1]), [tuple(map(float, s.split(":"))) for s in sys.argv[3:]])
         return
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
-    time.sleep(0.3)  # the recorder's first samples see every thread from its start
-    deadline = time.monotonic() + seconds
+    go, deadline = threading.Event(), []
     threads = [threading.Thread(target=bursts, name=f"burst-{int(d * 100)}-{int(b * 1e6)}",
-                                args=(f"burst-{int(d * 100)}-{int(b * 1e6)}", d, b, deadline))
+                                args=(f"burst-{int(d * 100)}-{int(b * 1e6)}", d, b, go,
+                                      deadline))
                for d, b in SHAPES]
     for t in threads:
         t.start()
+    time.sleep(0.3)  # the recorder's first samples see every thread waiting for the start
+    deadline.append(time.monotonic() + seconds)
+    go.set()
     while len(results) < len(threads):
         time.sleep(0.01)
     time.sleep(0.3)  # samples of every thread idle, after its loop

@@ -46,7 +46,7 @@ $(BIN)/ruff $(BIN)/mypy: $(BIN)/python
 # mypy checks the recorder against its native module's stub; tests/unit/test_native_stubs.py
 # fails when the stub is not what stubgen makes of the build.
 lint: $(BIN)/ruff $(BIN)/mypy
-	$(BIN)/ruff check format analyzer recorder package tests
+	$(BIN)/ruff check .
 	$(BIN)/mypy format analyzer recorder package/psrec
 
 stubs:

@@ -8,7 +8,11 @@ task does a little CPU work (about 200 us) so that samples catch it now and then
 When done, the program writes to the file argv[2] one JSON document: each task's name with the
 CLOCK_MONOTONIC nanoseconds (time.monotonic_ns) of a time before it was created and of one
 after it was done (its done callback), and the thread (threading.get_ident) whose loop ran it;
-then it prints "done". A sample of the task lies between the two.
+and under "gone", by name, the nanoseconds of when each task object was freed, as its loop
+forgets it (later than its done callback by however long the loop thread took to drop it:
+milliseconds where other programs hold up its CPU); then it prints "done". A sample of the
+task lies between its creation and its done callback; a reading of the loop's tasks can
+find it until it is gone.
 """
 
 import asyncio
@@ -17,11 +21,13 @@ import socket
 import sys
 import threading
 import time
+import weakref
 
 DURATION = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
 OUT = sys.argv[2] if len(sys.argv) > 2 else "echo.json"
 CONCURRENCY = 8
 LIVES = []  # (name, before it was created, after it was done, thread), in ns
+GONE = {}  # name -> when the task object was freed, in ns
 
 
 def spawn(loop, coro, name):
@@ -31,6 +37,7 @@ def spawn(loop, coro, name):
     thread = threading.get_ident()
     task.add_done_callback(
         lambda t: LIVES.append((name, created, time.monotonic_ns(), thread)))
+    weakref.finalize(task, lambda: GONE.__setitem__(name, time.monotonic_ns()))
     return task
 
 
@@ -106,8 +113,9 @@ async def main():
     stop.set()
     await serving
     await asyncio.sleep(0.05)  # the last handlers finish
+    now = time.monotonic_ns()  # a task not freed yet is gone no earlier than now
     with open(OUT, "w") as f:
-        json.dump({"tasks": LIVES}, f)
+        json.dump({"tasks": LIVES, "gone": {n: GONE.get(n, now) for n, *_ in LIVES}}, f)
     print("done", flush=True)
 
 

@@ -98,7 +98,7 @@ def test_debug_offsets_fields_match_header(python: str, tmp_path: Path) -> None:
     assert header is not None, f"no _Py_DebugOffsets in {dirs[1]}"
     fields = gen_layout.debug_offsets_fields(header.read_text())
     minor = minor_of(python)[1]
-    source = (CPYTHON.parent / "offsets.cpp").read_text()
+    source = (CPYTHON.parent / "python" / "offsets.cpp").read_text()
     listed = re.search(rf'kDebugFields3_{minor} = R"\((.*?)\)"', source, re.S)
     assert listed, f"offsets.cpp has no field list for 3.{minor}"
     assert listed.group(1).split() == fields

@@ -207,7 +207,7 @@ class Run:
         out = []
         node = stack_id if 0 <= stack_id < len(self._parents) else 0
         while node:
-            if not self.profile.hidden(self._frames[node]):  # (native frames the view hides)
+            if not self.profile.names.hidden(self._frames[node]):  # (native frames the view hides)
                 out.append(defs.frame(self._frames[node]))
             parent = self._parents[node]
             node = parent if parent < node else 0
@@ -298,7 +298,7 @@ class Run:
         """A stack's innermost function (or line), named as the reports name it."""
         k = NO_STACK
         if 0 < node < len(self._frames):
-            k = self.profile.key(self._frames[node])
+            k = self.profile.names.key(self._frames[node])
         return f"{k.name} ({k.filename}:{k.line})"
 
 

@@ -192,7 +192,7 @@ def diff_tree(base: Profile, new: Profile) -> dict[str, Any]:
     for side, p in enumerate((base, new)):
         for node, v in node_values(p).items():
             at = -1
-            for k in p.keys(node):
+            for k in p.names.keys(node):
                 ki = keys.setdefault(k, len(keys))
                 nxt = index.get((at, ki))
                 if nxt is None:
@@ -286,7 +286,7 @@ class DiffSpeedscopeReporter(Reporter):
             samples, weights = [], []
             for node, v in sorted(node_values(p).items()):
                 if v:
-                    samples.append([frames.setdefault(k, len(frames)) for k in p.keys(node)])
+                    samples.append([frames.setdefault(k, len(frames)) for k in p.names.keys(node)])
                     weights.append(v * scale)
             profiles.append({"type": "sampled", "name": f"{label}: {p.path}", "unit": unit,
                              "startValue": 0, "endValue": sum(weights), "samples": samples,

@@ -27,6 +27,7 @@ __all__ = [
     "CellColumns",
     "Column",
     "FrameKey",
+    "Names",
     "Runs",
     "Selection",
     "Stacks",
@@ -233,9 +234,22 @@ def batch_columns(batch: Any, *names: str) -> list[Any]:
     return out
 
 
+class Names(Protocol):
+    """How stacks are named (stack_names.StackNames): a frame's report key, whether the view
+    leaves it out, and a stack's keys and innermost key."""
+
+    def key(self, frame_id: int) -> FrameKey: ...
+
+    def hidden(self, frame_id: int) -> bool: ...
+
+    def keys(self, node: int) -> tuple[FrameKey, ...]: ...
+
+    def leaf(self, node: int) -> FrameKey: ...
+
+
 class Stacks(Protocol):
     """What the walks over stacks by report key read of a profile (Profile has it all): its
-    stack trie, its cells and their values under the view, and its stacks as report keys."""
+    stack trie, its cells and their values under the view, and its stacks' names."""
 
     defs: Definitions
     parents: Column  # the stack trie: a node's parent and innermost frame, by node
@@ -249,10 +263,5 @@ class Stacks(Protocol):
 
     def value_column(self) -> tuple[Column, int]: ...
 
-    def key(self, frame_id: int) -> FrameKey: ...
-
-    def hidden(self, frame_id: int) -> bool: ...
-
-    def keys(self, node: int) -> tuple[FrameKey, ...]: ...
-
-    def leaf(self, node: int) -> FrameKey: ...
+    @property
+    def names(self) -> Names: ...

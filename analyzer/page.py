@@ -192,7 +192,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         threads.append({"ref": OTHERS, "label": f"{len(shared):,} other threads",
                         "samples": row_samples.get(OTHERS, 0), "threads": len(shared)})
     keys: dict[Any, int] = {}
-    key_of = [keys.setdefault(p.key(p.frames[n]) if n else NO_STACK, len(keys))
+    key_of = [keys.setdefault(p.names.key(p.frames[n]) if n else NO_STACK, len(keys))
               for n in order.nodes]
     md = p.metadata
     wait_unknown = gil_wait_unknown(md)

@@ -211,7 +211,7 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
         if node:
             locs = stack_locations.get(node)
             if locs is None:
-                locs = stack_locations[node] = [location(f) for f in reversed(p.stack(node))]
+                locs = stack_locations[node] = [location(f) for f in reversed(p.names.stack(node))]
             sample.location_id.extend(locs)
         else:
             if not empty_loc:
@@ -232,7 +232,7 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
                 sample.label.add(key=keys["pid"], num=_int64(t.pid))
         sample.label.add(key=keys["gil"], str=strings(gil))
         sample.label.add(key=keys["cpu"], str=strings(cpu))
-        task = logical.task_of(p.stack(node)) if logical is not None and node else 0
+        task = logical.task_of(p.names.stack(node)) if logical is not None and node else 0
         if task:
             info = p.defs.tasks.get(task)
             sample.label.add(key=keys["task"],
@@ -247,7 +247,7 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
         stacks, ticks, _ = await_stacks(p, None if sl is None else lo,
                                         None if sl is None else hi, spans=waits)
         for node, n in sorted(ticks.items()):
-            path = [f for f in stacks.path(node) if not p.hidden(f)]
+            path = [f for f in stacks.path(node) if not p.names.hidden(f)]
             sample = prof.sample.add()
             sample.location_id.extend(location(f) for f in reversed(path))
             sample.value.extend((0, _int64(n * ns), 0))

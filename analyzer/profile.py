@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psrec.format import ThreadInfo
-from psrec.format import constants as C
 from psrec.format.merged import Readable, Source, open_recordings, source_of
-from psrec.format.mixed_stacks import MARKER_KIND, hides, marked_note
+from psrec.format.mixed_stacks import marked_note
 from psrec.format.reader import Definitions
 
 from . import loading, messages
@@ -38,6 +37,7 @@ from .model import (
     Runs,
     Selection,
 )
+from .stack_names import StackNames
 from .view import (
     MODES,
     WEIGHTS,
@@ -99,10 +99,6 @@ class Profile:
     events: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     sample_errors: int = 0
     warnings: list[str] = field(default_factory=list)
-    _stacks: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
-    _keys: dict[int, FrameKey] = field(default_factory=dict, repr=False)
-    _hidden: dict[int, bool] = field(default_factory=dict, repr=False)
-    _node_keys: dict[int, tuple[FrameKey, ...]] = field(default_factory=dict, repr=False)
     _cells: list[Cell] | None = field(default=None, repr=False)
     # The same samples summed under other status filters (STATES, by name): what a page that
     # switches between views, or draws each thread's states, needs from one decode.
@@ -122,6 +118,12 @@ class Profile:
     # files), to read again.
     sources: list[Source] = field(default_factory=list)
     inputs: str | list[str] = ""
+    # How the stacks are named under the view (stack_names.py): made from the trie above.
+    names: StackNames = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.names = StackNames(self.defs, self.parents, self.frames, self.view.by,
+                                self.view.native)
 
     # -- building ------------------------------------------------------------------------
     @classmethod
@@ -275,102 +277,12 @@ class Profile:
 
     # -- stacks and names ----------------------------------------------------------------
     def stack(self, node: int) -> tuple[int, ...]:
-        """Frame ids of a trie node's stack, root first: those the view shows (a native
-        recording's frames the view leaves out are not there)."""
-        s = self._stacks.get(node)
-        if s is None:
-            frames: list[int] = []
-            n = node
-            parents, fr = self.parents, self.frames
-            while n:
-                cached = self._stacks.get(n)
-                if cached is not None:
-                    frames.extend(reversed(cached))
-                    break
-                if not self.hidden(fr[n]):
-                    frames.append(fr[n])
-                n = parents[n]
-            s = tuple(reversed(frames))
-            self._stacks[node] = s
-        return s
-
-    def hidden(self, frame_id: int) -> bool:
-        """Whether the view leaves this frame out (only a native recording's frames can be:
-        psrec.format.mixed_stacks.hides)."""
-        h = self._hidden.get(frame_id)
-        if h is None:
-            fn = self.defs.frame(frame_id).function if frame_id else None
-            h = self._hidden[frame_id] = fn is not None and fn.kind != 0 and hides(
-                fn.kind, fn.name, self.view.native)
-        return h
-
-    def marked_samples(self) -> int:
-        """The view's samples whose stack holds the marker of native frames not captured
-        (FUNCTION kind 4, spec section 10, rule 7), whatever the view shows of it."""
-        marked: dict[int, bool] = {0: False}
-        parents, frames, defs = self.parents, self.frames, self.defs
-
-        def has(node: int) -> bool:
-            path = []
-            while node not in marked:
-                path.append(node)
-                node = parents[node]
-            m = marked[node]
-            for n in reversed(path):
-                fid = frames[n]
-                m = m or (fid != 0 and defs.frame(fid).function.kind == MARKER_KIND)
-                marked[n] = m
-            return m
-
-        return sum(n for node, n in zip(self.columns.node, self.columns.samples) if has(node))
-
-    def key(self, frame_id: int) -> FrameKey:
-        """The report key of a frame, by function or by line as the view asks."""
-        k = self._keys.get(frame_id)
-        if k is None:
-            if frame_id == C.TRUNCATED_FRAME:
-                k = TRUNCATED_KEY
-            else:
-                f = self.defs.frame(frame_id)
-                fn = f.function
-                line = f.line if self.view.by == "line" else fn.first_line
-                k = FrameKey(fn.filename, line, fn.name, fn.kind != 0)
-            self._keys[frame_id] = k
-        return k
-
-    def leaf(self, node: int) -> FrameKey:
-        """The report key of a stack's innermost frame the view shows (NO_STACK for the empty
-        stack)."""
-        while node and self.hidden(self.frames[node]):
-            node = self.parents[node]
-        return self.key(self.frames[node]) if node else NO_STACK
+        """Frame ids of a trie node's stack, root first (StackNames.stack)."""
+        return self.names.stack(node)
 
     def keys(self, node: int) -> tuple[FrameKey, ...]:
-        """Report keys of a stack, root first; the empty stack is NO_STACK."""
-        cache = self._node_keys
-        ks = cache.get(node)
-        if ks is not None:
-            return ks
-        if node == 0:
-            ks = cache[0] = (NO_STACK,)
-            return ks
-        # A stack is its parent's plus one frame: walk up to the nearest known stack only.
-        # Only the stack asked for is kept: keeping every prefix on the way cost memory in
-        # the square of the depth (270 MB for one stack 8192 frames deep).
-        chain = []
-        n = node
-        parents, frames = self.parents, self.frames
-        while n and n not in cache:
-            if not self.hidden(frames[n]):
-                chain.append(self.key(frames[n]))
-            n = parents[n]
-        base: tuple[FrameKey, ...] = cache[n] if n else ()
-        if base == (NO_STACK,):  # a stack of frames the view leaves out, all of them
-            base = ()
-        chain.reverse()
-        ks = base + tuple(chain)
-        cache[node] = ks = ks or (NO_STACK,)
-        return ks
+        """Report keys of a stack, root first (StackNames.keys)."""
+        return self.names.keys(node)
 
     @property
     def walks(self) -> Walks:
@@ -412,6 +324,11 @@ class Profile:
     def free_threaded(self) -> bool:
         """A free-threaded target: no GIL, and the GIL bit records 'attached' instead."""
         return bool((self.metadata.get("python_build") or {}).get("free_threaded"))
+
+    def marked_samples(self) -> int:
+        """The view's samples whose stack holds the marker of native frames not captured
+        (StackNames.marked)."""
+        return self.names.marked(zip(self.columns.node, self.columns.samples))
 
     def describe(self) -> str:
         """One line saying what the view holds, for report headers."""

@@ -173,7 +173,7 @@ def _thread_roots(profile: Profile, stats: dict[tuple[str, int, str], tuple[Any,
     # thread -> outermost key -> [samples with it alone on the stack, their value, value]
     roots: dict[int, dict[FrameKey, list[int]]] = defaultdict(dict)
     for c in profile.cells:
-        keys = profile.keys(c.node)
+        keys = profile.names.keys(c.node)
         value = profile.cell_value(c)
         sums = roots[c.thread].setdefault(keys[0], [0, 0, 0])
         sums[2] += value
@@ -232,7 +232,7 @@ class CollapsedReporter(Reporter):
                 parts = []
                 if per_thread:
                     parts.append("thread " + collapsed_name(profile.thread_label(c.thread)))
-                for k in profile.keys(c.node):
+                for k in profile.names.keys(c.node):
                     n = names.get(k)
                     if n is None:
                         n = names[k] = collapsed_frame(k)
@@ -269,9 +269,9 @@ def _write_waits(profile: Profile, out: IO[Any], per_thread: bool) -> str:
     for node, n in ticks.items():
         parts = []
         for fid in logical.path(node):
-            if profile.hidden(fid):
+            if profile.names.hidden(fid):
                 continue
-            k = profile.key(fid)
+            k = profile.names.key(fid)
             text = names.get(k)
             if text is None:
                 text = names[k] = collapsed_frame(k)

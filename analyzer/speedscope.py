@@ -107,7 +107,7 @@ def _waits(profile: Profile) -> tuple[list[tuple[list[FrameKey], int]], bool]:
     logical, ticks, cut = await_stacks(profile)
     if not ticks:
         raise_no_waits(profile)
-    return [([profile.key(f) for f in logical.path(node) if not profile.hidden(f)], n)
+    return [([profile.names.key(f) for f in logical.path(node) if not profile.names.hidden(f)], n)
             for node, n in sorted(ticks.items())], cut
 
 

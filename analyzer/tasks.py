@@ -333,7 +333,7 @@ def await_chain(profile: Profile, node: int) -> str:
     """A task's coroutines down to the await it waits at: 'handle (app.py:40) > sleep
     (tasks.py:665)'."""
     frames = profile.defs.frames
-    stack = profile.stack(node)
+    stack = profile.names.stack(node)
     parts = []
     for fid in stack[-AWAIT_CHAIN_FRAMES:]:
         f = frames.get(fid)

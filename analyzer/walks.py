@@ -88,7 +88,7 @@ def key_totals(p: Stacks, rows: Iterable[tuple[int, int, int]]) -> dict[FrameKey
     and NativeWalks.totals for a thread of few rows."""
     out: dict[FrameKey, Totals] = defaultdict(Totals)
     for node, count, value in rows:
-        keys = p.keys(node)
+        keys = p.names.keys(node)
         leaf = out[keys[-1]]
         leaf.own_count += count
         leaf.own += value
@@ -193,7 +193,7 @@ class PyWalks:
     def edges(self, thread: int | None = None) -> list[Edge]:
         sums: dict[tuple[FrameKey, FrameKey], list[int]] = {}
         for node, count, value in self._rows(thread):
-            keys = self._p.keys(node)
+            keys = self._p.names.keys(node)
             if len(keys) < 2:
                 continue
             for edge in set(zip(keys, keys[1:])):
@@ -212,7 +212,7 @@ class PyWalks:
             a[0] += cell.samples
             a[1] += cell.gil
             a[2] += cell.on_cpu
-            own[cell.slice][p.leaf(cell.node)] += p.cell_value(cell)
+            own[cell.slice][p.names.leaf(cell.node)] += p.cell_value(cell)
         return per, own
 
     def speedscope_text(self) -> PySpeedscopeText:
@@ -245,10 +245,10 @@ class NativeWalks:
             size = top + 1
         frame_key = array("I", bytes(4 * size))
         for fid in ids:
-            if profile.hidden(fid):  # left out by the view: StackKeys skips it
+            if profile.names.hidden(fid):  # left out by the view: StackKeys skips it
                 frame_key[fid if order is None else order[fid]] = SKIP_KEY
                 continue
-            k = profile.key(fid)
+            k = profile.names.key(fid)
             i = index.get(k)
             if i is None:
                 i = index[k] = len(key_list)
@@ -382,7 +382,7 @@ class PySpeedscopeText:
         s = self._text.get(node)
         if s is None:
             idx = []
-            for k in self._p.keys(node):
+            for k in self._p.names.keys(node):
                 i = self._frame_of.get(k)
                 if i is None:
                     i = self._frame_of[k] = len(self._frame_keys)

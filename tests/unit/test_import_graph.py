@@ -230,8 +230,8 @@ def test_no_part_imports_a_private_module_of_the_format(part: str) -> None:
 
 # The analyzer's rooms (analyzer/__init__.py says what each holds). The model: the view asked
 # for, the samples it selects, their sums and stacks, the tasks; below every output.
-MODEL = {"model", "modes", "view", "pyengine", "walks", "engine", "task_states", "logical",
-         "loading", "messages", "profile", "tasks"}
+MODEL = {"model", "modes", "view", "pyengine", "walks", "engine", "stack_names", "task_states",
+         "logical", "loading", "messages", "profile", "tasks"}
 # What every output stands on besides the model: the output interface and registry, and what
 # several outputs write alike.
 SHARED = {"registry", "common"}

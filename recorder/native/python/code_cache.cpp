@@ -158,4 +158,12 @@ int CodeCache::byteOffset(CodeInfo& info, uint64_t raw_instr, int32_t tlbc) {
   return static_cast<int>(off & ~uint64_t{1});
 }
 
+uint32_t functionId(format::Encoder& enc, CodeInfo& info) {
+  if (!info.function_id)
+    info.function_id = enc.internFunction(enc.internString(info.filename),
+                                          enc.internString(info.name),
+                                          static_cast<uint32_t>(info.firstlineno));
+  return info.function_id;
+}
+
 }  // namespace psrec::recorder

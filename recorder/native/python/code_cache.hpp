@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "format/native/encoder.hpp"
 #include "recorder/native/python/python_process.hpp"
 
 namespace psrec::recorder {
@@ -111,5 +112,8 @@ class CodeCache {
   uint64_t resolutions_ = 0;
   uint64_t invalidations_ = 0;
 };
+
+// The recording's FUNCTION id of a code object, defined in enc when first needed.
+uint32_t functionId(format::Encoder& enc, CodeInfo& info);
 
 }  // namespace psrec::recorder

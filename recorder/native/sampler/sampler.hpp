@@ -226,21 +226,8 @@ class Sampler {
   // Whether a thread the walk did not meet still has its state in the list, under its ids.
   bool stillListed(Target& t, uint64_t tstate, const Thread& th, uint64_t interp);
   void readNames(Target& t, uint64_t ts);
+  // Its TaskTracker's pass (the threads sampled in it), and what it counted.
   void recordTasks(Target& t, uint64_t ts);
-  // The task each sampled thread runs (AsyncioTasks::running), a task of a loop that does
-  // not say its thread given to the thread whose stack holds its coroutine's frame.
-  bool runningTasks(Target& t, std::vector<uint64_t>& out);
-  uint32_t taskId(Target& t, size_t i, uint64_t ts);
-  // Every task's state, when a snapshot is due (SamplerConfig::task_interval_ns).
-  void snapshotTasks(Target& t, uint64_t ts);
-  uint32_t snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts);
-  // The TASK id of the task at task if it is known with this coroutine and name (0: not);
-  // newTask defines it (a TASK record) and knows it from then on.
-  uint32_t knownTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
-                     uint64_t ts);
-  uint32_t newTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
-                   uint32_t function, uint64_t ts);
-  uint32_t functionId(CodeInfo& info);
   void openTarget(Target& t, uint64_t ts, pid_t ppid);
   void endTarget(Target& t, uint64_t ts, int64_t exit_code);
   // Every 100 ms: exec, liveness and attach attempts of every target; children with
@@ -275,13 +262,13 @@ class Sampler {
   std::vector<RawFrame> frames_kept_;  // nativeStack: the Python frames it marks
   Capture capture_;                    // sampleThread: the capture being read
   std::unordered_set<uint64_t> new_met_;  // sampleNewThreads: those of new_ taken already
+  std::vector<SampledRef> task_refs_;     // recordTasks: the threads sampled in the pass
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> epoch_asked_{false};
   std::atomic<bool> seal_asked_{false};
   void sealChunk();  // hands the encoder's chunk to the writer
-  void forgetTasks(Target& t);  // the target's tasks are no longer read
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;

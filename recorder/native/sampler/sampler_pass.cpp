@@ -202,224 +202,24 @@ void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {
   recordTasks(t, ts);
 }
 
-// The recording's FUNCTION id of a code object, defined when first needed.
-uint32_t Sampler::functionId(CodeInfo& info) {
-  if (!info.function_id)
-    info.function_id = encoder_.internFunction(encoder_.internString(info.filename),
-                                               encoder_.internString(info.name),
-                                               static_cast<uint32_t>(info.firstlineno));
-  return info.function_id;
-}
-
-// asyncio: the task each thread sampled in this pass runs. Until asyncio is imported, nothing
-// is read but the size of sys.modules, every 10 ms (looked into when it changed).
+// The threads sampled in this pass to the target's task tracker, and what it counted to the
+// sampler's figures.
 void Sampler::recordTasks(Target& t, uint64_t ts) {
-  constexpr uint64_t kCheckTicks = 10000, kPruneTicks = 1000000;  // 10 ms, 1 s in 1 us ticks
-  if (!config_.tasks || !t.tasks) return;
-  if (!t.asyncio) {
-    if (t.asyncio_check_ts && ts - t.asyncio_check_ts < kCheckTicks) return;
-    t.asyncio_check_ts = ts ? ts : 1;
-    t.asyncio = t.tasks->imported();
-    if (!t.asyncio) return;
-  }
-  t.task_threads.clear();
-  t.task_owners.clear();
-  for (auto& [addr, th] : t.threads) {
-    if (th.seen_pass != pass_) continue;
-    t.task_threads.push_back({th.tstate, th.thread_id});
-    t.task_owners.push_back(&th);
-  }
-  if (t.task_threads.empty()) return;
-  // 3.8-3.13 read a dict the loops change at every task step (and resize every few): a read
-  // caught in the middle of that is read again. One that fails throughout gives its threads no
-  // task for this pass (rather than the last one they had).
-  bool read = false;
-  for (int attempt = 0; attempt < 4 && !read; ++attempt) read = runningTasks(t, t.running);
-  if (!read) bump(st_.task_errors, 1);
-  for (size_t i = 0; i < t.running.size(); ++i) {
-    encoder_.sampleTask(t.task_owners[i]->ref, t.running[i] ? taskId(t, i, ts) : 0);
-    if (t.running[i]) t.ran_since.insert(t.running[i]);
-  }
-  if (read) snapshotTasks(t, ts);
-  // Tasks not seen running for a minute are forgotten (a server makes thousands a second);
-  // one that runs again after that is named again, under a new id.
-  constexpr uint64_t kForgetTicks = 60000000;
-  if (ts - t.tasks_pruned_ts >= kPruneTicks) {
-    t.tasks_pruned_ts = ts;
-    for (auto it = t.known_tasks.begin(); it != t.known_tasks.end();) {
-      if (ts - it->second.seen_ts > kForgetTicks) {
-        encoder_.forgetTask(it->second.id);
-        it = t.known_tasks.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-}
-
-bool Sampler::runningTasks(Target& t, std::vector<uint64_t>& out) {
-  if (!t.tasks->running(t.task_threads, out)) return false;
-  t.tasks->placeUnplaced(out, [&](size_t i, uint64_t frame) {
-    const auto& raw = t.task_owners[i]->stack.raw;
-    return std::any_of(raw.begin(), raw.end(),
-                       [&](const RawFrame& f) { return f.addr == frame; });
-  });
-  return true;
-}
-
-// The TASK id of the task t.running[i], which thread t.task_owners[i] runs, defined when first
-// seen; 0 when what was read does not hold together (the sample then has no task):
-// - the task (its coroutine, its name) cannot be read whole: it is being made or freed as it
-//   is read (counted in task_errors);
-// - its coroutine's frame is not on the stack read for th (the task is read after the stack:
-//   one that began or ended in between is not the stack's; counted in task_off_stack). Before
-//   3.11 the frame's code must be the coroutine's too: a frame object freed with one
-//   coroutine is reused for the next.
-// Its identity is checked at every sample: its coroutine object and its name's text (a task
-// that finished and was replaced by one made at the same address, its coroutine at the old
-// one's, differs by its name). 3.13+ turn a default name's counter into its text when the
-// name is first asked for: another name object, the same text, the same task. A task not
-// known yet must still be its thread's running task after it was read: the task read may have
-// finished meanwhile, and a new one be in the making at its address (its name set, its
-// coroutine field still the old one's).
-uint32_t Sampler::taskId(Target& t, size_t i, uint64_t ts) {
-  const SampledThread& th = *t.task_owners[i];
-  const uint64_t task = t.running[i];
-  uint64_t coro = 0, name_obj = 0;
-  if (!t.tasks->identity(task, coro, name_obj) || !t.tasks->nameOf(name_obj, t.task_name)) {
-    bump(st_.task_errors, 1);
-    return 0;
-  }
-  const uint64_t frame = t.tasks->coroutineFrame(coro);
-  const auto& raw = th.stack.raw;
-  auto on = std::find_if(raw.begin(), raw.end(), [&](const RawFrame& f) { return f.addr == frame; });
-  if (!frame || on == raw.end() ||
-      (!t.tasks->framesInside() && on->code != t.tasks->coroutineCode(coro))) {
-    bump(st_.task_off_stack, 1);
-    return 0;
-  }
-  if (uint32_t id = knownTask(t, task, coro, t.task_name, ts)) return id;
-  uint64_t coro_again = 0, name_again = 0;
-  if (!runningTasks(t, t.running_again) || t.running_again[i] != task ||
-      !t.tasks->identity(task, coro_again, name_again) || coro_again != coro ||
-      name_again != name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
-      t.name_again != t.task_name) {
-    bump(st_.task_off_stack, 1);
-    return 0;
-  }
-  uint32_t function = 0;
-  if (on->code)  // the coroutine's code, as the stack has it
-    if (CodeInfo* info = t.codes->lookup(on->code, pass_)) function = functionId(*info);
-  return newTask(t, task, coro, t.task_name, function, ts);
-}
-
-uint32_t Sampler::knownTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
-                            uint64_t ts) {
-  auto it = t.known_tasks.find(task);
-  if (it == t.known_tasks.end() || it->second.coro != coro || it->second.name != name) return 0;
-  it->second.seen_ts = ts;
-  return it->second.id;
-}
-
-uint32_t Sampler::newTask(Target& t, uint64_t task, uint64_t coro, const std::string& name,
-                          uint32_t function, uint64_t ts) {
-  KnownTask k;
-  k.coro = coro;
-  k.name = name;
-  k.seen_ts = ts;
-  k.id = encoder_.defineTask(static_cast<uint64_t>(t.pid), task, name, function, ts);
-  bump(st_.tasks_defined, 1);
-  const uint32_t id = k.id;
-  auto [it, added] = t.known_tasks.try_emplace(task);
-  if (!added) encoder_.forgetTask(it->second.id);  // another task, at the same address
-  it->second = std::move(k);
-  return id;
-}
-
-// Every task of the target and its state (spec 4.3): read when due (a task that has not
-// moved since the previous snapshot is not read again: AsyncioTasks::readChanged), and
-// written where it changed. A reading that takes more than 2 ms goes on over passes, a
-// tenth of the interval each, so that a hundred thousand tasks do not hold up the samples;
-// the snapshot is written at the pass it ends in. A snapshot that took d of CPU time waits 10 d for the next, so
-// that thousands of tasks cost the sampler at most a tenth of a CPU (the recording says how
-// many were taken, and their CPU time).
-void Sampler::snapshotTasks(Target& t, uint64_t ts) {
-  const uint64_t t0 = monotonicNs();
-  if (!t.tasks->readingTasks() && t0 < t.next_snapshot_ns) return;
-  const uint64_t cpu0 = threadCpuNs();
-  t.tasks->usePass(pass_);
-  TaskList list;
-  // A reading begins with up to 2 ms, which hundreds of tasks take, so that theirs is read at
-  // one moment as it was; a larger one goes on a tenth of the interval a pass.
-  const uint64_t budget = t.tasks->readingTasks()
-                              ? std::max<uint64_t>(config_.interval_ns / 10, 20000)
-                              : std::max<uint64_t>(config_.interval_ns / 10, 2000000);
-  const bool done = t.tasks->readChanged(t.proc->mainInterpreter(), t.task_threads, t.running,
-                                         t.ran_since, t0 + budget, list);
-  const uint64_t step = threadCpuNs() - cpu0;
-  t.snapshot_cpu_ns += step;
-  bump(st_.task_snapshot_ns, step);
-  if (!done) return;
-  t.ran_since.clear();
-  if (!list.asyncio) {
-    // asyncio.tasks is not imported yet: nothing to read
-  } else if (!list.error.empty()) {
-    bump(st_.task_snapshot_errors, 1);
-  } else {
-    const std::vector<TaskRecord>& tasks = t.tasks->tasks();
-    t.snapshot_ids.clear();
-    for (const TaskRecord& rec : tasks)
-      if (uint32_t id = snapshotTaskId(t, rec, ts)) t.snapshot_ids[rec.id] = id;
-    // Stamped with when the tasks were read (later in the pass than its threads).
-    encoder_.beginTaskSnapshot(static_cast<uint64_t>(t.pid), std::max(ts, ticks(list.read_ns)));
-    for (const TaskRecord& rec : tasks) {
-      auto me = t.snapshot_ids.find(rec.id);
-      if (me == t.snapshot_ids.end()) continue;
-      uint32_t state = format::kTaskRunning;
-      if (rec.state != TaskRun::kRunning)
-        state = rec.state == TaskRun::kSuspended && rec.fut_waiter ? format::kTaskSuspended
-                                                                  : format::kTaskReady;
-      t.task_frames.clear();
-      for (auto f = rec.stack.rbegin(); f != rec.stack.rend(); ++f)  // outermost first
-        if (f->code) t.task_frames.push_back(encoder_.internFrame(functionId(*f->code), f->line));
-      t.task_awaits.clear();
-      for (uint64_t a : rec.awaits()) {
-        auto it = t.snapshot_ids.find(a);
-        if (it != t.snapshot_ids.end()) t.task_awaits.push_back(it->second);
-      }
-      encoder_.taskState(me->second, state, state == format::kTaskSuspended ? t.tasks->waitsName(rec) : "",
-                         t.task_frames.data(), t.task_frames.size(), t.task_awaits.data(),
-                         t.task_awaits.size());
-    }
-    encoder_.endTaskSnapshot();
-    bump(st_.task_snapshots, 1);
-  }
-  const uint64_t cost = t.snapshot_cpu_ns + (threadCpuNs() - cpu0 - step);
-  bump(st_.task_snapshot_ns, threadCpuNs() - cpu0 - step);
-  t.snapshot_cpu_ns = 0;
-  t.next_snapshot_ns = t0 + std::max(config_.task_interval_ns, 10 * cost);
-}
-
-// The TASK id of a task a snapshot found (defined when first seen, as taskId does for a
-// running task); 0 when its name cannot be read.
-uint32_t Sampler::snapshotTaskId(Target& t, const TaskRecord& rec, uint64_t ts) {
-  if (uint32_t id = knownTask(t, rec.id, rec.coro, rec.name, ts)) return id;
-  // Read once more (where the reading did not): a task made or freed as it was read is left
-  // for the next snapshot.
-  uint64_t coro = rec.coro, name_obj = rec.name_obj;
-  if (rec.name.empty()) return 0;
-  if (!rec.checked &&
-      (!t.tasks->identity(rec.id, coro, name_obj) || coro != rec.coro ||
-       name_obj != rec.name_obj || !t.tasks->nameOf(name_obj, t.name_again) ||
-       t.name_again != rec.name))
-    return 0;
-  uint32_t function = 0;
-  if (!rec.stack.empty() && rec.stack.back().code) {
-    function = functionId(*rec.stack.back().code);  // its outermost coroutine
-  } else if (uint64_t code = t.tasks->coroutineCode(coro)) {
-    if (CodeInfo* info = t.codes->lookup(code, pass_)) function = functionId(*info);
-  }
-  return newTask(t, rec.id, coro, rec.name, function, ts);
+  if (!t.tasks) return;
+  task_refs_.clear();
+  for (auto& [addr, th] : t.threads)
+    if (th.seen_pass == pass_)
+      task_refs_.push_back({th.tstate, th.thread_id, th.ref, &th.stack.raw});
+  t.tasks->afterPass(task_refs_, pass_, ts);
+  const TaskCounts& now = t.tasks->counts();
+  TaskCounts& was = t.tasks_counted;
+  bump(st_.tasks_defined, now.defined - was.defined);
+  bump(st_.task_errors, now.errors - was.errors);
+  bump(st_.task_off_stack, now.off_stack - was.off_stack);
+  bump(st_.task_snapshots, now.snapshots - was.snapshots);
+  bump(st_.task_snapshot_errors, now.snapshot_errors - was.snapshot_errors);
+  bump(st_.task_snapshot_ns, now.snapshot_ns - was.snapshot_ns);
+  was = now;
 }
 
 // What the pass's native stacks came to, counted once per pass: the counters, and what the
@@ -594,7 +394,7 @@ void Sampler::pythonIds(Target& t, Thread& th) {
     if (it != info->frame_ids.end()) {
       id = it->second;
     } else {
-      id = encoder_.internFrame(functionId(*info), info->lineAt(kind, off));
+      id = encoder_.internFrame(functionId(encoder_, *info), info->lineAt(kind, off));
       info->frame_ids.emplace(off, id);
     }
     th.ids.push_back(id);
@@ -613,7 +413,7 @@ bool Sampler::captured(Target& t, Thread& th) {
   // Once asyncio runs, each sample also names the task its thread runs, read after the
   // stacks and checked against them: a stack copied up to a few periods before would not
   // hold the task running now. Its threads are read from the process.
-  if (!t.capture || !th.native_tid || (config_.tasks && t.asyncio)) return false;
+  if (!t.capture || !th.native_tid || (t.tasks && t.tasks->asyncio())) return false;
   const pid_t tid = static_cast<pid_t>(th.native_tid);
   const uint64_t period = perfPeriod(config_.interval_ns);
   if (t.native) {

@@ -54,6 +54,11 @@ std::vector<pid_t> childrenOf(pid_t pid) {
 
 void Sampler::openTarget(Target& t, uint64_t ts, pid_t ppid) {
   t.openReaders();
+  if (config_.tasks)
+    t.tasks = std::make_unique<TaskTracker>(*t.proc, *t.codes, encoder_,
+                                            static_cast<uint64_t>(t.pid),
+                                            config_.created_mono_ns, config_.interval_ns,
+                                            config_.task_interval_ns);
   t.reader->setFrameCache(config_.frame_cache);
   if (!config_.blocking) {
     // The kernel's copies of the running threads' Python frames (not needed where every pass
@@ -113,16 +118,9 @@ void Sampler::readNames(Target& t, uint64_t ts) {
 void Sampler::endTarget(Target& t, uint64_t ts, int64_t exit_code) {
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
   t.threads.clear();
-  encoder_.endTasks(static_cast<uint64_t>(t.pid));
-  forgetTasks(t);
-  t.next_snapshot_ns = 0;
+  if (t.tasks) t.tasks->end();
   if (t.alive) encoder_.processExit(ts, static_cast<uint64_t>(t.pid), exit_code);
   t.alive = false;
-}
-
-void Sampler::forgetTasks(Target& t) {
-  for (const auto& [addr, k] : t.known_tasks) encoder_.forgetTask(k.id);
-  t.known_tasks.clear();
 }
 
 bool Sampler::watch(uint64_t now) {
@@ -193,8 +191,7 @@ void Sampler::execed(Target& t, uint64_t now, uint64_t image) {
   // program's segment once it runs Python (spec/psr-format.md).
   const uint64_t ts = ticks(now);
   for (auto& [addr, th] : t.threads) encoder_.threadExit(th.ref, ts);
-  encoder_.endTasks(static_cast<uint64_t>(t.pid));
-  forgetTasks(t);
+  if (t.tasks) t.tasks->end();
   t.execedInto(image, now);
   next_watch_ns_ = now;
 }

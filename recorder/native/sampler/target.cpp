@@ -71,7 +71,6 @@ void Target::openReaders() {
   reader->setMaxDepth(format::kMaxDepth + 1);
   unwinder->pass.setCodeCache(codes.get());
   names = std::make_unique<ThreadNames>(*proc);
-  tasks = std::make_unique<AsyncioTasks>(*proc, *codes);
 }
 
 bool Target::tryAttach(uint64_t now) {
@@ -100,6 +99,7 @@ void Target::execedInto(uint64_t new_image, uint64_t now) {
   // The threads first: each gives up its place in the capture, which the move below ends.
   threads.clear();
   native.reset();
+  tasks.reset();  // (it reads through proc)
   Target fresh;
   fresh.pid = pid;
   fresh.ppid = ppid;

@@ -13,7 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "recorder/native/asyncio/asyncio_tasks.hpp"
+#include "recorder/native/asyncio/task_tracker.hpp"
 #include "recorder/native/python/code_cache.hpp"
 #include "recorder/native/errors.hpp"
 #include "recorder/native/native_unwind/native_sampling.hpp"
@@ -65,15 +65,6 @@ struct SampledThread {
   bool from_capture = false;  // this pass's Python frames came from its capture
 };
 
-// An asyncio task seen running, under its TASK id: a task created later at its address has
-// another coroutine or another name (Sampler::taskId).
-struct KnownTask {
-  uint32_t id = 0;
-  uint64_t coro = 0;
-  std::string name;
-  uint64_t seen_ts = 0;
-};
-
 // With `proc` it runs Python and is sampled (a segment of the recording, opened by
 // PROCESS_START); without, it is watched: it may exec Python later, and with subprocesses its
 // children are followed.
@@ -108,21 +99,9 @@ struct Target {
   bool sampled = false;        // a pass has read its thread list
   std::unordered_map<uint64_t, SampledThread> threads;  // by tstate address
   std::vector<PrefetchThread> order;                     // the threads of the last pass, in order
-  // asyncio: the task each thread runs, once asyncio is imported (looked for every second).
-  std::unique_ptr<AsyncioTasks> tasks;
-  bool asyncio = false;
-  uint64_t asyncio_check_ts = 0;
-  std::unordered_map<uint64_t, KnownTask> known_tasks;  // by task address
-  uint64_t tasks_pruned_ts = 0;
-  std::vector<ThreadRef> task_threads;
-  std::vector<SampledThread*> task_owners;
-  std::vector<uint64_t> running, running_again;
-  std::string task_name, name_again;  // scratch: the name of the task being identified
-  uint64_t next_snapshot_ns = 0;       // when its tasks' states are read next
-  uint64_t snapshot_cpu_ns = 0;        // the CPU time of the reading in progress so far
-  std::unordered_map<uint64_t, uint32_t> snapshot_ids;  // scratch: task address -> TASK id
-  std::vector<uint32_t> task_frames, task_awaits;     // scratch
-  std::unordered_set<uint64_t> ran_since;  // tasks seen running since the last snapshot
+  // Its asyncio tasks in the recording (record without --no-tasks).
+  std::unique_ptr<TaskTracker> tasks;
+  TaskCounts tasks_counted;  // tasks' counts already in the sampler's figures
 
   // The process psrec was given, attached now. A launched program that does not run Python
   // yet (or whose runtime is not initialised) is watched instead; anything else that stops

@@ -23,7 +23,7 @@ TARGETS = Path(__file__).resolve().parents[1] / "targets"
 WORKLOADS = Path(__file__).resolve().parents[1] / "perf" / "workloads"
 PSREC = [sys.executable, "-m", "psrec"]
 
-pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.live, pytest.mark.timeout(300), pytest.mark.timing]
 
 
 def record(tmp_path: Path, script: Path, rate: str, *args: str,

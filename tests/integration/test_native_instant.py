@@ -74,6 +74,7 @@ def recorded(python: str, workload: str, tmp_path: Path, rate: str,
     return path
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
 @pytest.mark.parametrize("python", python_params())
 def test_every_native_sample_is_whole_or_marked(python: str, workload: str,
@@ -81,6 +82,7 @@ def test_every_native_sample_is_whole_or_marked(python: str, workload: str,
     check(recorded(python, workload, tmp_path, "1000"), workload)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("rate", ["100", "1000"])
 @pytest.mark.parametrize("python", python_params())
 def test_callbacks_pair_on_a_busy_host(python: str, rate: str, busy: None,

@@ -73,6 +73,7 @@ def record_native(python: str, tmp_path: Path, *args: str) -> tuple[Path, Path]:
     return path, ext
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", PYTHONS)
 def test_native_frames_interleave_in_every_sample(python: str, tmp_path: Path) -> None:
     path, ext = record_native(python, tmp_path)

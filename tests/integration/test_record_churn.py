@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 CHURN_ERRORS = 0.003
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("rate", ["1000", "10k"])
 @pytest.mark.parametrize("python", python_params())
 def test_thread_churn_keeps_threads_apart(python: str, rate: str, tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ def _share(samples: list, function: str) -> int:
     return sum(1 for s in samples if function in s.functions)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["launch", "attach"])
 @pytest.mark.parametrize("python", python_params())
 def test_exec_into_python_opens_a_new_process_segment(python: str, mode: str,
@@ -204,6 +205,7 @@ def test_a_process_caught_in_exec_is_not_called_unreadable(tmp_path: Path) -> No
     assert not [why for why in seen if "permission denied" in why], seen
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", python_params())
 def test_a_launcher_that_execs_python_later_is_recorded(python: str, tmp_path: Path) -> None:
     """A shell script that prepares for a while, then execs Python (a common wrapper): psrec

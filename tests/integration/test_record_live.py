@@ -810,6 +810,7 @@ def _record_lone_bursts(python: str, rate: str, out: Path) -> _LoneBursts:
     return _LoneBursts("\n".join(lines), wrong, sampled_off)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 @pytest.mark.parametrize("python", PYTHONS)
 def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: Path) -> None:
@@ -889,6 +890,7 @@ def _between(samples: list[Sample], first: int, last: int) -> tuple[int, int]:
     return (sum(s.cpu for s in samples[:gate + 1]), sum(s.cpu for s in samples[after + 1:]))
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
 @pytest.mark.parametrize("python", PYTHONS)
 def test_cpu_time_of_bursty_threads(python: str, rate: str, tmp_path: Path) -> None:

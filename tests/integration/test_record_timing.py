@@ -9,7 +9,7 @@ import pytest
 from psrec.format import open_recording
 from rec_live import one_python, record, target
 
-pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.live, pytest.mark.timeout(120), pytest.mark.timing]
 
 
 def _stats(path: Path) -> dict:

@@ -179,6 +179,7 @@ def test_task_tree_agrees_with_asyncio_pstree(python: str, tmp_path: Path) -> No
         assert f"(T) {t['name']}" in tree.stdout
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", PYTHONS)
 def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
     """A recording of tasks that measure their own running time: each task's share of the
@@ -192,6 +193,7 @@ def test_task_running_times_match_the_program(python: str, tmp_path: Path) -> No
     _running_times_match(out, truth)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", PYTHONS)
 def test_uvloop_task_running_times_match_the_program(python: str, tmp_path: Path) -> None:
     """The same program on uvloop's event loop (its wheel from PyPI for the target's version):
@@ -326,6 +328,7 @@ def _running_times_match(out: Path, truth: dict[str, Any]) -> None:
     assert table.returncode == 0 and "spin" in table.stdout, table.stderr
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", PYTHONS)
 def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
     """tests/targets/async_waits.py's tasks measure the time they run and the time they spend
@@ -405,6 +408,7 @@ def test_task_waits_match_the_program(python: str, tmp_path: Path) -> None:
 SHORT_TASK_ERRORS = 0.005
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", PYTHONS)
 def test_thousands_of_short_tasks_a_second(python: str, tmp_path: Path) -> None:
     """An echo server under load (about 2,000 tasks a second, on two threads' loops), recorded
@@ -660,6 +664,7 @@ def _task_lookups() -> list[object]:
     return [params[i] for i in chosen] or params[:1]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("python", _task_lookups())
 def test_dump_of_tens_of_thousands_of_tasks_stops_the_process_briefly(python: str) -> None:
     """`dump --tasks` stops the process so that its tasks are read at one moment, for at most

@@ -48,10 +48,17 @@ $(BIN)/ruff $(BIN)/mypy: $(BIN)/python
 	$(BIN)/pip install -q ruff mypy
 
 # mypy checks the recorder against its native module's stub; tests/unit/test_native_stubs.py
-# fails when the stub is not what stubgen makes of the build.
+# fails when the stub is not what stubgen makes of the build. It reads the tree as the one
+# package it installs as (psrec, psrec.format, psrec.analyzer, psrec.recorder), through links
+# in a folder of their own: an editable install maps the parts through an import hook mypy
+# cannot follow, and the wheel CI installs would be read in place of the tree.
 lint: $(BIN)/ruff $(BIN)/mypy
 	$(BIN)/ruff check .
-	$(BIN)/mypy format analyzer recorder package/psrec
+	rm -rf build/lint && mkdir -p build/lint/psrec
+	for f in package/psrec/*; do ln -s "$(CURDIR)/$$f" build/lint/psrec/; done
+	for p in format analyzer recorder; do ln -s "$(CURDIR)/$$p" build/lint/psrec/$$p; done
+	cd build/lint && MYPYPATH="$(CURDIR)/build/lint" "$(abspath $(BIN))/mypy" \
+		--config-file "$(CURDIR)/pyproject.toml" -p psrec
 
 stubs:
 	$(BIN)/python -m nanobind.stubgen -q -m psrec.recorder._recorder -o recorder/_recorder.pyi

@@ -25,7 +25,8 @@ from .pyengine import PyAccumulator, PyTimeline
 from .walks import NativeWalks, PyWalks, Walks
 
 if TYPE_CHECKING:
-    from psrec.format import Recording, SampleStream
+    from psrec.format import MergedRecording, Recording, SampleStream
+    from psrec.format.merged import MergedStream
 
 __all__ = ["Accumulator", "Engine", "NativeEngine", "NativeRuns", "PyEngine", "Runs",
            "Timeline", "engine_for", "timeline_of"]
@@ -89,12 +90,13 @@ class Engine(Protocol):
     # Its sums let go of the GIL: a read adds each batch to several of them at once.
     parallel: bool
 
-    def stream(self, rec: Recording, from_ts: int | None = None,
-               to_ts: int | None = None) -> SampleStream:
+    def stream(self, rec: Recording | MergedRecording, from_ts: int | None = None,
+               to_ts: int | None = None) -> SampleStream | MergedStream:
         """The recording's samples (in a window's chunks), decoded as this engine reads
         them."""
 
-    def thread_renames(self, rec: Recording) -> list[tuple[int, int, int, int, int]]:
+    def thread_renames(self, rec: Recording | MergedRecording
+                       ) -> list[tuple[int, int, int, int, int]]:
         """The THREAD_RENAME events of the recording's data chunks, found as stream()'s
         decoder finds them."""
 
@@ -134,11 +136,12 @@ class NativeEngine:
     def __repr__(self) -> str:
         return "<NativeEngine>"
 
-    def stream(self, rec: Recording, from_ts: int | None = None,
-               to_ts: int | None = None) -> SampleStream:
+    def stream(self, rec: Recording | MergedRecording, from_ts: int | None = None,
+               to_ts: int | None = None) -> SampleStream | MergedStream:
         return rec.stream(from_ts, to_ts, native=True)
 
-    def thread_renames(self, rec: Recording) -> list[tuple[int, int, int, int, int]]:
+    def thread_renames(self, rec: Recording | MergedRecording
+                       ) -> list[tuple[int, int, int, int, int]]:
         renames: list[tuple[int, int, int, int, int]] = rec.thread_renames(True)
         return renames
 
@@ -182,11 +185,12 @@ class PyEngine:
     def __repr__(self) -> str:
         return f"<PyEngine decode={self.decode}>"
 
-    def stream(self, rec: Recording, from_ts: int | None = None,
-               to_ts: int | None = None) -> SampleStream:
+    def stream(self, rec: Recording | MergedRecording, from_ts: int | None = None,
+               to_ts: int | None = None) -> SampleStream | MergedStream:
         return rec.stream(from_ts, to_ts, native=self.decode)
 
-    def thread_renames(self, rec: Recording) -> list[tuple[int, int, int, int, int]]:
+    def thread_renames(self, rec: Recording | MergedRecording
+                       ) -> list[tuple[int, int, int, int, int]]:
         renames: list[tuple[int, int, int, int, int]] = rec.thread_renames(self.decode)
         return renames
 

@@ -342,9 +342,9 @@ def page_tasks(profile: Profile, cell_ticks: int, base: int,
     coroutines: dict[str, int] = {"": 0}
     rows: list[list[Any]] = [["<no task>", 0, 0]]
     for tid in listed:
-        t = tasks.get(tid)
-        where = coroutine_label(t) if t and t.coroutine else ""
-        rows.append([t.label if t else f"<task {tid}, not defined>",
+        defined = tasks.get(tid)
+        where = coroutine_label(defined) if defined and defined.coroutine else ""
+        rows.append([defined.label if defined else f"<task {tid}, not defined>",
                      coroutines.setdefault(where, len(coroutines)), tid])
     others = len(ordered) - len(listed)
     if others:

@@ -200,7 +200,9 @@ class Profile:
     def reads(self, path: str) -> bool:
         """Whether path is a recording this profile read (an output must not be written over
         it)."""
-        read = [f for s in self.sources for f in s.paths] or [self.inputs or self.path]
+        given = self.inputs or self.path
+        read = [f for s in self.sources for f in s.paths] or \
+            ([given] if isinstance(given, str) else list(given))
         return os.path.abspath(path) in {os.path.abspath(str(f)) for f in read}
 
     def source_of(self, ref: int) -> Source | None:

@@ -620,12 +620,11 @@ void AsyncioTasks::linkAwaits(std::vector<TaskRecord>& tasks) {
   };
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (!tasks[i].edges) continue;
+    // (edge() adds to awaits and awaited_by only: these two stay as they are.)
     const uint64_t id = tasks[i].id;
-    // (Copied: edge() may add to this task's own edges.)
-    const std::vector<uint64_t> waited = tasks[i].edges->waited;
-    const std::vector<uint64_t> waiters = tasks[i].edges->waiters;
-    for (uint64_t c : waited) edge(id, c);
-    for (uint64_t w : waiters) edge(w, id);
+    const TaskEdges& e = *tasks[i].edges;
+    for (uint64_t c : e.waited) edge(id, c);
+    for (uint64_t w : e.waiters) edge(w, id);
   }
   for (size_t i = 0; i < tasks.size(); ++i)
     if (tasks[i].edges && tasks[i].edges->group_parent)

@@ -313,7 +313,7 @@ def _renameat2(src: str, dst: str, flags: int) -> None:
 class _Dataset:
     """The dataset's folder while an export writes it. The export holds LOCK in it, locked
     (fcntl.flock: the system releases it when the process ends, however it ends), and builds
-    the new state in a hidden folder beside it, the staging (.NAME.psrec-XXXXXXXX): the new
+    the new state in a hidden folder beside it, the staging (.NAME.psrec-PID-XXXXXXXX): the new
     files, then hard links to every file of the dataset that stays. commit() swaps the two
     folders in one rename (RENAME_EXCHANGE), so that a reader finds the old state whole or the
     new one whole, and an export stopped at any point before it (an error, Ctrl-C, SIGKILL)
@@ -455,7 +455,12 @@ class _Dataset:
             try:
                 fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
             except FileNotFoundError:
-                # Made but not yet locked, or left so: only an old one is stale.
+                # Made but not yet locked (the instant between the two), or left so by an
+                # export killed then: stale when the process its name gives has ended, or
+                # when it is old (a process of that number may be another's now).
+                if not _maker_alive(entry.name[len(prefix):]):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
                 try:
                     old = time.time() - entry.stat(follow_symlinks=False).st_mtime > 60
                 except FileNotFoundError:
@@ -476,7 +481,8 @@ class _Dataset:
 
     def _make_staging(self) -> None:
         try:
-            self.staging = tempfile.mkdtemp(prefix=f".{self.name}.psrec-", dir=self.parent)
+            self.staging = tempfile.mkdtemp(prefix=f".{self.name}.psrec-{os.getpid()}-",
+                                            dir=self.parent)
         except PermissionError:
             raise PsrecError(f"cannot write {self.shown}: permission denied in {self.parent}, "
                              "where psrec makes the dataset's new state before it swaps it in",
@@ -585,7 +591,7 @@ class _Dataset:
                 raise
             # A file system without RENAME_EXCHANGE (NFS): two renames, with an instant
             # between them when the dataset's name is free.
-            old = tempfile.mkdtemp(prefix=f".{self.name}.psrec-", dir=self.parent)
+            old = tempfile.mkdtemp(prefix=f".{self.name}.psrec-{os.getpid()}-", dir=self.parent)
             os.rename(self.path, old)
             os.rename(self.staging, self.path)
             self.staging = old
@@ -604,6 +610,22 @@ class _Dataset:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+def _maker_alive(tail: str) -> bool:
+    """Whether the process that made a staging (its name's tail: PID-XXXXXXXX) may still run:
+    a process of that number exists here, or the name gives none (a staging of an older psrec,
+    or made on another host sharing the folder, is judged by its age alone)."""
+    pid, sep, _ = tail.partition("-")
+    if not sep or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _umask() -> int:

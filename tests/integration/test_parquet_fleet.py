@@ -378,6 +378,27 @@ def test_a_killed_export_leaves_the_dataset_as_it_was(files: Files, tmp_path: Pa
     _no_staging(out)
 
 
+def test_a_staging_killed_before_it_was_locked_is_removed_by_the_next_export(
+        files: Files, tmp_path: Path) -> None:
+    """An export killed between making its hidden folder and locking it leaves a folder with no
+    lock (a window of microseconds, which the kills above seldom hit): the next export removes
+    it at once when the process its name gives has ended, and keeps one whose process runs
+    (an export at work, an instant before it locks)."""
+    out = tmp_path / "fleet"
+    _export(out, [files.plain])
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead = tmp_path / f".fleet.psrec-{ended.pid}-abcdefgh"
+    (dead / "samples").mkdir(parents=True)
+    live = tmp_path / f".fleet.psrec-{os.getpid()}-ijklmnop"
+    live.mkdir()
+    _export(out, [files.folder], "--force")
+    assert not dead.exists()
+    assert live.exists()
+    live.rmdir()
+    _no_staging(out)
+
+
 def test_two_exports_at_once_both_land_or_one_is_refused_in_one_line(
         files: Files, tmp_path: Path) -> None:
     """Into a dataset, two exports at once (the windows; the flight recording and its

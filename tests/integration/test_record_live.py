@@ -876,7 +876,10 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
 # 0.1 ms bursts 3.99 ms low over 681 switches (5.9 us a switch) on 3.11 and 0.70 ms high on
 # 3.14t (1 us a switch): 8 us a switch below, RING_SWITCH_HIGH_S 2 us above. Threads of short
 # bursts switch often enough for it to pass a 5 % loss alone (0.1 ms bursts: 17 %); the
-# longer bursts do not (3 %).
+# longer bursts do not (3 %). (Most of those lows, and two CI failures at 11-13 us a switch on
+# 3.14t, were a thread found runnable but waiting for a CPU at its first sample, counted as
+# running until it was switched in, 1-5 ms moved to before its gate: with 3 busy processes
+# on the 2 CPUs, 2 of 6 runs before the fix, 0 of 6 after, the worst then 5 us a switch.)
 BURSTY_CPU_BASE = 0.01
 RING_SWITCH_S = 8e-6
 RING_SWITCH_HIGH_S = 2e-6

@@ -102,14 +102,28 @@ class SwitchRing {
     if (map_) munmap(map_, len_);
   }
 
-  // The state seen in the files at time now_ns: switches before it are already in it.
-  void start(bool running, uint64_t cpu_ns, uint64_t now_ns) {
+  // Drops the switches written so far, and returns the time from which the next start()
+  // applies them: a time taken before the files are read, so that a switch after it, which
+  // the files may not show, is applied. (Taken after the read, a thread that the files showed
+  // running and that left its CPU before that time stayed on it for the ring until its next
+  // switch: a thread that went to sleep as it was first sampled counted each period as CPU
+  // time, 3 ms in its first three samples at 1 kHz.)
+  uint64_t begin() {
     skip();
+    return monotonicNs();
+  }
+  // The state seen in the files, read after begin() returned from_ns: the switches timed
+  // before from_ns are in it, those after are applied to it. The files' `R` is a thread on a
+  // CPU or one waiting for a CPU: which, the ring's first switch tells (unsure() until then).
+  // (Taken as on a CPU, a thread that waited under load counted each period of its wait as
+  // CPU time until it was switched in: 1-5 ms at 1 kHz.)
+  void start(bool running, uint64_t cpu_ns, uint64_t from_ns) {
     have_base_ = false;
-    on_cpu_ = running;
+    on_cpu_ = false;
+    unsure_ = running;
     runnable_ = running;
-    since_ns_ = now_ns;
-    start_ns_ = now_ns;
+    since_ns_ = from_ns;
+    start_ns_ = from_ns;
     cpu_ns_ = cpu_ns;
   }
   // Applies the switches since the last call; false when some were lost.
@@ -139,7 +153,9 @@ class SwitchRing {
     return ok;
   }
   bool running() const { return on_cpu_ || runnable_; }
-  bool onCpu() const { return on_cpu_; }
+  bool onCpu() const { return on_cpu_ || unsure_; }
+  // Runnable as the files said at the start, on a CPU or not: no switch applied since.
+  bool unsure() const { return unsure_; }
   uint64_t switchesIn() const { return ins_; }
   // Off a CPU but runnable (ThreadStatFiles::resumed).
   void markRunnable() {
@@ -196,6 +212,10 @@ class SwitchRing {
   }
   void apply(bool out, bool preempted, uint64_t t) {
     if (t < start_ns_) return;  // already in the state read from the files
+    if (unsure_) {  // a switch out: it was on a CPU since the start; a switch in: waiting
+      unsure_ = false;
+      on_cpu_ = out;
+    }
     if (out) {
       if (on_cpu_ && t > since_ns_) cpu_ns_ += t - since_ns_;
       on_cpu_ = false;
@@ -214,7 +234,7 @@ class SwitchRing {
   uint8_t* map_ = nullptr;
   size_t len_ = 0;
   uint64_t tail_ = 0;
-  bool on_cpu_ = false, runnable_ = false, switched_out_ = false;
+  bool on_cpu_ = false, runnable_ = false, switched_out_ = false, unsure_ = false;
   uint64_t since_ns_ = 0, start_ns_ = 0, cpu_ns_ = 0;
   static constexpr int kResyncTries = 8;
   int tries_ = 0;     // schedstat reads since the last switch out
@@ -278,9 +298,10 @@ uint64_t threadCpuNs() {
 }
 
 ThreadCpu ThreadStatFiles::startRing() {
+  const uint64_t from_ns = ring_->begin();
   ThreadCpu c = read();
   if (c.ok && c.cpu_known)
-    ring_->start(c.running, c.cpu_ns, monotonicNs());
+    ring_->start(c.running, c.cpu_ns, from_ns);
   else
     ring_.reset();
   return c;
@@ -323,6 +344,9 @@ ThreadCpu ThreadStatFiles::sample(uint64_t now_ns) {
           if (parseSchedstat(buf, v)) ring_->resync(v[0], v[2]);
         }
       }
+      // A thread still as the files showed it, runnable, is read from them until its first
+      // switch: its count grows there at each tick while it runs, and not while it waits.
+      if (ring_->unsure()) return sampleFiles();
       ThreadCpu out;
       out.ok = out.cpu_known = true;
       out.running = ring_->running();

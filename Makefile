@@ -36,8 +36,8 @@ interpreters:
 # The tests whose bounds hold against the CPU time the test itself takes (marked timing) run
 # alone, after the others, which run three at a time; both parts run, and either failing fails.
 test: install interpreters
-	$(BIN)/python -m pytest -n 3 -m "not timing" tests; parallel=$$?; \
-	$(BIN)/python -m pytest -m timing tests; alone=$$?; \
+	$(BIN)/python -m pytest -n 3 -m "not timing" --durations=10 tests; parallel=$$?; \
+	$(BIN)/python -m pytest -m timing --durations=10 tests; alone=$$?; \
 	test $$parallel -eq 0 && test $$alone -eq 0
 
 dev: $(BIN)/python

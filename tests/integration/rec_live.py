@@ -159,6 +159,27 @@ def python_params() -> list[object]:
     return params
 
 
+def python_rate_params(rates: tuple[str, ...] = ("100", "1000", "10000"),
+                       every: str = "1000") -> list[object]:
+    """(python, rate) for a test at several sampling rates: each interpreter at `every`, and
+    the other rates on two of them, the newest found with a GIL and the free-threaded one (or
+    another with a GIL). How a thread's time is counted between samples is the recorder's and
+    the kernel's, the same for every version; what a version changes (its GIL, its layouts)
+    shows at any rate. A missing interpreter is skipped once, saying why."""
+    found = sorted(PYTHONS, key=lambda p: _runs_as(p[1])[0])
+    free = [p for p in found if _runs_as(p[1])[1]]
+    gil = [p for p in found if not _runs_as(p[1])[1] and "static" not in p[0]]
+    wide = {p[0] for p in (gil[-1:] + (free[-1:] or gil[-2:-1]))}
+    params: list[object] = []
+    for ident, path in PYTHONS:
+        for rate in rates:
+            if rate == every or ident in wide:
+                params.append(pytest.param(path, rate, id=f"{ident}-rate={rate}"))
+    params += [pytest.param(None, every, id=f"{p.id}-rate={every}", marks=p.marks)
+               for p in python_params()[len(PYTHONS):]]
+    return params
+
+
 def one_python() -> list[object]:
     """One interpreter, for tests that need only one: the last one found that runs (Debian's
     when it is there), whatever is missing; skipped, saying why, only when none runs."""

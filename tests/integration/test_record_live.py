@@ -38,6 +38,7 @@ from rec_live import (
     psrec,
     psrec_async,
     python_params,
+    python_rate_params,
     record,
     stop,
     target,
@@ -811,8 +812,7 @@ def _record_lone_bursts(python: str, rate: str, out: Path) -> _LoneBursts:
 
 
 @pytest.mark.timing
-@pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
-@pytest.mark.parametrize("python", PYTHONS)
+@pytest.mark.parametrize(("python", "rate"), python_rate_params())
 def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: Path) -> None:
     """A pure-Python thread that bursts alone holds the GIL from when it takes it back at the
     end of a sleep to when it lets it go in the next: at least its time inside its bursts (as
@@ -821,7 +821,8 @@ def test_gil_time_of_threads_that_burst_alone(python: str, rate: str, tmp_path: 
     inside time). The GIL view gives it a time in that range, widened by 5 % or K_RARE
     standard errors of its sampled time, whichever is wider (at 100 Hz a 1 % duty cycle is
     a handful of samples; each sample counts with its weight, rec_live.Passes.time_of), for
-    duty cycles of 1 % to 90 % and bursts of 0.1 to 10 ms, at every rate.
+    duty cycles of 1 % to 90 % and bursts of 0.1 to 10 ms, at 100 Hz, 1 kHz and 10 kHz
+    (python_rate_params).
 
     With --realtime, which keeps the sampler's schedule. At normal priority a sampler that
     shares a CPU with the woken thread waits for it (the sleeper runs first), so a pass
@@ -898,16 +899,16 @@ def _between(samples: list[Sample], first: int, last: int) -> tuple[int, int]:
 
 
 @pytest.mark.timing
-@pytest.mark.parametrize("rate", ["100", "1000", "10000"], ids=lambda r: f"rate={r}")
-@pytest.mark.parametrize("python", PYTHONS)
+@pytest.mark.parametrize(("python", "rate"), python_rate_params())
 def test_cpu_time_of_bursty_threads(python: str, rate: str, tmp_path: Path) -> None:
     """Threads that burn in bursts of 0.1 to 10 ms at duty cycles of 1 % to 90 %: the CPU view
     gives each the CPU time it measured itself (time.thread_time) over its loop, though most
-    of its CPU time was used between samples that found it asleep, at every rate. (The GIL
-    view, shown in the message, is the sampled share of wall time holding the GIL. At normal
-    priority it runs low for bursts under a few ms, where the sampler waits for a CPU while
-    the woken thread bursts: test_gil_time_of_threads_that_burst_alone checks it with
-    --realtime. Where threads contend, taking and handing over the GIL costs CPU too.)
+    of its CPU time was used between samples that found it asleep, at 100 Hz, 1 kHz and
+    10 kHz (python_rate_params). (The GIL view, shown in the message, is the sampled share of
+    wall time holding the GIL. At normal priority it runs low for bursts under a few ms, where
+    the sampler waits for a CPU while the woken thread bursts:
+    test_gil_time_of_threads_that_burst_alone checks it with --realtime. Where threads
+    contend, taking and handing over the GIL costs CPU too.)
 
     Each thread measures from before it waits for the start to after its loop, and the
     recorder's samples find it asleep at both ends (rec_bursty.py, lines "gate" and "after"):

@@ -1,16 +1,21 @@
-"""What a recording is asked for (RecordOptions, the rate parsed from the command line) and
-what it gives back (RecordResult)."""
+"""What a recording is asked for (RecordOptions), what it gives back (RecordResult), and
+`psrec record`'s options, declared once (RECORD_OPTIONS): each one's command-line form and
+help, how its text is read, the RecordOptions field it sets, and what of it goes to the
+native sampler and to the file's metadata."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import RecorderUsageError
 
-__all__ = ["MAX_RATE_HZ", "RecordOptions", "RecordResult", "parse_duration", "parse_rate",
-           "parse_size", "window_name"]
+__all__ = ["MAX_RATE_HZ", "RECORD_OPTIONS", "RecordOption", "RecordOptions", "RecordResult",
+           "parse_duration", "parse_rate", "parse_size", "parse_task_rate", "record_options",
+           "window_name"]
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k)?\s*(hz)?\s*$", re.IGNORECASE)
 MAX_RATE_HZ = 1_000_000.0  # "max": passes back to back, no sleeping (the sampler's floor)
@@ -82,6 +87,30 @@ def parse_rate(text: str | float | int) -> float:
     return value
 
 
+def parse_seconds(text: str) -> float:
+    """-d's value: a number of seconds above 0. nan (which passes every range check, comparing
+    false with everything) and inf are no duration."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise RecorderUsageError(f"--duration: {text!r} is not a number of seconds above 0")
+    return seconds
+
+
+def parse_task_rate(text: str) -> float:
+    """--task-rate: task snapshots a second, as -r reads a rate (not `max`)."""
+    help_ = "give task snapshots a second, from 1 to 100k, for example --task-rate 1k"
+    try:
+        value = parse_rate(text)
+    except RecorderUsageError:
+        raise RecorderUsageError(f"--task-rate {text!r} is not a rate", help=help_) from None
+    if value == MAX_RATE_HZ:
+        raise RecorderUsageError(f"--task-rate {text!r} is not a rate", help=help_)
+    return value
+
+
 @dataclass(frozen=True)
 class RecordOptions:
     output: str
@@ -114,6 +143,14 @@ class RecordOptions:
             return self.task_rate_hz
         return min(self.rate_hz, DEFAULT_TASK_RATE_HZ)
 
+    def sampler_config(self) -> dict[str, Any]:
+        """The native Sampler's keywords that the options set."""
+        return {k: v for o in RECORD_OPTIONS if o.sampler for k, v in [o.sampler(self)]}
+
+    def metadata(self) -> dict[str, Any]:
+        """The options the file's METADATA records (its `options` map, spec section 2)."""
+        return {k: v for o in RECORD_OPTIONS if o.metadata for k, v in [o.metadata(self)]}
+
 
 @dataclass(frozen=True)
 class RecordResult:
@@ -125,3 +162,140 @@ class RecordResult:
     stopped_by: str = ""  # "exit", "duration", "interrupt", "terminate", "exec", ...
     files: list[str] = field(default_factory=list)  # every file written (--window: several)
 
+
+
+def _as_is(name: str, key: str | None = None) -> Callable[[RecordOptions], tuple[str, Any]]:
+    return lambda opts: (key or name, getattr(opts, name))
+
+
+@dataclass(frozen=True)
+class RecordOption:
+    """One option of `psrec record`. `field` is the RecordOptions field it sets (or, for the
+    command's own -v, none of them), from the text given by `parse`; `sampler` and `metadata`
+    give, from the options, the native Sampler's keyword and the METADATA entry it makes."""
+
+    decls: tuple[str, ...]  # its names on the command line
+    field: str
+    help: str
+    flag: bool = False  # a flag (--x), or a pair (--x/--no-x) with default
+    default: Any = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    show_default: bool = False
+    path: bool = False  # a file's path: required
+    parse: Callable[[str], Any] | None = None  # its text, read (RecorderUsageError if wrong)
+    sampler: Callable[[RecordOptions], tuple[str, Any]] | None = None
+    metadata: Callable[[RecordOptions], tuple[str, Any]] | None = None
+
+
+RECORD_OPTIONS: tuple[RecordOption, ...] = (
+    RecordOption(
+        ("-o", "--output"), "output",
+        "The recording to write (.psr), or - for standard output. A name that is not a file "
+        "is written in place only if it is one of psrec's own descriptors (/dev/stdout, "
+        "/dev/fd/N) or a FIFO or character device that you or root own, reached through no "
+        "link another user made; a block device or a socket never. A FIFO is waited for "
+        "until a process reads it.", path=True),
+    RecordOption(
+        ("-r", "--rate"), "rate_hz",
+        "Samples per second: 1000, 10k or 10khz; max: as fast as possible (default: 1000; "
+        "100 with --keep or --max-size).", parse=parse_rate),
+    RecordOption(
+        ("-d", "--duration"), "duration",
+        "Seconds to record (default: until the target exits or Ctrl-C).", metavar="SECONDS",
+        parse=parse_seconds, metadata=_as_is("duration")),
+    RecordOption(
+        ("--subprocesses",), "subprocesses",
+        "Also record child Python processes (e.g. multiprocessing workers).", flag=True,
+        sampler=_as_is("subprocesses"), metadata=_as_is("subprocesses")),
+    RecordOption(
+        ("--blocking",), "blocking",
+        "Pause the target during each sample for exactly consistent stacks.", flag=True,
+        sampler=_as_is("blocking"), metadata=_as_is("blocking")),
+    RecordOption(
+        ("--native",), "native",
+        "Also record each thread's native (C, C++, Rust) frames, interleaved with its Python "
+        "frames, without stopping the target (perf events); they are named from the target's "
+        "binaries as they are recorded.", flag=True,
+        sampler=_as_is("native"), metadata=_as_is("native")),
+    RecordOption(
+        ("--realtime",), "realtime",
+        "Give the sampling thread real-time priority (SCHED_FIFO, where permitted) to keep to "
+        "its deadlines on a busy machine; it preempts the target, so the target slows down "
+        "more.", flag=True, sampler=_as_is("realtime")),
+    RecordOption(
+        ("--cpu-source",), "cpu_source",
+        "Where each thread's CPU state and time come from: auto reads its context switches "
+        "from a perf event ring (no system call per sample) where perf_event_open is "
+        "permitted, else /proc/PID/task/TID/{schedstat,stat}; procfs always reads the files.",
+        default="auto", choices=("auto", "procfs"), show_default=True,
+        sampler=lambda o: ("cpu_switches", o.cpu_source != "procfs"),
+        metadata=_as_is("cpu_source")),
+    RecordOption(
+        ("--frame-cache/--no-frame-cache",), "frame_cache",
+        "Targets on CPython 3.15+: read the outer frames of deep stacks from the frame cache "
+        "CPython keeps for profilers, for which psrec writes one pointer into each thread's "
+        "state (last_profiled_frame), as CPython's own sampler does. --no-frame-cache reads "
+        "every frame and writes nothing.", flag=True, default=True, show_default=True,
+        sampler=_as_is("frame_cache")),
+    RecordOption(
+        ("--tasks/--no-tasks",), "tasks",
+        "Once the target imports asyncio, record which task each thread runs at each sample "
+        "(its name, its coroutine), for the reports' task views. --no-tasks reads nothing of "
+        "asyncio.", flag=True, default=True, show_default=True,
+        sampler=_as_is("tasks"), metadata=_as_is("tasks")),
+    RecordOption(
+        ("--task-rate",), "task_rate_hz",
+        "How often, at most, every asyncio task's state is read (suspended or ready, its "
+        "coroutines down to its await, the tasks it waits on), for the time tasks spend "
+        "waiting: 100, 1k (default: the sampling rate, at most 1k). Reading thousands of tasks "
+        "is slower: psrec then reads them less often, spending at most a tenth of its time on "
+        "it.", metavar="RATE", parse=parse_task_rate,
+        sampler=lambda o: ("task_interval_ns", int(1e9 / o.task_rate)),
+        metadata=lambda o: ("task_rate_hz", o.task_rate if o.tasks else 0)),
+    RecordOption(
+        ("--keep",), "keep_s",
+        "A flight recorder: record until stopped, keeping in the file only the samples of the "
+        "last DURATION (90, 20s, 10m, 1h); the oldest are dropped a chunk at a time, and the "
+        "file read at any moment is a whole recording. The rate is 100 Hz unless -r says "
+        "otherwise.", metavar="DURATION", parse=lambda t: parse_duration("--keep", t)),
+    RecordOption(
+        ("--max-size",), "max_bytes",
+        "A flight recorder whose file never grows past SIZE (200M, 1G); with --keep, both "
+        "bounds hold.", metavar="SIZE", parse=lambda t: parse_size("--max-size", t)),
+    RecordOption(
+        ("--window",), "window_s",
+        "Close the file every DURATION and go on in the next: -o is a pattern with {n} (the "
+        "window's number, from 0) or {time} (when it began, UTC), e.g. -o 'run-{n}.psr'. Each "
+        "file reads alone. Each file is created new: a window whose file cannot be (its name "
+        "taken, its folder not writable) goes on in the file before it, said in one line.",
+        metavar="DURATION", parse=lambda t: parse_duration("--window", t)),
+    RecordOption(("--force",), "force", "Overwrite the output if it exists.", flag=True),
+    RecordOption(("-q", "--quiet"), "quiet", "No live status line and no summary.", flag=True),
+    RecordOption(("-v", "--verbose"), "", "Show tracebacks on errors.", flag=True),
+)
+
+
+def record_options(given: Mapping[str, Any], pid: int | None,
+                   command: tuple[str, ...]) -> RecordOptions:
+    """RecordOptions from the options' texts as given (by field; None: not given), each read
+    by its option's parse, and checked together."""
+    values: dict[str, Any] = {}
+    for o in RECORD_OPTIONS:
+        if not o.field:
+            continue
+        text = given.get(o.field)
+        values[o.field] = o.parse(text) if o.parse is not None and text is not None else text
+    if values["window_s"] is not None and (values["keep_s"] is not None
+                                           or values["max_bytes"] is not None):
+        raise RecorderUsageError("--window cannot be given with --keep or --max-size",
+                                 help="record windows, or one flight recording, not both")
+    output = values["output"]
+    if values["window_s"] is not None and "{n}" not in output and "{time}" not in output:
+        raise RecorderUsageError(
+            f"--window: the output {output!r} names one file",
+            help="put {n} (the window's number) or {time} in -o, e.g. -o 'run-{n}.psr'")
+    if values["rate_hz"] is None:
+        always_on = values["keep_s"] is not None or values["max_bytes"] is not None
+        values["rate_hz"] = ALWAYS_ON_RATE_HZ if always_on else 1000.0
+    return RecordOptions(pid=pid, command=command, **values)

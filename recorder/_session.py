@@ -113,12 +113,9 @@ class Session:
         self.created_mono_ns = time.monotonic_ns()
         try:
             self.sampler = self.rec.Sampler(
-                self.pid, self.interval_ns, self.created_mono_ns, opts.blocking,
-                opts.subprocesses, opts.realtime, opts.cpu_source != "procfs",
-                launched=self.child is not None, native=opts.native,
-                frame_cache=opts.frame_cache, tasks=opts.tasks,
-                task_interval_ns=int(1e9 / opts.task_rate), window_ticks=self._window_ticks(),
-                **_test_limits())
+                self.pid, self.interval_ns, self.created_mono_ns,
+                launched=self.child is not None, window_ticks=self._window_ticks(),
+                **opts.sampler_config(), **_test_limits())
         except BaseException:
             if self.child is not None:
                 stop_child(self.child)
@@ -539,25 +536,20 @@ def _metadata(info: dict[str, Any], opts: RecordOptions, pid: int, command: list
         "hostname": socket.gethostname(),
         "interval_ns": interval_ns,
         "rate_hz": opts.rate_hz,
+        # The options asked for (RECORD_OPTIONS' metadata: blocking; native, native frames in
+        # the stacks, FUNCTION kind 1 and 2, spec 3.1 and 10; subprocesses; duration;
+        # cpu_source; tasks, the asyncio task each thread ran, TASK and PASS_TASKS, spec 3.1
+        # and 4; task_rate_hz, how often at most every task's state, TASK_SNAPSHOT, spec 4.3,
+        # was read), and what the recording found.
         "options": {
-            "blocking": opts.blocking,
-            # native frames in the stacks (FUNCTION kind 1 and 2, spec 3.1 and 10)
-            "native": opts.native,
-            "subprocesses": opts.subprocesses,
-            "duration": opts.duration,
+            **opts.metadata(),
             "mode": "launch" if opts.command else "attach",
             # threading's names (Thread.name); the kernel's (/proc/PID/task/TID/comm) for
             # threads threading does not know
             "thread_names": "python",
-            "cpu_source": opts.cpu_source,
             # GIL_REQUESTED is known where the target's layout has a thread's own field for it
             # (3.15+ with a GIL)
             "gil_requested": info["gil_requested_known"],
-            # the asyncio task each thread ran (TASK, PASS_TASKS: spec 3.1 and 4), recorded
-            # once the target imports asyncio
-            "tasks": opts.tasks,
-            # every task's state (TASK_SNAPSHOT: spec 4.3) is read at most this often
-            "task_rate_hz": opts.task_rate if opts.tasks else 0,
         },
     }
 

@@ -34,18 +34,18 @@ def test_bad_rates(text: str) -> None:
 def test_bad_task_rates_are_one_line_that_says_what_to_give(text: str) -> None:
     """`psrec record --task-rate`: a rate as -r reads one, but not `max`; the error names the
     option, not -r's words."""
-    from psrec.recorder.cli import _task_rate
+    from psrec.recorder._options import parse_task_rate
     from psrec.recorder.errors import RecorderUsageError
 
     with pytest.raises(RecorderUsageError) as exc:
-        _task_rate(text)
+        parse_task_rate(text)
     assert str(exc.value) == f"--task-rate {text!r} is not a rate"
     assert "--task-rate 1k" in (exc.value.help or "")
 
 
 def test_task_rate_defaults_to_the_sampling_rate_at_most_1_khz() -> None:
     from psrec.recorder._options import RecordOptions
-    from psrec.recorder.cli import _task_rate
+    from psrec.recorder._options import parse_task_rate as _task_rate
 
     assert RecordOptions(output="x", rate_hz=100.0).task_rate == 100.0
     assert RecordOptions(output="x", rate_hz=10_000.0).task_rate == 1000.0
@@ -104,3 +104,38 @@ def test_a_flight_recording_is_a_file_not_a_stream(tmp_path: object) -> None:
     assert r.returncode == 1, r.stderr
     assert "psrec: error: - is a stream: --keep, --max-size and --window write files" \
         in r.stderr, r.stderr
+
+
+def test_record_options_are_declared_once() -> None:
+    """RECORD_OPTIONS is the one declaration of `psrec record`'s options: each RecordOptions
+    field a user sets is set by exactly one of them, `psrec record` takes exactly those (and
+    no other option), and what they hand the native Sampler are keywords it takes (its stub,
+    which test_native_stubs keeps to the build)."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    import psrec.recorder
+    from psrec.recorder._options import RECORD_OPTIONS, RecordOptions
+    from psrec.recorder.cli import record
+
+    fields = {f.name for f in dataclasses.fields(RecordOptions)}
+    set_by = [o.field for o in RECORD_OPTIONS if o.field]
+    assert len(set_by) == len(set(set_by)), set_by
+    # pid and command come from TARGET; attach_timeout is the API's alone.
+    assert fields - set(set_by) == {"pid", "command", "attach_timeout"}
+    assert set(set_by) <= fields
+    options = [p for p in record.params if isinstance(p, __import__("click").Option)]
+    declared = [tuple(n for d in o.decls for n in d.split("/")) for o in RECORD_OPTIONS]
+    assert [tuple(p.opts + p.secondary_opts) for p in options if p.name != "help"] == declared
+    stub = Path(psrec.recorder.__file__).with_name("_recorder.pyi")
+    if not stub.exists():
+        pytest.skip("the native recorder's stub is not beside the package here")
+    tree = ast.parse(stub.read_text())
+    init = next(f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Sampler"
+                for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    takes = {a.arg for a in init.args.args}
+    given = RecordOptions(output="x").sampler_config()
+    assert set(given) <= takes, set(given) - takes
+    assert set(given) >= {"blocking", "subprocesses", "realtime", "cpu_switches", "native",
+                          "frame_cache", "tasks", "task_interval_ns"}

@@ -1,10 +1,13 @@
 """Threads that run in short bursts and sleep between them, at several duty cycles and burst
-lengths, for argv[1] seconds (default 3). Each thread measures its own CPU time over its loop
-(time.thread_time), from before it waits for the start (0.3 s, so that the recorder's first
-sample of it finds it waiting, its CPU time as it measured it: line "gate"), to after its
-loop, and then waits, off the CPU, so that the recording's last samples of it come after the
-loop (line "after"); the main thread then prints a JSON line {thread name: [CPU seconds, times
-it was switched in meanwhile]} (the kernel's count, /proc/thread-self/schedstat).
+lengths, for argv[1] seconds (default 3). Each thread waits for the start (0.3 s, so that the
+recorder's first samples of it find it waiting: line "gate"), runs its loop, and then waits,
+off the CPU, so that the recording's last samples of it come after the loop (line "after").
+The main thread reads each one's CPU time and the times it was switched in (the kernel's
+counts, /proc/self/task/TID/schedstat) while it waits at the gate and again while it waits
+after its loop, and prints a JSON line {thread name: [CPU seconds, times switched in]} of what
+each used in between: the stretch the recording's samples between those two waits cover,
+waking and going to sleep included (a free-threaded build's locks spin before they sleep,
+which a thread's own time.thread_time() after its loop would leave out).
 
 Pure Python bursts: a thread holds the GIL (or is attached) exactly while it burns.
 
@@ -35,23 +38,20 @@ def burn(seconds):
     return x
 
 
-def switches():
-    """How many times the kernel has switched this thread in (0 where it does not say)."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[2])
-    except (OSError, IndexError, ValueError):
-        return 0
+def schedstat(tid):
+    """The kernel's count of a thread's CPU time (s) and of the times it was switched in."""
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        fields = f.read().split()
+    return int(fields[0]) / 1e9, int(fields[2])
 
 
 def bursts(name, duty, burst, go, deadline):
     pause = burst * (1 - duty) / duty
-    t0, in0 = time.thread_time(), switches()
     go.wait()  # LINE gate
     while time.monotonic() < deadline[0]:
         burn(burst)
         time.sleep(pause)
-    results[name] = [time.thread_time() - t0, switches() - in0]
+    results[name] = True
     done.wait()  # LINE after
 
 
@@ -93,12 +93,15 @@ def main():
     for t in threads:
         t.start()
     time.sleep(0.3)  # the recorder's first samples see every thread waiting for the start
+    before = {t.name: schedstat(t.native_id) for t in threads}
     deadline.append(time.monotonic() + seconds)
     go.set()
     while len(results) < len(threads):
         time.sleep(0.01)
     time.sleep(0.3)  # samples of every thread idle, after its loop
-    print(json.dumps(results), flush=True)
+    after = {t.name: schedstat(t.native_id) for t in threads}
+    print(json.dumps({n: [after[n][0] - before[n][0], after[n][1] - before[n][1]]
+                      for n in before}), flush=True)
     done.set()
     for t in threads:
         t.join()

@@ -279,6 +279,17 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   Thread& th = track(t, th_head, ts, known);
   PassReader::updateHint(th_head, th.stack.hint);
   th.seen_pass = pass_;
+  // A thread that has not been on a CPU since a read made wholly off one (its context
+  // switches say) has the frames it was read with: nothing is read again (spec/
+  // cpython-layouts.md, CPU from context switches). Not with --native (its native half is
+  // paired per sample) or with the thread paused (--blocking), whose switches are psrec's.
+  if (th.idle_mark && !t.native && !th.paused && th.files.stillOff(th.idle_mark)) {
+    bump(st_.idle_stacks, 1);
+    record(t, th, th_head, head, interp, false);
+    t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
+    return;
+  }
+  th.idle_mark = 0;
   uint64_t read_again = 0;
   // --native: the Python frames the kernel copied with the thread's newest perf sample, where
   // it does, so that both halves of the sample are of one instant (spec section 10, rule 7).
@@ -300,6 +311,7 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     const uint64_t off = th.files.offCpuMark();
     got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
     ran = got == StackRead::kOk && off && !th.files.stillOff(off);
+    if (got == StackRead::kOk && off && !ran) th.idle_mark = off;
     // (The ids of what the reader holds now: a read again keeps those of the frames that did
     // not change since, as of this read.)
     if (ran) pythonIds(t, th);
@@ -511,8 +523,8 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
 }
 
 void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
-                     uint64_t interp) {
-  pythonIds(t, th);
+                     uint64_t interp, bool read) {
+  if (read) pythonIds(t, th);
   const uint32_t* ids = th.ids.data();
   size_t depth = th.ids.size();
   if (t.native && th.native_tid) {

@@ -580,7 +580,7 @@ class PsrWriter:
         self.dropped_samples = 0
         # Rewrites that could not be made (a full disk): the file went on past its bound.
         self.rewrite_failures = 0
-        self.rewrite_error: str | None = None
+        self.rewrite_error: str | None = None  # why the last rewrite failed (None: it worked)
         try:
             self._write(self._prefix())
             self._file.flush()
@@ -773,6 +773,7 @@ class PsrWriter:
             self.rewrite_error = exc.strerror or str(exc)
             return
         state[0].close()
+        self.rewrite_error = None  # (rewrite_failures counts every one that failed)
         # (A chunk of carried names is no chunk of samples: the next file carries it again.)
         self.dropped_chunks += dropped[0]
         self.dropped_samples += dropped[1]

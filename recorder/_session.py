@@ -71,6 +71,7 @@ class Session:
         self.held: list[int] = [0, 0]
         self.window_due: tuple[int, str] | None = None
         self.window_said = -1  # the last window whose file was said not to be created
+        self.rewrite_said = False  # a flight recording's failed rewrite was said (until one works)
         self.stats_before: dict[str, Any] = {}  # the sampler's figures when the file began
         # the sampler's figures when the last chunk written was sealed (a window's end)
         self.sealed_stats: dict[str, Any] = {}
@@ -189,6 +190,7 @@ class Session:
                     if self.opts.window_s is not None and chunk[1]:
                         self._next_window(chunk[2], chunk[6])
                     self.writer.write_sealed(*chunk[:7])
+                    self._say_rewrites()
                     self.sealed_stats = chunk[7]
                     if chunk[5]:
                         self.written_ts = chunk[3]
@@ -199,6 +201,23 @@ class Session:
                     self._snapshot()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.write_error.append(exc)
+
+    def _say_rewrites(self) -> None:
+        """A flight recording whose oldest chunks could not be dropped (its copy without them
+        could not be made: the folder made unwritable, the disk full) grows past its bounds
+        until a copy can be made, tried again at each chunk: said once in one line, and once
+        more when it is back within them."""
+        assert self.writer is not None
+        failing = self.writer.rewrite_error is not None
+        if failing and not self.rewrite_said:
+            self.rewrite_said = True
+            self._say(f"cannot drop the oldest chunks of {self.files[-1]} "
+                      f"({self.writer.rewrite_error}): it grows past --keep/--max-size until "
+                      "it can (psrec tries again at each chunk; free space or make the folder "
+                      "writable)")
+        elif self.rewrite_said and not failing:
+            self.rewrite_said = False
+            self._say(f"{self.files[-1]} is within --keep/--max-size again")
 
     def _snapshot_due(self) -> bool:
         """A snapshot asked for is taken once the chunk sealed after the request is written
@@ -310,6 +329,8 @@ class Session:
             stats["windows"] = list(self.held)
         with_means(now)
         with_means(stats)
+        if self.writer is not None and self.writer.rewrite_failures:
+            stats["rewrite_failures"] = now["rewrite_failures"] = self.writer.rewrite_failures
         if self.writer is not None and self.writer.dropped_chunks:
             stats["dropped_chunks"] = self.writer.dropped_chunks
             stats["dropped_samples"] = self.writer.dropped_samples

@@ -7,13 +7,14 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from psrec.format import open_recording
-from rec_live import TARGETS, one_python, psrec
+from rec_live import TARGETS, one_python, psrec, psrec_async, wait_recording
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300),
               pytest.mark.parametrize("python", one_python())]
@@ -75,6 +76,49 @@ def test_a_full_disk_is_said_in_one_line_and_keeps_complete_chunks(python: str, 
             data = [c for c in rec.chunks if c.type_name == "DATA"]
             assert data, rec.chunks
             assert sum(1 for _ in rec.stream()) == len(data)
+
+
+def test_a_flight_recording_that_cannot_drop_its_oldest_chunks_says_so(python: str,
+                                                                       tmp_path: Path) -> None:
+    """--max-size whose folder becomes read-only while it records (a read-only bind mount over
+    it: the open file is still written, nothing new can be made in the folder): the copy
+    without the oldest chunks cannot be made, which is said once in one line, and the
+    recording goes on past its bound with every sample kept; once the folder is writable
+    again, the next copy is made and that is said too."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "run.psr"
+    proc = psrec_async("record", "-r", "10k", "--max-size", "64k", "-o", str(out), "--", python,
+                       "rec_churn.py", "8")
+    bound = False
+    try:
+        wait_recording(out, proc)
+        r = subprocess.run(f"mount --bind {folder} {folder} && "
+                           f"mount -o remount,bind,ro {folder}", shell=True,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot make the folder read-only under the recorder (a bind mount "
+                        f"needs root): {r.stderr.strip()}")
+        bound = True
+        time.sleep(4)
+        grown = out.stat().st_size
+        subprocess.run(["umount", str(folder)], check=True)
+        bound = False
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if bound:
+            subprocess.run(["umount", "-l", str(folder)], check=False)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    said = [ln for ln in err.splitlines() if "cannot drop the oldest chunks" in ln]
+    assert len(said) == 1 and "Read-only file system" in said[0], err
+    assert grown > 64 * 1024, grown  # past its bound while it could not drop chunks
+    assert any("within --keep/--max-size again" in ln for ln in err.splitlines()), err
+    assert out.stat().st_size <= 64 * 1024
+    with open_recording(out) as rec:
+        assert rec.stats and rec.stats.get("rewrite_failures", 0) >= 1, rec.stats
 
 
 def test_recording_to_standard_output(python: str, tmp_path: Path) -> None:

@@ -88,10 +88,18 @@ class LogicalStacks:
         # recorded stacks, in every read (the earlier ones' stacks are all known by then).
         self._stop_ts: int | None = None
         self._snaps = sorted({ts for rtype, ts, *_ in events if rtype == FC.REC_TASK_SNAPSHOT})
-        # who awaits each task: (start, end, awaiting task, its coroutines' node), by start
+        # who awaits each task: (start, end, awaiting task, its coroutines' node), by start.
+        # An awaiter seen running has no coroutines of its own in the snapshot (its frames are
+        # its samples'): a task it made, waiting already (a reading is spread over passes),
+        # takes the coroutines it suspends in at its next stretch, where that one follows at
+        # once.
+        stretches = sorted(replay_task_states(events), key=lambda s: (s[0], s[5]))
         by_task: dict[int, list[tuple[int, int, int, int]]] = {}
-        for task, _state, _waits, node, awaits, start, end, _seen in replay_task_states(
-                events):
+        for k, (task, state, _waits, node, awaits, start, end, _seen) in enumerate(stretches):
+            if state == FC.TASK_RUNNING and k + 1 < len(stretches):
+                nxt = stretches[k + 1]
+                if nxt[0] == task and nxt[5] == end and nxt[1] != FC.TASK_RUNNING:
+                    node = nxt[3]
             for t in awaits:
                 if t != task:
                     by_task.setdefault(t, []).append((start, end, task, node))

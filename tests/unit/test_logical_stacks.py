@@ -279,3 +279,34 @@ def test_pprof_waits_samples(tmp_path: Path) -> None:
     assert len(windows) == 4, windows
     parent = ("parent;handler;awaits _GatheringFuture", "parent", "suspended")
     assert sum(waits_of(w).get(parent, 0) for w in windows) == 6_000_000
+
+
+def test_a_wait_goes_under_the_coroutines_its_awaiter_suspends_in(tmp_path: Path) -> None:
+    """A task's wait that begins while the task awaiting it still runs (a reading spread over
+    several passes sees the awaiter running, with no coroutines of its own to show, and the
+    task it made already waiting): the wait goes under the coroutines the awaiter suspends in
+    at the next snapshot, for all of its time, not under the bare task."""
+    from click.testing import CliRunner
+    from psrec.cli import main
+
+    main_await = ("app.py", "main", 68)
+    beta_await = ("app.py", "beta_body", 30)
+    s = Synth(str(tmp_path / "t.psr"))
+    s.thread("MainThread", 100)
+    s.task("root", 0x1000, coroutine=("app.py", "main", 60))
+    s.task("beta", 0x2000, coroutine=("app.py", "beta_body", 28))
+    beta = (C.TASK_SUSPENDED, "Task", (beta_await,), ())
+    s.task_snapshot(1000, {"root": (C.TASK_RUNNING, "", (), ("beta",)), "beta": beta})
+    for ts in (2000, 7000):
+        s.task_snapshot(ts, {"root": (C.TASK_SUSPENDED, "_GatheringFuture", (main_await,),
+                                      ("beta",)), "beta": beta})
+    for ts in range(1100, 7000, 100):
+        s.sample_pass(ts, {"MainThread": ((*LOOP, POLL), BUSY, 100)})
+    s.close()
+    r = CliRunner().invoke(main, ["report", s.path, "--collapsed", "--waits", "-o", "-"])
+    assert r.exit_code == 0, r.output
+    got = {line.rpartition(" ")[0]: int(line.rpartition(" ")[2])
+           for line in r.output.splitlines()}
+    under = {k: n for k, n in got.items() if ";beta (<task>:0);" in k}
+    assert list(under.values()) == [6000], got
+    assert next(iter(under)).startswith("root (<task>:0);main ("), got

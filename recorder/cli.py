@@ -74,7 +74,7 @@ def _options(f: Any) -> Any:
 @_options
 @click.argument("target", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx: click.Context, target: tuple[str, ...], verbose: bool, **given: Any) -> None:
+def record(ctx: click.Context, /, target: tuple[str, ...], verbose: bool, **given: Any) -> None:
     """Record a running process (TARGET is its pid) or launch a program after `--`.
 
     \b

@@ -388,16 +388,19 @@ def test_every_call_kind_attributed_without_errors(python: str, traced: bool,
     assert not failures, "\n".join([*failures, "callees by line:", report])
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
 @pytest.mark.parametrize("python", PYTHONS)
-def test_idle_threads_are_not_read_again_and_show_each_change(python: str,
+def test_idle_threads_are_not_read_again_and_show_each_change(python: str, native: bool,
                                                               tmp_path: Path) -> None:
     """A thread asleep since a read made while it was off its CPU is not read again until its
     context switches say it ran (stats idle_stacks): a thread sleeping through five phases of
     0.2 s in five functions shows each phase for a fifth of its samples (a stack kept past a
     wake-up would show the first for all of them), in order, and most of its samples and the
-    waiting main thread's cost no read."""
+    waiting main thread's cost no read. With --native, the native frames of the read come
+    with it: the sleeping thread's samples carry them as the reads did."""
     out = tmp_path / "idle.psr"
-    r = psrec("record", "-q", "-o", str(out), "--", python, str(TARGETS / "rec_idle_phases.py"))
+    r = psrec("record", "-q", "-o", str(out), *(["--native"] if native else []), "--", python,
+              str(TARGETS / "rec_idle_phases.py"))
     assert r.returncode == 0, r.stderr
     mine = [s for s in load(out) if s.thread == "phases"]
     order = [next((f for f in s.functions if f.startswith("phase_")), None) for s in mine]
@@ -410,6 +413,11 @@ def test_idle_threads_are_not_read_again_and_show_each_change(python: str,
     st = json.loads(psrec("info", "--json", str(out)).stdout)["stats"]
     if st["switch_samples"]:  # where perf_event_open is permitted
         assert st["idle_stacks"] >= 0.5 * st["samples"], dict(st)
+    if native:
+        with_native = [s for s in mine if any(not f.endswith(".py") for f, _, _ in s.stack)]
+        assert len(with_native) >= 0.95 * len(mine), collapsed(mine)
+        assert st["native_mixed"] + st["native_marked"] >= st["samples"] - st["sample_errors"] \
+            - 50, dict(st)
 
 
 @pytest.mark.parametrize("python", PYTHONS)

@@ -280,10 +280,11 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   PassReader::updateHint(th_head, th.stack.hint);
   th.seen_pass = pass_;
   // A thread that has not been on a CPU since a read made wholly off one (its context
-  // switches say) has the frames it was read with: nothing is read again (spec/
-  // cpython-layouts.md, CPU from context switches). Not with --native (its native half is
-  // paired per sample) or with the thread paused (--blocking), whose switches are psrec's.
-  if (th.idle_mark && !t.native && !th.paused && th.files.stillOff(th.idle_mark)) {
+  // switches say) has the frames it was read with, its native ones too: nothing is read again
+  // (spec/cpython-layouts.md, CPU from context switches). Not with the thread paused
+  // (--blocking), whose switches are psrec's.
+  if (th.idle_mark && !th.paused && (!t.native || !th.native_tid || !th.mixed.empty()) &&
+      th.files.stillOff(th.idle_mark)) {
     bump(st_.idle_stacks, 1);
     record(t, th, th_head, head, interp, false);
     t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
@@ -489,6 +490,7 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
   NativeThread& nt = *th.native;
   const pid_t tid = static_cast<pid_t>(th.native_tid);
   native.prepare(nt, tid, th.tstate);
+  th.mixed_marked = false;
   if (th.from_capture) {
     if (native.mixCaptured(nt, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
   } else if (config_.blocking && th.paused) {
@@ -520,6 +522,7 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
     if (paired) return;
   }
   native.mark(th.ids, frames_kept_, encoder_, th.mixed);
+  th.mixed_marked = true;
 }
 
 void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
@@ -528,7 +531,10 @@ void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHe
   const uint32_t* ids = th.ids.data();
   size_t depth = th.ids.size();
   if (t.native && th.native_tid) {
-    nativeStack(t, th, head, interp);
+    if (read)
+      nativeStack(t, th, head, interp);
+    else
+      t.native->again(th.mixed_marked);
     ids = th.mixed.data();
     depth = th.mixed.size();
   }

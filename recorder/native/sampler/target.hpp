@@ -67,6 +67,7 @@ struct SampledThread {
   // wholly while it was off a CPU, else 0: while stillOff() says so, it has not run since,
   // and its frames are those it was read with.
   uint64_t idle_mark = 0;
+  bool mixed_marked = false;  // --native: mixed holds markers where its native frames belong
 };
 
 // With `proc` it runs Python and is sampled (a segment of the recording, opened by

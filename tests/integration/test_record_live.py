@@ -390,17 +390,14 @@ def test_every_call_kind_attributed_without_errors(python: str, traced: bool,
 
 @pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
 @pytest.mark.parametrize("python", PYTHONS)
-def test_idle_threads_are_not_read_again_and_show_each_change(python: str, native: bool,
-                                                              tmp_path: Path) -> None:
-    """A thread asleep since a read made while it was off its CPU is not read again until its
-    context switches say it ran (stats idle_stacks): a thread sleeping through five phases of
-    0.2 s in five functions shows each phase for a fifth of its samples (a stack kept past a
-    wake-up would show the first for all of them), in order, and most of its samples and the
-    waiting main thread's cost no read. With --native, the native frames of the read come
-    with it: the sleeping thread's samples carry them as the reads did."""
-    out = tmp_path / "idle.psr"
+def test_sleeping_threads_show_each_change_of_stack(python: str, native: bool,
+                                                   tmp_path: Path) -> None:
+    """A thread sleeping through five phases of 0.2 s in five functions shows each phase for
+    a fifth of its samples (a stack kept past a wake-up would show the first for all of
+    them), in order; with --native, with the native frames of its sleep."""
+    out = tmp_path / "phases.psr"
     r = psrec("record", "-q", "-o", str(out), *(["--native"] if native else []), "--", python,
-              str(TARGETS / "rec_idle_phases.py"))
+              str(TARGETS / "rec_sleep_phases.py"))
     assert r.returncode == 0, r.stderr
     mine = [s for s in load(out) if s.thread == "phases"]
     order = [next((f for f in s.functions if f.startswith("phase_")), None) for s in mine]
@@ -410,14 +407,9 @@ def test_idle_threads_are_not_read_again_and_show_each_change(python: str, nativ
     assert sorted(counts) == [f"phase_{i}" for i in range(5)], counts
     mean = len(shown) / 5
     assert all(0.5 * mean <= n <= 1.5 * mean for n in counts.values()), counts
-    st = json.loads(psrec("info", "--json", str(out)).stdout)["stats"]
-    if st["switch_samples"]:  # where perf_event_open is permitted
-        assert st["idle_stacks"] >= 0.5 * st["samples"], dict(st)
     if native:
         with_native = [s for s in mine if any(not f.endswith(".py") for f, _, _ in s.stack)]
         assert len(with_native) >= 0.95 * len(mine), collapsed(mine)
-        assert st["native_mixed"] + st["native_marked"] >= st["samples"] - st["sample_errors"] \
-            - 50, dict(st)
 
 
 @pytest.mark.parametrize("python", PYTHONS)
@@ -437,7 +429,7 @@ def test_deep_recursion_captured_whole(python: str, tmp_path: Path) -> None:
         # on; an anchor is written when the stack moved since the read before (here only
         # when a sample finds the innermost frame between two sleeps: two writes each).
         st = json.loads(psrec("info", "--json", str(out)).stdout)["stats"]
-        assert st["cached_stacks"] + st["idle_stacks"] >= len(samples) - 2, st
+        assert st["cached_stacks"] >= len(samples) - 2, st
         assert st["anchor_writes"] <= max(4, len(samples) // 50), st
 
 
@@ -535,8 +527,7 @@ def test_frames_under_a_deep_stacks_top_come_and_go(python: str, native: bool,
     assert len(wrong) <= len(samples) * DEEP_CHAIN_WRONG, collapsed(wrong)
     # Read through the frame cache (3.15+) where the kernel did not copy the frames.
     if minor_of(python) >= (3, 15):
-        assert (st["cached_stacks"] + st["captured_stacks"] + st["idle_stacks"]
-                >= 0.8 * st["samples"]), dict(st)
+        assert st["cached_stacks"] + st["captured_stacks"] >= 0.8 * st["samples"], dict(st)
     else:
         assert st["cached_stacks"] == st["anchor_writes"] == 0, dict(st)
 

@@ -487,7 +487,7 @@ def _read_psr(path: str, size: int, attribution: bool) -> ToolResult:
                    **{k: d["stats"].get(k) for k in (
                        "captured_stacks", "native_mixed", "native_captured", "native_stopped",
                        "native_marked", "torn_stopped", "torn_dropped", "retries",
-                       "stopped_ns", "idle_stacks")}},
+                       "stopped_ns")}},
         )
         if attribution:
             _psr_attribution(rec, r)

@@ -112,10 +112,6 @@ class NativeSampling {
   void mark(const std::vector<uint32_t>& py_ids, const std::vector<RawFrame>& frames,
             format::Encoder& enc, std::vector<uint32_t>& out);
 
-  // A thread not switched in since its last sample recorded again with that sample's stack
-  // (Sampler::sampleThread): counted as that sample was, with its native frames or marked.
-  void again(bool marked) { ++(marked ? counts_.marked : counts_.mixed); }
-
   const NativeCounts& counts() const { return counts_; }
   // Why perf events could not be opened for the last thread that failed ("" if none did).
   const std::string& refusal() const { return refusal_; }

@@ -88,7 +88,6 @@ struct SamplerConfig {
   X(retries, uint64_t, "threads read again in a pass after a torn read")                     \
   X(cached_stacks, uint64_t, "thread-samples whose outer frames came from the frame cache")  \
   X(captured_stacks, uint64_t, "thread-samples whose frames the kernel copied at a sample")   \
-  X(idle_stacks, uint64_t, "thread-samples of threads not on a CPU since their last read")   \
   X(anchor_writes, uint64_t, "frame-cache anchors written into the target (3.15+)")          \
   X(ended_in_pass, uint64_t, "threads that ended while a pass read them (not errors)")       \
   X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
@@ -200,10 +199,9 @@ class Sampler {
   void sampleNewThreads(Target& t, const PassHead& head, uint64_t interp, uint64_t ts);
   void settleUnmet(Target& t, bool list_ok, uint64_t interp, uint64_t ts, uint64_t* errors);
   void settleNative(Target& t);
-  // Records the sample the target's reader holds for the thread, with its GIL and CPU state;
-  // with read false, the frames of its last sample (th.ids: it has not run since).
+  // Records the sample the target's reader holds for the thread, with its GIL and CPU state.
   void record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
-              uint64_t interp, bool read = true);
+              uint64_t interp);
   // th.ids from the frames the target's reader just read.
   void pythonIds(Target& t, Thread& th);
   // --native: th.mixed from th.ids and th's native frames of the same instant, or marked

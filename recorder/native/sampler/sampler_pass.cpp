@@ -279,18 +279,6 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   Thread& th = track(t, th_head, ts, known);
   PassReader::updateHint(th_head, th.stack.hint);
   th.seen_pass = pass_;
-  // A thread that has not been on a CPU since a read made wholly off one (its context
-  // switches say) has the frames it was read with, its native ones too: nothing is read again
-  // (spec/cpython-layouts.md, CPU from context switches). Not with the thread paused
-  // (--blocking), whose switches are psrec's.
-  if (th.idle_mark && !th.paused && (!t.native || !th.native_tid || !th.mixed.empty()) &&
-      th.files.stillOff(th.idle_mark)) {
-    bump(st_.idle_stacks, 1);
-    record(t, th, th_head, head, interp, false);
-    t.order.push_back({tstate, th_head.thread_id, th.stack.hint});
-    return;
-  }
-  th.idle_mark = 0;
   uint64_t read_again = 0;
   // --native: the Python frames the kernel copied with the thread's newest perf sample, where
   // it does, so that both halves of the sample are of one instant (spec section 10, rule 7).
@@ -312,7 +300,6 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
     const uint64_t off = th.files.offCpuMark();
     got = t.reader->read(th_head, th.stack, interp, pass_, kTornRetries, &read_again);
     ran = got == StackRead::kOk && off && !th.files.stillOff(off);
-    if (got == StackRead::kOk && off && !ran) th.idle_mark = off;
     // (The ids of what the reader holds now: a read again keeps those of the frames that did
     // not change since, as of this read.)
     if (ran) pythonIds(t, th);
@@ -490,7 +477,6 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
   NativeThread& nt = *th.native;
   const pid_t tid = static_cast<pid_t>(th.native_tid);
   native.prepare(nt, tid, th.tstate);
-  th.mixed_marked = false;
   if (th.from_capture) {
     if (native.mixCaptured(nt, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
   } else if (config_.blocking && th.paused) {
@@ -522,19 +508,15 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
     if (paired) return;
   }
   native.mark(th.ids, frames_kept_, encoder_, th.mixed);
-  th.mixed_marked = true;
 }
 
 void Sampler::record(Target& t, Thread& th, const ThreadHead& head, const PassHead& ph,
-                     uint64_t interp, bool read) {
-  if (read) pythonIds(t, th);
+                     uint64_t interp) {
+  pythonIds(t, th);
   const uint32_t* ids = th.ids.data();
   size_t depth = th.ids.size();
   if (t.native && th.native_tid) {
-    if (read)
-      nativeStack(t, th, head, interp);
-    else
-      t.native->again(th.mixed_marked);
+    nativeStack(t, th, head, interp);
     ids = th.mixed.data();
     depth = th.mixed.size();
   }

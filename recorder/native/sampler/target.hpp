@@ -63,11 +63,6 @@ struct SampledThread {
   std::unique_ptr<Clock> clock;
   bool clock_tried = false;
   bool from_capture = false;  // this pass's Python frames came from its capture
-  // Its context switches' mark (ThreadStatFiles::offCpuMark) when its last read was made
-  // wholly while it was off a CPU, else 0: while stillOff() says so, it has not run since,
-  // and its frames are those it was read with.
-  uint64_t idle_mark = 0;
-  bool mixed_marked = false;  // --native: mixed holds markers where its native frames belong
 };
 
 // With `proc` it runs Python and is sampled (a segment of the recording, opened by

@@ -101,13 +101,14 @@ def parse_seconds(text: str) -> float:
 
 def parse_task_rate(text: str) -> float:
     """--task-rate: task snapshots a second, as -r reads a rate (not `max`)."""
-    help_ = "give task snapshots a second, from 1 to 100k, for example --task-rate 1k"
     try:
         value = parse_rate(text)
     except RecorderUsageError:
-        raise RecorderUsageError(f"--task-rate {text!r} is not a rate", help=help_) from None
+        value = MAX_RATE_HZ
     if value == MAX_RATE_HZ:
-        raise RecorderUsageError(f"--task-rate {text!r} is not a rate", help=help_)
+        raise RecorderUsageError(f"--task-rate {text!r} is not a rate",
+                                 help="give task snapshots a second, from 1 to 100k, for "
+                                      "example --task-rate 1k")
     return value
 
 
@@ -145,11 +146,21 @@ class RecordOptions:
 
     def sampler_config(self) -> dict[str, Any]:
         """The native Sampler's keywords that the options set."""
-        return {k: v for o in RECORD_OPTIONS if o.sampler for k, v in [o.sampler(self)]}
+        return dict(self._entries("sampler"))
 
     def metadata(self) -> dict[str, Any]:
         """The options the file's METADATA records (its `options` map, spec section 2)."""
-        return {k: v for o in RECORD_OPTIONS if o.metadata for k, v in [o.metadata(self)]}
+        return dict(self._entries("metadata"))
+
+    def _entries(self, kind: str) -> list[tuple[str, Any]]:
+        out = []
+        for o in RECORD_OPTIONS:
+            make = getattr(o, kind)
+            if make is True:
+                out.append((o.field, getattr(self, o.field)))
+            elif make:
+                out.append(make(self))
+        return out
 
 
 @dataclass(frozen=True)
@@ -164,15 +175,12 @@ class RecordResult:
 
 
 
-def _as_is(name: str, key: str | None = None) -> Callable[[RecordOptions], tuple[str, Any]]:
-    return lambda opts: (key or name, getattr(opts, name))
-
-
 @dataclass(frozen=True)
 class RecordOption:
     """One option of `psrec record`. `field` is the RecordOptions field it sets (or, for the
     command's own -v, none of them), from the text given by `parse`; `sampler` and `metadata`
-    give, from the options, the native Sampler's keyword and the METADATA entry it makes."""
+    give, from the options, the native Sampler's keyword and the METADATA entry it makes
+    (True: the field's name and value as they are)."""
 
     decls: tuple[str, ...]  # its names on the command line
     field: str
@@ -184,8 +192,8 @@ class RecordOption:
     show_default: bool = False
     path: bool = False  # a file's path: required
     parse: Callable[[str], Any] | None = None  # its text, read (RecorderUsageError if wrong)
-    sampler: Callable[[RecordOptions], tuple[str, Any]] | None = None
-    metadata: Callable[[RecordOptions], tuple[str, Any]] | None = None
+    sampler: bool | Callable[[RecordOptions], tuple[str, Any]] = False
+    metadata: bool | Callable[[RecordOptions], tuple[str, Any]] = False
 
 
 RECORD_OPTIONS: tuple[RecordOption, ...] = (
@@ -203,26 +211,26 @@ RECORD_OPTIONS: tuple[RecordOption, ...] = (
     RecordOption(
         ("-d", "--duration"), "duration",
         "Seconds to record (default: until the target exits or Ctrl-C).", metavar="SECONDS",
-        parse=parse_seconds, metadata=_as_is("duration")),
+        parse=parse_seconds, metadata=True),
     RecordOption(
         ("--subprocesses",), "subprocesses",
         "Also record child Python processes (e.g. multiprocessing workers).", flag=True,
-        sampler=_as_is("subprocesses"), metadata=_as_is("subprocesses")),
+        sampler=True, metadata=True),
     RecordOption(
         ("--blocking",), "blocking",
         "Pause the target during each sample for exactly consistent stacks.", flag=True,
-        sampler=_as_is("blocking"), metadata=_as_is("blocking")),
+        sampler=True, metadata=True),
     RecordOption(
         ("--native",), "native",
         "Also record each thread's native (C, C++, Rust) frames, interleaved with its Python "
         "frames, without stopping the target (perf events); they are named from the target's "
         "binaries as they are recorded.", flag=True,
-        sampler=_as_is("native"), metadata=_as_is("native")),
+        sampler=True, metadata=True),
     RecordOption(
         ("--realtime",), "realtime",
         "Give the sampling thread real-time priority (SCHED_FIFO, where permitted) to keep to "
         "its deadlines on a busy machine; it preempts the target, so the target slows down "
-        "more.", flag=True, sampler=_as_is("realtime")),
+        "more.", flag=True, sampler=True),
     RecordOption(
         ("--cpu-source",), "cpu_source",
         "Where each thread's CPU state and time come from: auto reads its context switches "
@@ -230,20 +238,20 @@ RECORD_OPTIONS: tuple[RecordOption, ...] = (
         "permitted, else /proc/PID/task/TID/{schedstat,stat}; procfs always reads the files.",
         default="auto", choices=("auto", "procfs"), show_default=True,
         sampler=lambda o: ("cpu_switches", o.cpu_source != "procfs"),
-        metadata=_as_is("cpu_source")),
+        metadata=True),
     RecordOption(
         ("--frame-cache/--no-frame-cache",), "frame_cache",
         "Targets on CPython 3.15+: read the outer frames of deep stacks from the frame cache "
         "CPython keeps for profilers, for which psrec writes one pointer into each thread's "
         "state (last_profiled_frame), as CPython's own sampler does. --no-frame-cache reads "
         "every frame and writes nothing.", flag=True, default=True, show_default=True,
-        sampler=_as_is("frame_cache")),
+        sampler=True),
     RecordOption(
         ("--tasks/--no-tasks",), "tasks",
         "Once the target imports asyncio, record which task each thread runs at each sample "
         "(its name, its coroutine), for the reports' task views. --no-tasks reads nothing of "
         "asyncio.", flag=True, default=True, show_default=True,
-        sampler=_as_is("tasks"), metadata=_as_is("tasks")),
+        sampler=True, metadata=True),
     RecordOption(
         ("--task-rate",), "task_rate_hz",
         "How often, at most, every asyncio task's state is read (suspended or ready, its "
@@ -276,10 +284,10 @@ RECORD_OPTIONS: tuple[RecordOption, ...] = (
 )
 
 
-def record_options(given: Mapping[str, Any], pid: int | None,
-                   command: tuple[str, ...]) -> RecordOptions:
+def record_options(given: Mapping[str, Any]) -> RecordOptions:
     """RecordOptions from the options' texts as given (by field; None: not given), each read
-    by its option's parse, and checked together."""
+    by its option's parse, and checked together (the target, pid or command, is the
+    caller's to set)."""
     values: dict[str, Any] = {}
     for o in RECORD_OPTIONS:
         if not o.field:
@@ -298,4 +306,4 @@ def record_options(given: Mapping[str, Any], pid: int | None,
     if values["rate_hz"] is None:
         always_on = values["keep_s"] is not None or values["max_bytes"] is not None
         values["rate_hz"] = ALWAYS_ON_RATE_HZ if always_on else 1000.0
-    return RecordOptions(pid=pid, command=command, **values)
+    return RecordOptions(**values)

@@ -86,7 +86,7 @@ def record(ctx: click.Context, /, target: tuple[str, ...], verbose: bool, **give
     from ._options import record_options
 
     # -v (verbose) is read by the error handling psrec.cli gives every command.
-    opts = record_options(given, None, ())
+    opts = record_options(given)
     pid, command = _target(opts.output, target, ctx.meta.get(_AFTER_DASHDASH))
     sys.exit(_record(dataclasses.replace(opts, pid=pid, command=command)))
 
@@ -133,10 +133,9 @@ def _record(opts: RecordOptions) -> int:
     from ._api import MAX_RATE_HZ
     from ._api import record as run
 
-    quiet = opts.quiet
     result = run(opts)
     st = result.stats
-    if not quiet and st:
+    if not opts.quiet and st:
         secs = st["duration_ns"] / 1e9
         achieved = st["passes"] / secs if secs > 0 else 0.0
         total = st["samples"] + st["sample_errors"]

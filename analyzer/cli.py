@@ -135,7 +135,9 @@ def info(recording: str, as_json: bool) -> None:
             ("samples", f"{d['samples']:,} thread-samples"),
             ("truncated", _truncated(d)),
             ("errors", f"{d['sample_errors']:,} sample errors, "
-                       f"{d['missed_deadlines']:,} missed deadlines"
+                       + (f"{pass_errors:,} passes that could not read the process at all, "
+                          if (pass_errors := (d.get("stats") or {}).get("pass_errors")) else "")
+                       + f"{d['missed_deadlines']:,} missed deadlines"
                        + (f" ({d['missed_deadlines_in_passes']:,} at recorded passes, which a "
                           "window counts; the rest while no target was read)"
                           if d["missed_deadlines_in_passes"] != d["missed_deadlines"] else "")),

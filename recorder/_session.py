@@ -396,6 +396,12 @@ class Session:
                       f"recording stopped; waiting for {self._name} to exit (Ctrl-C stops it)",
                       file=self.stream)
             state = self.sampler.state()
+            stats = self.sampler.stats()
+            if stats["pass_errors"] and stats["pass_errors"] * 100 >= stats["passes"]:
+                print(f"psrec: {stats['pass_errors']:,} of {stats['passes']:,} passes could "
+                      f"not read {self._name}'s interpreter or thread list: no sample was "
+                      f"taken in them (psrec info shows what the file holds)",
+                      file=self.stream)
             for said in state["native_replaced"]:
                 print(f"psrec: --native: {said}", file=self.stream)
             if state["capture_refusal"] and not state["native_refusal"]:

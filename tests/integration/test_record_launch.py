@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +133,57 @@ def test_blocking_records_consistent_stacks(python: str, tmp_path: Path) -> None
     for s in samples:
         per_pass[s.ts] = per_pass.get(s.ts, 0) + 1
     assert min(per_pass.values()) == 3, sorted(set(per_pass.values()))
+
+
+HOLD_LOADER = Path(__file__).resolve().parent / "gdb_hold_loader.py"
+SPIN_AFTER_LOAD = """
+import time
+def spin_after_load():
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        pass
+spin_after_load()
+"""
+
+
+def _libpython(python: str) -> Path | None:
+    """The shared libpython an interpreter loads, if it loads one (as its own map shows)."""
+    r = subprocess.run([python, "-c", "print(next((line.split()[-1] for line in "
+                        "open('/proc/self/maps') if '/libpython' in line), ''))"],
+                       capture_output=True, text=True, timeout=60)
+    lib = r.stdout.strip()
+    return Path(lib) if lib and Path(lib).is_file() else None
+
+
+@pytest.mark.parametrize("python", python_params())
+def test_a_program_caught_while_the_loader_maps_libpython_is_recorded_once_it_runs(
+        python: str, tmp_path: Path) -> None:
+    """While the dynamic loader maps a shared libpython, its first segment spans the whole
+    file for a moment, so _PyRuntime's address reads the file's bytes. gdb holds a launched
+    interpreter there for a second while psrec --subprocesses watches it, then lets it run
+    a 1.5 s loop: the loop is recorded (a runtime read then, not a garbage interpreter
+    pointer kept for the whole run)."""
+    if shutil.which("gdb") is None or shutil.which("nm") is None:
+        pytest.skip("gdb and nm (binutils) hold the program at the loader's first mapping")
+    lib = _libpython(python)
+    if lib is None:
+        pytest.skip("the runtime is in the executable, which the kernel maps whole before "
+                    "the program runs: no moment to catch")
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                        text=True, timeout=60)
+    runtime = next((line.split()[0] for line in nm.stdout.splitlines()
+                    if line.endswith(" _PyRuntime")), None)
+    assert runtime, f"{lib} exports no _PyRuntime"
+    out = tmp_path / "held.psr"
+    env = {**os.environ, "LIBPYTHON": str(lib), "RUNTIME": runtime, "HOLD": "1.0"}
+    r = subprocess.run(
+        [sys.executable, "-m", "psrec", "record", "-q", "--subprocesses", "-o", str(out),
+         "--", "gdb", "-q", "-batch", "-nx", "-x", str(HOLD_LOADER), "--args", python, "-c",
+         SPIN_AFTER_LOAD], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "never held" not in r.stdout, r.stdout
+    held = int(next(w.split()[1] for w in r.stdout.splitlines() if w.startswith("held ")))
+    samples = [s for s in load(out) if s.pid == held]
+    spun = sum(1 for s in samples if "spin_after_load" in s.functions)
+    # 1.5 s at 1 kHz: half of it, however loaded the host
+    assert spun >= 500, (spun, len(samples), collapsed(samples))

@@ -44,6 +44,11 @@ class PassReader {
 
   // The head of the thread list and the GIL state, in one read. Status kOk or why not.
   ReadStatus readPassHead(PassHead& out);
+  // After a pass that could not be read: the interpreter and its GIL are looked up again.
+  void forgetHead() {
+    gil_addr_ = 0;
+    proc_.forgetInterpreter();
+  }
   // The pass head and, in the same system call, the thread states of the threads seen in the
   // previous pass, with their stacks' read-ahead (3.11+) and OS thread ids (3.8-3.10). A
   // request that fails (an exited thread, a freed chunk) ends the kernel's transfer: the rest

@@ -148,6 +148,16 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
     info.load_bias = *bias;
     info.runtime_addr = *runtime + *bias;
     if (auto ct = elf->symbol("PyCode_Type")) info.code_type_addr = *ct + *bias;
+    // While the loader is still mapping the binary, its first segment spans the whole file,
+    // so the runtime's address reads the file's bytes, not the (zeroed) runtime: a process
+    // caught then is not Python yet. The runtime lies in a writable mapping once it is.
+    const auto at = std::find_if(maps.begin(), maps.end(), [&](const MapEntry& m) {
+      return m.start <= info.runtime_addr && info.runtime_addr < m.end;
+    });
+    if (at == maps.end() || at->perms.find('w') == std::string::npos)
+      throw RecorderError(ErrorCode::kNotPython,
+                          "process " + std::to_string(pid) + " (" + processName(pid) +
+                              ") is still loading " + baseName(path) + ": not Python yet");
 
     switch (p->mem_.probe(info.runtime_addr)) {
       case ReadStatus::kOk: break;
@@ -212,7 +222,9 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
 uint64_t PythonProcess::mainInterpreter() {
   if (interp_) return interp_;
   uint64_t head = 0;
-  if (mem_.readValue(info_.runtime_addr + static_cast<uint64_t>(layout_.runtime_interpreters_head), head))
+  // Only a pointer a user-space object can have is kept (see forgetInterpreter).
+  if (mem_.readValue(info_.runtime_addr + static_cast<uint64_t>(layout_.runtime_interpreters_head), head) &&
+      head % 8 == 0 && head < (uint64_t{1} << 47))
     interp_ = head;
   return interp_;
 }

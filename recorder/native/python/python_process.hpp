@@ -47,6 +47,9 @@ class PythonProcess {
 
   // The main interpreter (_PyRuntime.interpreters.head); 0 before the runtime is initialised.
   uint64_t mainInterpreter();
+  // A pass that could not read the process read it again from the runtime: the head read
+  // may have been one the process had not finished writing.
+  void forgetInterpreter() { interp_ = 0; }
 
  private:
   PythonProcess(pid_t pid) : mem_(pid) {}

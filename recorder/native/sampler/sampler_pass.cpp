@@ -143,6 +143,7 @@ void Sampler::passFailed(Target& t, ReadStatus st, uint64_t ts, uint64_t* errors
   for (auto& [addr, th] : t.threads) encoder_.sampleError(th.ref);
   *errors += t.threads.size();
   bump(st_.pass_errors, 1);
+  t.unwinder->pass.forgetHead();
 }
 
 void Sampler::sampleTarget(Target& t, uint64_t ts, uint64_t* errors) {

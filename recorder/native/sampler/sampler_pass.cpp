@@ -436,10 +436,18 @@ bool Sampler::captured(Target& t, Thread& th) {
   cpuFirst(th);
   if (!th.before_pause.ok) return false;
   if (!th.before_pause.running) {
-    // Its context switches may lag: the stat file says.
-    if (!th.files.runnableNow()) return false;
+    // Its context switches may lag: the stat file says, once for each stretch off its CPU.
+    if (th.off_mark && th.files.stillOff(th.off_mark)) return false;
+    const uint64_t stat_reads = th.files.statReads();
+    const bool runnable = th.files.runnableNow();
+    pass_stat_reads_ += th.files.statReads() - stat_reads;
+    if (!runnable) {
+      th.off_mark = th.files.offCpuMark();
+      return false;
+    }
     th.before_pause.running = true;
   }
+  th.off_mark = 0;
   const uint64_t now = monotonicNs();
   if (t.native) return t.native->captured(*th.native, now, capture_);
   if (!th.clock->watch.newest(capture_)) return false;

@@ -47,6 +47,9 @@ struct SampledThread {
   // Also when the sampler stopped the thread alone (StopBudget, spec section 10, rule 7).
   ThreadCpu before_pause;
   bool paused = false;
+  // Off its CPU as its stat file confirmed: the mark of that (ThreadStatFiles::offCpuMark),
+  // kept while its switches show it has not run since, so that it is not read again.
+  uint64_t off_mark = 0;
   StopBudget stops;
   uint64_t seen_pass = 0;
   ThreadStack stack;          // as last sampled

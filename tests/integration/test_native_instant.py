@@ -141,10 +141,4 @@ def test_callback_stacks_agree_with_gdb(python: str, workload: str) -> None:
         doc, truth = dump_and_gdb(python, t.pid)
         worker = next(th for th in doc["threads"] if th["name"] == workload)
     ours, theirs = worker["native"], truth[worker["native_tid"]]
-    if workload == "qsort" and len(ours) == 1 < len(theirs):
-        # Seen on 3.11 and 3.12 in about half the stops: the walk finds no caller of the
-        # innermost frame (libc's sort, under libffi's closure) where gdb does. An open gap
-        # of the unwinder (spec 10, rule 2); the recordings mark such samples.
-        pytest.skip("stopped where psrec's unwind of the sort's innermost frame ends and "
-                    "gdb's goes on: an open gap of the native unwinder")
     assert_agrees(workload, ours, theirs)

@@ -449,8 +449,11 @@ NativeEnd NativeWalker::walkFrom(NativeRegisters regs, bool exact, WordReader& w
       }
       regs = candidates[0];
     }
-    // A caller's frame lies above its callee's, except across a signal (an alternate stack).
-    if (!signal && regs.r[kDwarfRsp] <= sp) return NativeEnd::kFailed;
+    // A caller's frame lies above its callee's, except across a signal (an alternate stack),
+    // and where the innermost frame keeps its return address in a register with nothing on
+    // the stack (vfork's, while the child runs): the same stack, another pc, once.
+    const bool same_stack_ok = exact && regs.r[kDwarfRsp] == sp && regs.r[kDwarfReturn] != pc;
+    if (!signal && regs.r[kDwarfRsp] <= sp && !same_stack_ok) return NativeEnd::kFailed;
     exact = signal;
   }
 }

@@ -233,6 +233,12 @@ bool blockedThreadRegisters(pid_t pid, pid_t tid, NativeRegisters& regs) {
   regs = NativeRegisters();
   regs.set(kDwarfRsp, v[n - 2]);
   regs.set(kDwarfReturn, v[n - 1]);
+  // In a system call its arguments are the registers that carry them, as they are while it
+  // waits: a frame may keep its return address in one (vfork keeps it in rdi).
+  if (n == 9) {
+    static constexpr int kArgRegisters[6] = {5, 4, 1, 10, 8, 9};  // rdi rsi rdx r10 r8 r9
+    for (int i = 0; i < 6; ++i) regs.set(kArgRegisters[i], v[1 + i]);
+  }
   return v[n - 1] != 0;
 }
 

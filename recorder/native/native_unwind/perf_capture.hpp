@@ -68,8 +68,9 @@ class PerfThread {
   std::vector<uint8_t> record_;
 };
 
-// The stack and instruction pointers of a thread blocked in a system call
-// (/proc/PID/task/TID/syscall); false when it is running or they cannot be read.
+// The stack and instruction pointers of a thread blocked in a system call, and the registers
+// of its arguments (/proc/PID/task/TID/syscall); false when it is running or they cannot be
+// read.
 bool blockedThreadRegisters(pid_t pid, pid_t tid, NativeRegisters& regs);
 
 // Why perf events cannot be used for a thread, from open()'s errno, with what to do.

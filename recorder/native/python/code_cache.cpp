@@ -1,6 +1,7 @@
 #include "recorder/native/python/code_cache.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "recorder/native/python/line_table.hpp"
@@ -39,19 +40,47 @@ bool CodeCache::prepare(const uint64_t* codes, size_t n, uint64_t pass) {
   }
   if (pending_.empty()) return true;
   headers_.resize(pending_.size() * hsize);
+  texts_.resize(pending_.size() * kTexts * kTextWindow);
+  text_lens_.assign(pending_.size() * kTexts, 0);
+  text_reqs_.assign(pending_.size() * kTexts, SIZE_MAX);
+  header_reqs_.resize(pending_.size());
   plan_.clear();
-  for (size_t i = 0; i < pending_.size(); ++i)
-    plan_.add(pending_[i], headers_.data() + i * hsize, hsize);
+  int windows = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    header_reqs_[i] = plan_.add(pending_[i], headers_.data() + i * hsize, hsize);
+    // A code object known by its address is checked by its strings too, as they are now at
+    // the addresses it had them: all of them may have been freed and made again, each at
+    // the address of the last (code compiled and run again and again, as exec and eval do).
+    // Up to the end of the page each lies in (whose object is mapped), at least its header.
+    auto it = entries_.find(pending_[i]);
+    if (it == entries_.end()) continue;
+    const CodeKey& k = it->second->key;
+    const uint64_t at[kTexts] = {k.filename, k.name, k.linetable};
+    const size_t least[kTexts] = {static_cast<size_t>(l.unicode_compact_size),
+                                  static_cast<size_t>(l.unicode_compact_size),
+                                  static_cast<size_t>(static_cast<int32_t>(l.bytes_sval))};
+    for (size_t t = 0; t < kTexts; ++t) {
+      const size_t len = std::min<size_t>(
+          kTextWindow, std::max<size_t>(least[t], 4096 - (at[t] & 4095)));
+      text_lens_[i * kTexts + t] = static_cast<uint32_t>(len);
+      text_reqs_[i * kTexts + t] =
+          plan_.add(at[t], texts_.data() + (i * kTexts + t) * kTextWindow, len);
+      ++windows;
+    }
+  }
   // One system call for every code object of the sample that needs checking; one that cannot
-  // be read fails the sample (a torn read).
-  if (!plan_.run(proc_.mem(), 0)) return false;
+  // be read fails the sample (a torn read). A string that cannot be read (freed, its arena
+  // given back) is not the code object's any more.
+  plan_.run(proc_.mem(), windows);
+  for (size_t i = 0; i < pending_.size(); ++i)
+    if (!plan_.ok(header_reqs_[i])) return false;
   const uint64_t code_type = proc_.info().code_type_addr;
   for (size_t i = 0; i < pending_.size(); ++i) {
     CodeKey key = keyFrom(headers_.data() + i * hsize);
     if (code_type && key.type != code_type) return false;  // not a code object: torn read
     if (!key.filename || !key.name || !key.linetable) return false;
     auto& slot = entries_[pending_[i]];
-    if (slot && slot->key == key) {
+    if (slot && slot->key == key && sameTexts(*slot, i)) {
       slot->validated_pass = pass;
       continue;
     }
@@ -76,6 +105,17 @@ bool CodeCache::prepare(const uint64_t* codes, size_t n, uint64_t pass) {
     slot = std::move(info);
   }
   return true;
+}
+
+bool CodeCache::sameTexts(const CodeInfo& info, size_t i) const {
+  const auto& l = proc_.layout();
+  const uint8_t* text = texts_.data() + i * kTexts * kTextWindow;
+  const uint32_t* len = text_lens_.data() + i * kTexts;
+  for (size_t t = 0; t < kTexts; ++t)
+    if (!plan_.ok(text_reqs_[i * kTexts + t])) return false;
+  return unicodeHeadMatches(l, text, len[0], info.filename) &&
+         unicodeHeadMatches(l, text + kTextWindow, len[1], info.name) &&
+         bytesHeadMatches(l, text + 2 * kTextWindow, len[2], info.linetable);
 }
 
 CodeInfo* CodeCache::get(uint64_t addr, uint64_t pass) {

@@ -103,11 +103,20 @@ class CodeCache {
   // it cannot be read.
   uint64_t bytecodeBase(CodeInfo& info, int32_t tlbc, uint64_t raw_instr);
   CodeKey keyFrom(const uint8_t* header) const;
+  // Whether the strings of pending_[i], as read with its header, are still info's.
+  bool sameTexts(const CodeInfo& info, size_t i) const;
 
   PythonProcess& proc_;
   std::unordered_map<uint64_t, std::unique_ptr<CodeInfo>> entries_;
   std::vector<uint64_t> pending_;
   std::vector<uint8_t> headers_;
+  // File name, name and line table of each pending code object already known, as they are
+  // now at the addresses it had them (sameTexts).
+  static constexpr size_t kTexts = 3;
+  static constexpr size_t kTextWindow = 96;
+  std::vector<uint8_t> texts_;
+  std::vector<uint32_t> text_lens_;
+  std::vector<size_t> text_reqs_, header_reqs_;  // their requests in plan_
   ReadPlan plan_;
   uint64_t resolutions_ = 0;
   uint64_t invalidations_ = 0;

@@ -95,6 +95,37 @@ bool readUnicodeFrom(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr,
   return true;
 }
 
+bool unicodeHeadMatches(const cpython::Layout& l, const uint8_t* head, size_t got,
+                        const std::string& utf8) {
+  const size_t hsize = static_cast<size_t>(l.unicode_compact_size);
+  if (got < hsize) return false;
+  StructView<cpython::st::Unicode> v(head, hsize);
+  const StrState st(v.get<uint32_t>(l.unicode_state), l);
+  const int64_t length = v.get<int64_t>(l.unicode_length);
+  if (!st.compact || length < 0) return false;
+  if (!st.ascii) {
+    int64_t points = 0;  // code points of the text: bytes that do not continue one
+    for (unsigned char c : utf8) points += (c & 0xC0) != 0x80;
+    return points == length;
+  }
+  if (static_cast<size_t>(length) != utf8.size()) return false;
+  const size_t data_at = static_cast<size_t>(l.unicode_ascii_size);
+  const size_t have = got > data_at ? std::min(got - data_at, utf8.size()) : 0;
+  return std::memcmp(head + data_at, utf8.data(), have) == 0;
+}
+
+bool bytesHeadMatches(const cpython::Layout& l, const uint8_t* head, size_t got,
+                      const std::string& contents) {
+  const size_t size_at = static_cast<size_t>(static_cast<int32_t>(l.var_size));
+  const size_t data_at = static_cast<size_t>(static_cast<int32_t>(l.bytes_sval));
+  if (got < size_at + 8 || got < data_at) return false;
+  int64_t size = 0;
+  std::memcpy(&size, head + size_at, 8);
+  if (size < 0 || static_cast<size_t>(size) != contents.size()) return false;
+  const size_t have = std::min(got - data_at, contents.size());
+  return std::memcmp(head + data_at, contents.data(), have) == 0;
+}
+
 bool readBytes(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std::string& out,
                size_t max_len) {
   int64_t size = 0;

@@ -22,6 +22,14 @@ bool readUnicode(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std
 constexpr size_t kUnicodeHead = 192;
 bool readUnicodeFrom(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr,
                      const uint8_t* head, size_t got, std::string& out, size_t max_len);
+// Whether the first `got` bytes of a str object are those of a compact str with the text
+// utf8: its length, and as much of its text as they hold (a string made since at the address
+// of another has another length or text, most often).
+bool unicodeHeadMatches(const cpython::Layout& l, const uint8_t* head, size_t got,
+                        const std::string& utf8);
+// The same for a bytes object and its contents.
+bool bytesHeadMatches(const cpython::Layout& l, const uint8_t* head, size_t got,
+                      const std::string& contents);
 // A bytes object's contents; false unless it holds at most max_len bytes.
 bool readBytes(RemoteMemory& mem, const cpython::Layout& l, uint64_t addr, std::string& out,
                size_t max_len);

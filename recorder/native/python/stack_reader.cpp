@@ -246,14 +246,20 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
     return Adopted::kWalkAlone;
   }
   code_addrs_.clear();
+  // The same frame (address and code) as in the last stack, over callers that are all the
+  // same frames too, is the same call: it kept its code object alive (a frame owns a
+  // reference to its code), so a code checked then is still the same one and only the
+  // instruction moved. A frame at the same address over other callers may be a new call
+  // whose code object, made since, took the freed address of the old one (code compiled
+  // and run again and again: exec, eval, templates): it is checked against the target again,
+  // as is anything else.
+  bool same_chain = true;
   for (size_t i = same; i < n; ++i) {
-    // The same frame (address and code) as in the last stack keeps its code object alive (a
-    // frame owns a reference to its code), so a code checked then is still the same one:
-    // only the instruction moved. Anything else is checked against the target again.
-    if (i < raw.size() && stack_[i].addr == raw[i].addr && stack_[i].code == raw[i].code &&
-        codes_.carryOver(stack_[i].code, pass))
-      continue;
-    code_addrs_.push_back(stack_[i].code);
+    const bool same_frame =
+        i < raw.size() && stack_[i].addr == raw[i].addr && stack_[i].code == raw[i].code;
+    const bool carried = same_chain && same_frame && codes_.carryOver(stack_[i].code, pass);
+    same_chain = same_chain && same_frame;
+    if (!carried) code_addrs_.push_back(stack_[i].code);
   }
   if (!code_addrs_.empty() && !codes_.prepare(code_addrs_.data(), code_addrs_.size(), pass))
     return Adopted::kTorn;

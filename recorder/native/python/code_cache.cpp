@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 
 #include "recorder/native/python/line_table.hpp"
 #include "recorder/native/python/py_objects.hpp"
@@ -126,6 +127,12 @@ CodeInfo* CodeCache::get(uint64_t addr, uint64_t pass) {
 
 bool CodeCache::resolve(CodeInfo& info) {
   ++resolutions_;
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  // Taken before the strings are read: a copy older than this saw them as read here, or a
+  // code object freed since.
+  info.resolved_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull +
+                     static_cast<uint64_t>(now.tv_nsec);
   if (!readUnicode(proc_.mem(), proc_.layout(), info.key.filename, info.filename)) return false;
   if (!readUnicode(proc_.mem(), proc_.layout(), info.key.name, info.name)) return false;
   if (!readBytes(proc_.mem(), proc_.layout(), info.key.linetable, info.linetable, 1 << 20)) return false;

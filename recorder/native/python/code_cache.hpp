@@ -40,6 +40,9 @@ struct CodeInfo {
   // An interpreter trampoline rather than Python code (see CodeCache::resolve).
   bool shim = false;
   uint64_t validated_pass = 0;
+  // CLOCK_MONOTONIC when what is cached here was read (a copy older than that may have meant
+  // another code object at the same address).
+  uint64_t resolved_ns = 0;
   // Ids in the recording's encoder; 0 until first used.
   uint32_t function_id = 0;
   std::unordered_map<int32_t, uint32_t> frame_ids;  // instruction byte offset -> frame id

@@ -159,7 +159,7 @@ StackRead StackReader::readCaptured(const ThreadHead& head, const Capture& c, Th
   for (int again = 0; again < 2; ++again) {
     const WalkResult r = unwinder_.frames.fromCapture(head, c, walk_, max_depth_);
     if (r == WalkResult::kError) return StackRead::kTorn;
-    const Adopted got = adopt(last, pass, 0, r, false);
+    const Adopted got = adopt(last, pass, 0, r, false, c.time_ns ? c.time_ns : 1);
     if (got == Adopted::kGood) return StackRead::kOk;
     if (got != Adopted::kAgain) break;
   }
@@ -167,7 +167,7 @@ StackRead StackReader::readCaptured(const ThreadHead& head, const Capture& c, Th
 }
 
 StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t keep,
-                                         WalkResult r, bool verify) {
+                                         WalkResult r, bool verify, uint64_t taken_ns) {
   // Root first, into a stack of its own that replaces the last one when the read is good (the
   // vectors are swapped, not copied; after a read through the frame cache only the frames
   // read are copied in). Frames identical (address, code, instruction) to the last stack
@@ -278,6 +278,16 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
     const int off = codes_.byteOffset(*info, stack_[i].instr, stack_[i].tlbc);
     if (off < -1 || (info->key.size && off > info->key.size * 2)) return Adopted::kTorn;
     infos_[i] = info;
+  }
+  // A copy the kernel made earlier names code objects by address; what is read at those
+  // addresses now is what the copy meant only if it was there already before the copy was
+  // made: a code object made since (a program compiled and run again, exec or eval) may
+  // have taken a freed one's address. Such a copy is not used (the thread is read now).
+  if (taken_ns) {
+    for (size_t i = 0; i < n; ++i) {
+      const CodeInfo* info = i >= same ? infos_[i] : codes_.peek(stack_[i].code);
+      if (!info || info->resolved_ns > taken_ns) return Adopted::kTorn;
+    }
   }
   // A frame whose callee the interpreter pushed directly must be at an instruction that
   // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has

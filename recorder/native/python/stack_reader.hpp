@@ -93,7 +93,10 @@ class StackReader {
   // torn copy may have left stale are read again, and a frame whose callee the interpreter
   // pushed must stand at a call (a capture, copied at one instant, needs neither).
   enum class Adopted { kGood, kTorn, kWalkAlone, kAgain };
-  Adopted adopt(ThreadStack& last, uint64_t pass, size_t keep, WalkResult r, bool verify);
+  // taken_ns: a copy the kernel made then (0: one read now), whose code objects must have
+  // been known as they are now since before it.
+  Adopted adopt(ThreadStack& last, uint64_t pass, size_t keep, WalkResult r, bool verify,
+                uint64_t taken_ns = 0);
   // The frame-cache anchor as this read finds it in the thread's last stack (0: none usable),
   // and at *index its place there.
   uint64_t anchorStop(const ThreadHead& head, const ThreadStack& last, size_t* index) const;

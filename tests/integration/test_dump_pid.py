@@ -380,3 +380,23 @@ def test_a_stack_that_changes_faster_than_it_is_read_is_dumped_every_time(python
                 bad.append(names)
     assert given >= 99, given
     assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize("how", ["--native", "--tasks"])
+@pytest.mark.parametrize("python", PYTHONS)
+def test_a_dump_that_stops_the_process_gives_each_threads_cpu_state_before_the_stop(
+        python: str, how: str) -> None:
+    """dump --native (and --tasks) stop the process for their read; each thread's CPU state
+    is the one it had before the stop, as plain dump gives it: the busy thread running in
+    every dump, the one sleeping 50 ms at a time off its CPU in most."""
+    states: dict[str, list[str]] = {"busy-worker": [], "sleepy-worker": []}
+    with target(python, "rec_threads.py") as t:
+        for _ in range(5):
+            r = psrec("dump", how, str(t.pid))
+            assert r.returncode == 0, r.stderr
+            for line in r.stdout.splitlines():
+                m = re.match(r'Thread \S+ \(tid \d+\) "([^"]+)"  \[.*cpu: (\w+)\]', line)
+                if m and m.group(1) in states:
+                    states[m.group(1)].append(m.group(2))
+    assert states["busy-worker"] == ["running"] * 5, states
+    assert states["sleepy-worker"].count("idle") >= 4, states

@@ -96,7 +96,22 @@ void readNative(ThreadDump& d, pid_t tid, NativeModules& modules, NativeWalker& 
 }
 }  // namespace
 
-std::vector<ThreadDump> dumpThreads(PythonProcess& proc, CodeCache& codes, ThreadsRead* read) {
+namespace {
+
+// A thread's CPU state: as it was before a stop where that was read, else as it is now.
+ThreadCpu cpuOf(pid_t pid, uint64_t tid, pid_t here, const CpuBefore* before) {
+  if (before) {
+    auto it = before->find(tid);
+    if (it != before->end()) return it->second;
+  }
+  ThreadStatFiles files(pid, here, false);
+  return files.read();
+}
+
+}  // namespace
+
+std::vector<ThreadDump> dumpThreads(PythonProcess& proc, CodeCache& codes, ThreadsRead* read,
+                                    const CpuBefore* cpu_before) {
   const bool one_frame_per_loop = proc.layout().version_hex < 0x030B0000;
   PythonUnwinder unwinder(proc);
   // Read as the sampler reads a sample: the same checks that a copy was not torn, the same
@@ -158,8 +173,8 @@ std::vector<ThreadDump> dumpThreads(PythonProcess& proc, CodeCache& codes, Threa
     if (named != names.end()) d.name = named->second;
     if (t.native_tid) {
       if (d.name.empty()) d.name = threadComm(proc.pid(), static_cast<pid_t>(t.native_tid));
-      ThreadStatFiles files(proc.pid(), static_cast<pid_t>(t.native_tid), false);
-      ThreadCpu cpu = files.read();
+      const ThreadCpu cpu =
+          cpuOf(proc.pid(), t.native_tid, static_cast<pid_t>(t.native_tid), cpu_before);
       d.cpu_known = cpu.ok;
       d.on_cpu = cpu.running;
     }
@@ -200,7 +215,7 @@ void readTasks(PythonProcess& proc, CodeCache& codes, const ThreadsRead& read, T
 
 // Each thread's native stack, the process stopped; then those of the threads that run no
 // Python.
-void readAllNative(ProcessDump& d, PythonProcess& proc, pid_t pid) {
+void readAllNative(ProcessDump& d, PythonProcess& proc, pid_t pid, const CpuBefore* before) {
   NativeModules modules(pid);
   modules.findEvalLoop(d.info.runtime_addr);
   NativeWalker walker(modules, proc.mem());
@@ -222,8 +237,7 @@ void readAllNative(ProcessDump& d, PythonProcess& proc, pid_t pid) {
     t.python = false;
     t.native_tid = inner;
     t.name = threadComm(pid, here);
-    ThreadStatFiles files(pid, here, false);
-    ThreadCpu cpu = files.read();
+    const ThreadCpu cpu = cpuOf(pid, inner, here, before);
     t.cpu_known = cpu.ok;
     t.on_cpu = cpu.running;
     readNative(t, here, modules, walker);
@@ -245,6 +259,12 @@ ProcessDump dumpProcess(pid_t pid, bool blocking, bool native, bool tasks) {
     if (tasks) readTasks(*proc, codes, read, d.tasks);
     return d;
   }
+  // Each thread's CPU state as it was before the stop.
+  CpuBefore cpu_before;
+  for (const auto& [inner, here] : threadIds(pid)) {
+    ThreadStatFiles files(pid, here, false);
+    cpu_before[inner] = files.read();
+  }
   ProcessPause pause(pid);
   const uint64_t stopped_ns = monotonicNs();
   const int stopped = pause.stop();
@@ -252,8 +272,8 @@ ProcessDump dumpProcess(pid_t pid, bool blocking, bool native, bool tasks) {
     throw RecorderError(ErrorCode::kPermissionDenied,
                         "reading native stacks needs ptrace, which was refused for process " +
                             std::to_string(pid));
-  d.threads = dumpThreads(*proc, codes, &read);
-  if (native) readAllNative(d, *proc, pid);
+  d.threads = dumpThreads(*proc, codes, &read, &cpu_before);
+  if (native) readAllNative(d, *proc, pid, &cpu_before);
   if (tasks) {
     AsyncioTasks reader(*proc, codes);
     reader.setDeadline(stopped_ns + kTaskStopNs, [&pause] { pause.resume(); });

@@ -4,11 +4,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "recorder/native/asyncio/asyncio_tasks.hpp"
 #include "recorder/native/python/python_process.hpp"
+#include "recorder/native/sampler/thread_stats.hpp"
 
 namespace psrec::recorder {
 
@@ -74,8 +76,13 @@ struct ThreadsRead {
   std::vector<std::vector<uint64_t>> stacks;
   uint64_t interp = 0;
 };
-// Same for an already attached process, its code objects looked up in codes.
+// Each thread's CPU state by its id in the target (as ThreadDump::native_tid), read before a
+// stop: a stopped thread is off its CPU because it was stopped.
+using CpuBefore = std::map<uint64_t, ThreadCpu>;
+// Same for an already attached process, its code objects looked up in codes; a thread's CPU
+// state from cpu_before where it has one, else read now.
 std::vector<ThreadDump> dumpThreads(PythonProcess& proc, CodeCache& codes,
-                                    ThreadsRead* read = nullptr);
+                                    ThreadsRead* read = nullptr,
+                                    const CpuBefore* cpu_before = nullptr);
 
 }  // namespace psrec::recorder

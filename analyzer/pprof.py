@@ -185,10 +185,13 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
         fid = functions.get(key)
         if fid is None:
             fid = functions[key] = len(functions) + 1
-            # No system_name: pprof takes a system name for a mangled symbol to demangle, and
-            # shows Python's angle-bracketed names (<module>, <lambda>) as <unknown>.
+            # A system name only for a native function whose symbol was demangled (its
+            # symbol): pprof shows a Python system name's angle-bracketed names (<module>,
+            # <lambda>) as <unknown>.
+            symbol = native.symbol if native is not None else ""
             prof.function.add(id=fid, name=strings(key[0]), filename=strings(key[1]),
-                              start_line=key[2])
+                              start_line=key[2],
+                              **({"system_name": strings(symbol)} if symbol else {}))
         loc = locations[frame_id] = len(locations) + 1
         if native is not None:
             address = _int64(native.address + max(0, f.line))

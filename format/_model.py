@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _constants as C
@@ -54,6 +54,9 @@ class Function:
     kind: int = PYTHON
     build_id: str = ""  # a native function's binary's GNU build id (hex), "" if none
     address: int = 0  # a native function's link-time address in its binary
+    # A native function's symbol as its binary has it, where name is that symbol demangled
+    # (spec 3.1); "" where the two are the same.
+    symbol: str = ""
 
     @property
     def native(self) -> bool:
@@ -156,6 +159,7 @@ class Definitions:
             seen = s.setdefault(sid, value)
             if seen != value:
                 self.conflicts += 1
+        native = []
         for fid, filename, name, first_line, kind, build_id, address in functions:
             if not self._new(C.REC_FUNCTION, fid,
                              (filename, name, first_line, kind, build_id, address)):
@@ -165,9 +169,13 @@ class Definitions:
                 self.functions[fid] = Function(
                     fid, path, s.get(name, "<unknown>"), first_line)
             else:  # a binary with no symbol there stands as a whole: [libfoo.so]
-                self.functions[fid] = Function(
+                f = Function(
                     fid, path, s.get(name, "") if name else f"[{path.rsplit('/', 1)[-1]}]",
                     first_line, kind, s.get(build_id, "") if build_id else "", address)
+                self.functions[fid] = f
+                if f.name.startswith("_Z"):
+                    native.append(f)
+        self._demangle(native)
         for frid, fid, line in frames:
             if frid != C.TRUNCATED_FRAME and self._new(C.REC_FRAME, frid, (fid, line)):
                 self.frames[frid] = Frame(frid, self.functions.get(fid, _UNKNOWN_FUNCTION),
@@ -188,6 +196,17 @@ class Definitions:
             self.tasks[tid] = TaskInfo(tid, pid, address, s.get(name, ""),
                                        self.functions.get(coroutine), start)
         self.unknown_records += unknown
+
+    def _demangle(self, native: list[Function]) -> None:
+        """Native functions named by a mangled symbol take its demangled name and keep the
+        symbol (without the native codec, names stay as their symbols)."""
+        if not native:
+            return
+        from .text import demangle
+
+        for f, shown in zip(native, demangle([f.name for f in native])):
+            if shown != f.name:
+                self.functions[f.id] = replace(f, name=shown, symbol=f.name)
 
     def process_of(self, thread: ThreadInfo) -> ProcessInfo | None:
         """The program the thread ran in: the last one its process (of its recording, where

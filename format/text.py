@@ -10,7 +10,7 @@ separators too: they would reorder or break what follows them on the line.
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+__all__ = ["demangle", "printable"]
 
 _ESCAPED = [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x200E, 0x200F, 0x2028, 0x2029,
             *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
@@ -21,3 +21,14 @@ def printable(text: str) -> str:
     """text with control characters escaped as \\xNN, and bidi controls and line separators
     as \\uNNNN (a backslash stays as it is)."""
     return text.translate(_TABLE)
+
+
+def demangle(symbols: list[str]) -> list[str]:
+    """Native function symbols as a debugger shows them: a mangled one (Itanium C++, `_Z`)
+    demangled by the C++ runtime's own demangler (spec section 10, rule 3), any other as it
+    is; all as they are where the native codec is not built."""
+    try:
+        from ._format import demangle as native
+    except ImportError:
+        return list(symbols)
+    return native(list(symbols))

@@ -297,7 +297,23 @@ def read_dump(pid: int, blocking: bool = False, native: bool = False,
     d: dict[str, Any] = (rec.dump(pid, blocking or tasks, native, True) if tasks
                          else rec.dump(pid, blocking, native))
     d["info"]["command"] = rec.command_line(pid)
+    if native:
+        _demangle(d)
     return d
+
+
+def _demangle(d: dict[str, Any]) -> None:
+    """Native frames named by a mangled symbol (C++, Rust's legacy scheme) take its
+    demangled name, as a debugger shows it."""
+    frames = [f for t in d["threads"] for f in t.get("native", ()) if f[4].startswith("_Z")]
+    if not frames:
+        return
+    from psrec.format.text import demangle
+
+    shown = dict(zip((f[4] for f in frames), demangle([f[4] for f in frames])))
+    for t in d["threads"]:
+        if "native" in t:
+            t["native"] = [(*f[:4], shown.get(f[4], f[4]), *f[5:]) for f in t["native"]]
 
 
 def tasks_json(d: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@
 
 #include "format/bindings/columns.hpp"
 #include "format/native/decoder.hpp"
+#include "format/native/demangle.hpp"
 #include "format/native/encoder.hpp"
 
 namespace nb = nanobind;
@@ -111,6 +112,13 @@ NB_MODULE(_format, m) {
     return nb::make_tuple(strings, functions, frames, threads, processes, d.unknown_records,
                           tasks);
   }, nb::arg("payload"), nb::arg("max_records") = UINT64_MAX);
+
+  m.def("demangle", [](const std::vector<std::string>& symbols) {
+    std::vector<std::string> out;
+    out.reserve(symbols.size());
+    for (const auto& s : symbols) out.push_back(psrec::format::demangle(s));
+    return out;
+  }, nb::arg("symbols"));
 
   m.def("thread_renames", [](const nb::bytes& payload, uint64_t max_events, bool exits) {
     std::vector<Event> events;

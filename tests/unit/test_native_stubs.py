@@ -83,19 +83,7 @@ def test_recorder_stub_is_stubgen_output(tmp_path: Path) -> None:
         "run `make stubs` and commit the result")
 
 
-# The hand-kept stubs as they stand: each difference from the build, written out, fails this
-# test until the stub is brought in step (then the mark goes: xfail is strict).
-HAND_KEPT_DRIFT = {
-    "psrec.analyzer._engine": "Accumulator.slice_overflow is bound but not in the stub",
-    "psrec.format._format": "Encoder.forget_task's parameter is positional-only in the "
-                            "binding, a keyword `id` in the stub",
-}
-
-
-@pytest.mark.parametrize("module", [
-    pytest.param(m, marks=pytest.mark.xfail(reason=HAND_KEPT_DRIFT[m]))
-    if m in HAND_KEPT_DRIFT else m
-    for m, (_, whole) in STUBS.items() if not whole])
+@pytest.mark.parametrize("module", [m for m, (_, whole) in STUBS.items() if not whole])
 def test_hand_kept_stub_declares_what_the_build_binds(module: str, tmp_path: Path) -> None:
     stub, _ = STUBS[module]
     ours, built = surface(stub.read_text()), surface(stubgen(module, tmp_path / "stub.pyi"))

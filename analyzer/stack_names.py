@@ -72,7 +72,9 @@ class StackNames:
             else:
                 f = self.defs.frame(frame_id)
                 fn = f.function
-                line = f.line if self.by == "line" else fn.first_line
+                # A native frame's line in the file is its pc's offset, no source line: by
+                # line, it is its function's row still.
+                line = f.line if self.by == "line" and fn.kind == 0 else fn.first_line
                 k = FrameKey(fn.filename, line, fn.name, fn.kind != 0)
             self._keys[frame_id] = k
         return k

@@ -56,8 +56,9 @@ def cxxfilt(symbols: list[str]) -> list[str]:
 @pytest.mark.parametrize("python", python_params())
 def test_cxx_frames_are_named_as_cxxfilt_names_them(python: str, tmp_path: Path) -> None:
     """A thread spinning in a C++ library, recorded with --native: the report's stacks show
-    its functions demangled, in their call order, the names c++filt gives; pprof keeps each
-    symbol as its function's system name; dump --native names them the same."""
+    its functions demangled, in their call order, the names c++filt gives; by line each is
+    one row; pprof keeps each symbol as its function's system name; dump --native names them
+    the same."""
     lib = library()
     names = cxxfilt(SYMBOLS)
     assert names[0] == "psrec_demo::overloaded(int)", names  # c++filt works here
@@ -81,6 +82,13 @@ def test_cxx_frames_are_named_as_cxxfilt_names_them(python: str, tmp_path: Path)
             assert frames[at - len(names) + 1:at + 1] == names, frames
             chains += int(count)
     assert chains >= 500, r.stdout[-2000:]  # 1.5 s at 1 kHz, nearly all in the spin
+
+    # By line, a native function (whose frames have no source line) is one row, not one per
+    # pc offset.
+    r = run_psrec("report", str(out), "--by", "line", "--thread", "cxx", "--limit", "0")
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.endswith(f"({names[-1]})")]
+    assert len(rows) == 1 and ":0(" in rows[0], rows
 
     with open_recording(out) as rec:
         shown = {f.name: f.symbol for f in rec.definitions().functions.values() if f.native}

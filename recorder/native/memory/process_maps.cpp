@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,6 +74,22 @@ std::optional<ElfFile> ElfFile::openMapping(pid_t pid, uint64_t start, uint64_t 
   std::snprintf(range, sizeof range, "/proc/%d/map_files/%llx-%llx", static_cast<int>(pid),
                 static_cast<unsigned long long>(start), static_cast<unsigned long long>(end));
   return fromFd(::open(range, O_RDONLY | O_CLOEXEC));
+}
+
+std::optional<ElfFile> ElfFile::copyOf(pid_t pid, uint64_t start, uint64_t end) {
+  if (end <= start || end - start > (uint64_t{1} << 24)) return std::nullopt;
+  const size_t size = static_cast<size_t>(end - start);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return std::nullopt;
+  struct iovec local = {p, size};
+  struct iovec remote = {reinterpret_cast<void*>(start), size};
+  ElfFile f;
+  f.data_ = static_cast<const uint8_t*>(p);
+  f.size_ = size;
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(size) ||
+      size < sizeof(Elf64_Ehdr) || !f.parse())
+    return std::nullopt;  // f's destructor unmaps
+  return std::optional<ElfFile>(std::move(f));
 }
 
 std::optional<ElfFile> ElfFile::fromFd(int fd) {

@@ -31,6 +31,9 @@ class ElfFile {
   // The file a mapping of process pid maps, whatever its path leads to now
   // (/proc/PID/map_files/START-END): the very file, even one replaced on disk since.
   static std::optional<ElfFile> openMapping(pid_t pid, uint64_t start, uint64_t end);
+  // An ELF image that no file holds, copied out of process pid's memory at [start, end): the
+  // kernel's vDSO, which the kernel maps whole.
+  static std::optional<ElfFile> copyOf(pid_t pid, uint64_t start, uint64_t end);
   ~ElfFile();
   ElfFile(ElfFile&& other) noexcept;
   ElfFile& operator=(ElfFile&&) = delete;

@@ -16,6 +16,8 @@ namespace psrec::recorder {
 
 namespace {
 
+// The kernel's vDSO as /proc/PID/maps names it.
+const std::string kVdso = "[vdso]";
 // How far past a symbol without a size an address is still named after it.
 constexpr uint64_t kUnsizedSymbolBytes = 256;
 // The top of the stack read in one system call: deep enough for the frames of most stacks.
@@ -81,10 +83,11 @@ void NativeModules::refresh() {
   std::map<std::string, Seen> files;
   const std::vector<MapEntry> maps = readMaps(pid_);
   for (const MapEntry& m : maps) {
-    if (m.path.empty() || m.path[0] != '/') continue;
+    const bool vdso = m.path == kVdso;
+    if (m.path.empty() || (m.path[0] != '/' && !vdso)) continue;
     auto it = files.find(m.path);
     if (it == files.end()) {
-      files.emplace(m.path, Seen{m.start, m.end, &m, executablePath(m)});
+      files.emplace(m.path, Seen{m.start, m.end, &m, executablePath(m) || vdso});
     } else {
       it->second.start = std::min(it->second.start, m.start);
       it->second.end = std::max(it->second.end, m.end);
@@ -113,9 +116,12 @@ void NativeModules::refresh() {
       mod.start = seen.start;
       mod.end = seen.end;
       // The mapped file itself; by its path only where map_files is refused, and then only
-      // if the path still leads to it.
-      auto elf = ElfFile::openMapping(pid_, seen.first->start, seen.first->end);
-      auto at_path = ElfFile::open(path, pid_);
+      // if the path still leads to it. The vDSO, which no file holds, copied out of the
+      // target (the kernel maps the whole image, its symbols and call-frame information).
+      const bool vdso = shown == kVdso;
+      auto elf = vdso ? ElfFile::copyOf(pid_, seen.start, seen.end)
+                      : ElfFile::openMapping(pid_, seen.first->start, seen.first->end);
+      auto at_path = vdso ? std::nullopt : ElfFile::open(path, pid_);
       mod.replaced =
           deleted || (at_path && seen.first->inode && at_path->inode() != seen.first->inode);
       if (!elf && at_path && !mod.replaced) elf.emplace(std::move(*at_path));

@@ -437,6 +437,8 @@ bool Sampler::captured(Target& t, Thread& th) {
   if (!th.before_pause.ok) return false;
   if (!th.before_pause.running) {
     // Its context switches may lag: the stat file says, once for each stretch off its CPU.
+    // (A state read from the files is theirs already.)
+    if (!th.files.fromSwitches()) return false;
     if (th.off_mark && th.files.stillOff(th.off_mark)) return false;
     const uint64_t stat_reads = th.files.statReads();
     const bool runnable = th.files.runnableNow();

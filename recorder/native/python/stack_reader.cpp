@@ -283,11 +283,11 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
   // addresses now is what the copy meant only if it was there already before the copy was
   // made: a code object made since (a program compiled and run again, exec or eval) may
   // have taken a freed one's address. Such a copy is not used (the thread is read now).
+  // (The frames from the root that are the last stack's, address, code and instruction, are
+  // the same calls, which hold their code objects: only those after them are looked at.)
   if (taken_ns) {
-    for (size_t i = 0; i < n; ++i) {
-      const CodeInfo* info = i >= same ? infos_[i] : codes_.peek(stack_[i].code);
-      if (!info || info->resolved_ns > taken_ns) return Adopted::kTorn;
-    }
+    for (size_t i = same; i < n; ++i)
+      if (infos_[i]->resolved_ns > taken_ns) return Adopted::kTorn;
   }
   // A frame whose callee the interpreter pushed directly must be at an instruction that
   // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has

@@ -94,9 +94,6 @@ void readNative(ThreadDump& d, pid_t tid, NativeModules& modules, NativeWalker& 
     d.native.push_back(std::move(nf));
   }
 }
-}  // namespace
-
-namespace {
 
 // A thread's CPU state: as it was before a stop where that was read, else as it is now.
 ThreadCpu cpuOf(pid_t pid, uint64_t tid, pid_t here, const CpuBefore* before) {

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from psrec.format import constants as FC
-from psrec.format.mixed_stacks import marked_note
+from psrec.format.mixed_stacks import hides, marked_note
 from psrec.format.version import psrec_version
 
 from .common import format_seconds, render
 from .engine import Engine
-from .model import Column
+from .model import Column, FrameKey
 from .modes import GIL, MODES, WALL
 from .profile import NO_STACK, CellColumns, Profile
 from .registry import Option, Reporter, register
@@ -192,9 +192,18 @@ def page_data(p: Profile) -> dict[str, Any]:
         threads.append({"ref": OTHERS, "label": f"{len(shared):,} other threads",
                         "samples": row_samples.get(OTHERS, 0), "threads": len(shared)})
     keys: dict[Any, int] = {}
-    key_of = [keys.setdefault(p.names.key(p.frames[n]) if n else NO_STACK, len(keys))
-              for n in order.nodes]
-    md = p.metadata
+    shown: list[int] = []  # by key: the native views that show it (SHOWN_IN)
+    key_of = []
+    for n in order.nodes:
+        k = p.names.key(p.frames[n]) if n else NO_STACK
+        i = keys.setdefault(k, len(keys))
+        if i == len(shown):
+            shown.append(_shown_in(p, p.frames[n]) if n else SHOWN_ALWAYS)
+        key_of.append(i)
+    native_view = p.view.native if (md := p.metadata).get("options", {}).get("native") else None
+    if native_view is not None:
+        keys[STARTUP_KEY] = len(keys)
+        shown.append(SHOWN_NATIVE)
     wait_unknown = gil_wait_unknown(md)
     if wait_unknown is not None:
         # A recording that cannot know GIL waits has none to draw: its status bits say
@@ -230,8 +239,15 @@ def page_data(p: Profile) -> dict[str, Any]:
         "thread_count": every,
         "threads": threads,
         "states": out_states,
-        # [name, file, line, native]: native frames are drawn in colours of their own.
-        "keys": [[k.name, k.filename, k.line, int(k.native)] for k in keys],
+        # [name, file, line, native, shown]: native frames are drawn in colours of their
+        # own; shown says in which native views (SHOWN_IN) the frame is drawn.
+        "keys": [[k.name, k.filename, k.line, int(k.native), shown[i]]
+                 for i, k in enumerate(keys)],
+        # A native recording's view of its native frames (NATIVE_VIEWS), which the page's
+        # own switch changes; None for a recording without them. In "mixed", the native
+        # frames below a stack's first Python frame are drawn as the one key startup_key.
+        "native_view": native_view,
+        "startup_key": keys[STARTUP_KEY] if native_view is not None else None,
         "parent": order.parent,
         "key": key_of,
         "cells": out_cells,
@@ -242,6 +258,25 @@ def page_data(p: Profile) -> dict[str, Any]:
         # None for a recording of no asyncio task (see tasks.page_tasks).
         "tasks": tasks,
     }
+
+
+# Which native views (psrec.format.mixed_stacks.NATIVE_VIEWS) draw a key: Python frames in
+# every one, native code in "mixed" and "all", the evaluation loop and the call machinery in
+# "all" only.
+SHOWN_ALWAYS, SHOWN_NATIVE, SHOWN_ALL_ONLY = 0, 1, 2
+# The frame that stands, in the "mixed" view, for a stack's native frames below its first
+# Python frame (the interpreter's start-up, from _start to the code that runs the program).
+STARTUP_KEY = FrameKey("", 0, "[native start-up frames]", True)
+
+
+def _shown_in(p: Profile, frame_id: int) -> int:
+    """The native views that draw a frame (SHOWN_ALWAYS, SHOWN_NATIVE or SHOWN_ALL_ONLY)."""
+    if frame_id == FC.TRUNCATED_FRAME:
+        return SHOWN_ALWAYS
+    fn = p.defs.frame(frame_id).function
+    if fn.kind == 0:
+        return SHOWN_ALWAYS
+    return SHOWN_ALL_ONLY if hides(fn.kind, fn.name, "mixed") else SHOWN_NATIVE
 
 
 def _health(p: Profile) -> dict[str, Any]:

@@ -15,7 +15,8 @@ const psrecPage = {
   },
   // A table row: the numbers, then the function's name and, small, its file and line.
   functionRow(texts, name, file, line) {
-    const tr = psrecPage.row(texts, name, `${file}:${line}`);
+    // (a frame of psrec's own, such as the folded start-up frames, has no file)
+    const tr = psrecPage.row(texts, name, file ? `${file}:${line}` : "");
     tr.dataset.name = name;
     return tr;
   },

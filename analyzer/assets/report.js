@@ -17,6 +17,27 @@
                   ["idle", "off the CPU"]].filter(([n]) => WAIT_KNOWN || n !== "wait");
   const LABEL = Object.fromEntries(STATES);
   const LABEL_W = 260;
+  // A native recording's views of its native frames (none: only its Python frames; all:
+  // every frame; mixed: native code between the Python frames, without the evaluation loop
+  // and the call machinery, and a stack's frames below its first Python frame as one).
+  const NATIVE_VIEWS = ["python", "mixed", "all"];
+  const NATIVE_HELP = {
+    python: "Python frames only",
+    mixed: "Python frames and the native code they call, without the interpreter's evaluation loop and call machinery; the start-up frames below the first Python frame folded into one",
+    all: "every frame, the interpreter's own included",
+  };
+  // Per trie node (parents come before their children): whether it or a frame above it is
+  // a Python frame, and whether a Python frame is in its subtree (a native frame with none
+  // above and some below is a start-up frame, folded in the mixed view).
+  const SHOWN = D.keys.map((k) => k[4]);
+  const pyAbove = new Uint8Array(P.length), pyBelow = new Uint8Array(P.length);
+  for (let n = 0; n < P.length; n++) {
+    pyAbove[n] = n > 0 && ((SHOWN[K[n]] === 0 && !D.keys[K[n]][3]) || (P[n] >= 0 && pyAbove[P[n]])) ? 1 : 0;
+  }
+  for (let n = P.length - 1; n >= 0; n--) {
+    if (SHOWN[K[n]] === 0 && !D.keys[K[n]][3] && n > 0) pyBelow[n] = 1;
+    if (pyBelow[n] && P[n] >= 0) pyBelow[P[n]] = 1;
+  }
   let state = null;
 
   function seconds(ticks) { return ticks * D.tick_s; }
@@ -57,7 +78,9 @@
     a0 = clamp(Math.floor((a0 + off) / F) * F - off, 0, D.slices - 1);
     a1 = clamp(Math.ceil((a1 + off) / F) * F - off, a0 + 1, D.slices);
     const zoom = q.get("zoom") ? q.get("zoom").split(".").map(Number) : [];
-    return { mode, a0, a1, threads, zoom, q: q.get("q") || "", sort: q.get("sort") || "own" };
+    const native = NATIVE_VIEWS.includes(q.get("native")) && D.native_view !== null
+      ? q.get("native") : D.native_view;
+    return { mode, a0, a1, threads, zoom, native, q: q.get("q") || "", sort: q.get("sort") || "own" };
   }
   // A mode the recording can answer (gil-wait needs a recording that knows GIL waits).
   function usable(mode) { return mode !== "gil-wait" || WAIT_KNOWN; }
@@ -66,6 +89,7 @@
     const s = Object.assign({}, state, changes);
     const q = new URLSearchParams();
     if (s.mode !== D.mode) q.set("mode", s.mode);
+    if (s.native !== D.native_view) q.set("native", s.native);
     if (s.a0 > 0) q.set("from", sliceTime(s.a0).toFixed(4));
     if (s.a1 < D.slices) q.set("to", sliceTime(s.a1).toFixed(4));
     if (s.threads) q.set("threads", [...s.threads].join(","));
@@ -91,6 +115,15 @@
     }
     return nodeVal;
   }
+  // A trie node's key as the native view draws it: -1 where the view leaves it out (its time
+  // goes to the frame above), the start-up key for a folded start-up frame.
+  function viewKey(n) {
+    const k = K[n], shown = SHOWN[k], view = state.native;
+    if (view === null || shown === 0) return k;
+    if (view === "python" || (view === "mixed" && shown === 2)) return -1;
+    if (view === "mixed" && !pyAbove[n] && pyBelow[n]) return D.startup_key;
+    return k;
+  }
   // The stacks merged by report key: tree node 0 is the root (all stacks).
   function buildTree(nodeVal) {
     const need = new Uint8Array(P.length);
@@ -103,11 +136,18 @@
     for (let n = 0; n < P.length; n++) {
       if (!need[n]) continue;
       const up = P[n] < 0 ? 0 : tOf[P[n]];
-      let t = T.kids[up].get(K[n]);
+      const k = viewKey(n);
+      // A frame the view leaves out, or a start-up frame under another: one with its parent.
+      if (k < 0 || (k === D.startup_key && T.key[up] === k)) {
+        tOf[n] = up;
+        T.self[up] += nodeVal[n];
+        continue;
+      }
+      let t = T.kids[up].get(k);
       if (t === undefined) {
         t = T.key.length;
-        T.key.push(K[n]); T.parent.push(up); T.self.push(0); T.total.push(0); T.kids.push(new Map());
-        T.kids[up].set(K[n], t);
+        T.key.push(k); T.parent.push(up); T.self.push(0); T.total.push(0); T.kids.push(new Map());
+        T.kids[up].set(k, t);
       }
       tOf[n] = t;
       T.self[t] += nodeVal[n];
@@ -145,7 +185,10 @@
     for (let i = 0; i < str.length; i++) h = (h * 31 + str.charCodeAt(i)) >>> 0;
     return h % 360;
   }
-  function keyText(k) { const [name, file, line] = D.keys[k]; return `${name} (${file}:${line})`; }
+  function keyText(k) {
+    const [name, file, line] = D.keys[k];
+    return file ? `${name} (${file}:${line})` : name;
+  }
 
   function drawHeader() {
     $("#title").textContent = D.title;
@@ -189,6 +232,20 @@
       b.title = D.mode_help[m];
       if (!usable(m)) { b.disabled = true; b.title = D.gil_wait_unknown; }
       modes.appendChild(b);
+    }
+    const views = $("#native-views");
+    views.hidden = D.native_view === null;
+    views.innerHTML = "";
+    if (D.native_view !== null) {
+      for (const v of NATIVE_VIEWS) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.dataset.native = v;
+        b.textContent = v === "python" ? "Python" : v;
+        b.title = NATIVE_HELP[v];
+        b.addEventListener("click", () => go({ native: v, zoom: [] }));
+        views.appendChild(b);
+      }
     }
     $("#legend").innerHTML = "";
     for (const [name, text] of STATES) {
@@ -440,7 +497,7 @@
       const tr = psrecPage.functionRow([fmt(own[k]), (100 * own[k] / all).toFixed(1) + "%",
                                         fmt(total[k]), (100 * total[k] / all).toFixed(1) + "%"],
                                        name, file, line);
-      tr.addEventListener("click", () => go({ q: "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + " \\(" }));
+      tr.addEventListener("click", () => go({ q: "^" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "( \\(|$)" }));
       body.appendChild(tr);
     }
     const where = root ? `under ${D.keys[T.key[root]][0]} (the zoomed frame; shares of its ${threadSeconds(T.total[root])})`
@@ -549,6 +606,9 @@
     for (const b of document.querySelectorAll("#modes button")) {
       b.classList.toggle("on", b.dataset.mode === state.mode);
     }
+    for (const b of document.querySelectorAll("#native-views button")) {
+      b.classList.toggle("on", b.dataset.native === state.native);
+    }
     for (const row of document.querySelectorAll(".thread-row")) {
       row.classList.toggle("off", !!state.threads && !state.threads.has(Number(row.dataset.ref)));
     }
@@ -571,6 +631,7 @@
     const status = $("#status");
     status.dataset.ready = "1";
     status.dataset.mode = state.mode;
+    status.dataset.native = state.native || "";
     status.textContent = `psrec ${D.psrec} · drawn in ${(performance.now() - t0).toFixed(0)} ms`;
   }
 
@@ -591,7 +652,7 @@
     typing = setTimeout(() => go({ q: ev.target.value }, true), 120);
   });
   $("#search").addEventListener("change", (ev) => { clearTimeout(typing); go({ q: ev.target.value }); });
-  $("#reset").addEventListener("click", () => go({ mode: D.mode, a0: 0, a1: D.slices, threads: null, zoom: [], q: "" }));
+  $("#reset").addEventListener("click", () => go({ mode: D.mode, native: D.native_view, a0: 0, a1: D.slices, threads: null, zoom: [], q: "" }));
   window.addEventListener("hashchange", render);
   window.addEventListener("resize", () => { drawAxis(); render(); });
   render();

@@ -64,6 +64,12 @@ def _rows(dom: str) -> list[tuple[str, ...]]:
     return rows
 
 
+def _name(row: tuple[str, ...]) -> str:
+    """A function table row's function (its cell ends with the function's file:line)."""
+    name, _, where = row[4].rpartition(" ")
+    return name if name and ":" in where else row[4]
+
+
 def _threads(dom: str) -> dict[str, tuple[int, str]]:
     """Thread label -> (ref, the label's title with its state shares)."""
     out = {}
@@ -399,6 +405,53 @@ def test_page_of_a_live_recording(python: str, tmp_path: Path) -> None:
                                 r"</script>", page.read_text(), re.DOTALL).group(1))
     assert data["samples"] > 1000 and len(data["threads"]) == len(names)
     screenshot(page.resolve().as_uri(), "html-report-live.png")
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_the_native_frames_switch_of_a_native_recording(python: str, tmp_path: Path) -> None:
+    """A --native recording's page starts in the view --native-frames asked for and has its
+    own python / mixed / all switch, kept in the fragment: "all" draws the evaluation loop
+    and the start-up chain from _start; "mixed" neither (the start-up frames below the first
+    Python frame are one frame, over the program's Python frames); "Python" no native frame
+    at all. Each view's table sums to the same time."""
+    out = tmp_path / "native.psr"
+    with target(python, "rec_threads.py") as t:
+        record(out, t.pid, "--native", "-r", "500", duration=1.5)
+    pages = {}
+    for view in ("mixed", "all", "python"):
+        page = tmp_path / f"{view}.html"
+        r = CliRunner().invoke(main, ["report", "--html", str(out), "-o", str(page),
+                                      "--native-frames", view])
+        assert r.exit_code == 0, r.output
+        pages[view] = page
+    status = r'<footer id="status" data-ready="1" data-mode="[\w-]+" data-native="(\w*)"'
+    names: dict[str, set[str]] = {}
+    totals: dict[str, str] = {}
+    for view, page in pages.items():
+        dom = render(page.resolve().as_uri())
+        m = re.search(status, dom)
+        assert m and m.group(1) == view, dom[-2000:]
+        names[view] = {_name(row) for row in _rows(dom)}
+        totals[view] = re.search(r'id="selection"[^>]*>([^<]*)<', dom).group(1)  # type: ignore[union-attr]
+        # The page's own switch, from the mixed page's fragment, gives the same view.
+        switched = render(pages["mixed"].resolve().as_uri() + f"#native={view}")
+        m = re.search(status, switched)
+        assert m and m.group(1) == view, switched[-2000:]
+        assert {_name(row) for row in _rows(switched)} == names[view]
+    startup = "[native start-up frames]"
+    assert {"busy_inner", "sleepy_inner"} <= names["python"], names["python"]
+    assert "_PyEval_EvalFrameDefault" in names["all"] and "_start" in names["all"]
+    assert startup not in names["all"]
+    assert startup in names["mixed"] and "busy_inner" in names["mixed"]
+    assert not {"_PyEval_EvalFrameDefault", "_start", "Py_RunMain"} & names["mixed"]
+    assert not (names["python"] - {"busy_inner", "sleepy_inner"}) & (names["all"] - names["python"])
+    data = json.loads(re.search(r'<script id="psrec-data" type="application/json">(.*?)'
+                                r"</script>", pages["python"].read_text(), re.DOTALL).group(1))
+    native = {k[0] for k in data["keys"] if k[3]}
+    assert not native & names["python"], native & names["python"]
+    # The same samples in each view: the selection's thread-seconds agree.
+    assert len({t.rsplit(" · ", 1)[1] for t in totals.values()}) == 1, totals
+    screenshot(pages["mixed"].resolve().as_uri(), "html-report-native-mixed.png")
 
 
 def test_differential_flame_graph(tmp_path: Path) -> None:

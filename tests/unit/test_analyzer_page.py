@@ -90,7 +90,7 @@ def test_names_from_the_target_cannot_end_the_script(tmp_path: Path) -> None:
     page = out.read_text()
     assert page.count("</script>") == 2  # the data's and the program's own
     data = _embedded(page)
-    assert ["<!--f</script>", "</script><b>x.py", 10, 0] in data["keys"]
+    assert ["<!--f</script>", "</script><b>x.py", 10, 0, 0] in data["keys"]
     assert data["threads"][0]["label"].startswith("</script><script>alert(1)</script>")
 
 

@@ -44,6 +44,7 @@ from psrec.format import (
     recordings_in,
 )
 from psrec.format import constants as C
+from psrec.format.mixed_stacks import frame_kind, hides
 
 from .model import NO_STACK
 from .registry import Option, Reporter, register
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["ParquetExporter", "SCHEMA_VERSION", "TABLES", "Written", "path_name",
            "write_dataset"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TABLES = ("samples", "stacks", "threads", "recordings")
 # The samples' row groups: engines read and skip a row group at a time. A batch of more
 # samples (a chunk holds up to MAX_CHUNK_SAMPLES) is taken a row group at a time, so that what
@@ -111,6 +112,8 @@ def _schemas(pa: Any) -> dict[str, Any]:
             ("line", pa.int32()),
             ("native", pa.bool_()),
             ("outermost", pa.bool_()),
+            ("kind", pa.string()),
+            ("view_leaf", pa.bool_()),
         ]),
         "threads": pa.schema([
             ("recording", pa.string()),
@@ -1257,13 +1260,26 @@ def _stack_rows(pa: Any, frame_of: Callable[[int], Frame], parents: Any, frames:
     names = [f.function.name for f in named]
     files = [f.function.filename for f in named]
     first_lines = [f.function.first_line for f in named]
-    lines = [f.line for f in named]
+    # A native frame's line is its offset in its function, no source line: none.
+    lines = [None if f.function.native else f.line for f in named]
     natives = [f.function.native for f in named]
+    kinds = [frame_kind(f.function.kind, f.function.name) for f in named]
+    # The innermost frame of each stack that psrec report's default view (mixed) shows: the
+    # evaluation loop's, the unnamed interpreter's and the call machinery's frames are not.
+    shown = np.array([not hides(f.function.kind, f.function.name, "mixed") for f in named],
+                     dtype=bool)
+    rows_shown = np.flatnonzero(shown[which]) if len(named) else np.zeros(0, np.int64)
+    last = np.ones(len(rows_shown), dtype=bool)
+    last[:-1] = node_i[rows_shown][1:] != node_i[rows_shown][:-1]
+    view_leaf = np.zeros(len(which), dtype=bool)
+    view_leaf[rows_shown[last]] = True
     if 0 in used:  # samples with no Python frame: one frame, as the reports name it
         stack_id = np.concatenate([[0], stack_id])
         depth = np.concatenate([[0], depth])
         leaf = np.concatenate([[True], leaf])
         outermost = np.concatenate([[True], outermost])
+        view_leaf = np.concatenate([[True], view_leaf])
+        kinds.append("none")
         which = np.concatenate([[len(named)], which])
         names.append(NO_STACK.name)
         files.append(NO_STACK.filename)
@@ -1285,9 +1301,11 @@ def _stack_rows(pa: Any, frame_of: Callable[[int], Frame], parents: Any, frames:
         "function": strings(names),
         "file": strings(files),
         "first_line": np.array(first_lines, dtype=np.int32)[which],
-        "line": np.array(lines, dtype=np.int32)[which],
+        "line": pa.array(lines, pa.int32()).take(which),
         "native": np.array(natives, dtype=bool)[which],
         "outermost": outermost,
+        "kind": strings(kinds),
+        "view_leaf": view_leaf,
     }
 
 

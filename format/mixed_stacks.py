@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     F = TypeVar("F")  # a native frame
     P = TypeVar("P")  # a Python frame
 
-__all__ = ["CALL_MACHINERY", "MARKER", "MARKER_KIND", "NATIVE_VIEWS", "hides", "interleave",
-           "is_call_machinery", "marked_note"]
+__all__ = ["CALL_MACHINERY", "FRAME_KINDS", "MARKER", "MARKER_KIND", "NATIVE_VIEWS",
+           "frame_kind", "hides", "interleave", "is_call_machinery", "marked_note"]
 
 # How a report shows a recording's native frames: interleaved with the Python ones, the
 # evaluation loop's and the call machinery's left out ("mixed"); all of them ("all"); none
@@ -95,6 +95,24 @@ def hides(kind: int, name: str, view: str) -> bool:
         return True
     # Kinds from later formats are left out with the loop's and the unnamed interpreter's.
     return kind != MARKER_KIND and (kind >= 2 or name in CALL_MACHINERY)
+
+
+# What a frame is, by name, as the Parquet export's `kind` column gives it (spec
+# parquet.md): Python code, native code, the evaluation loop, the interpreter's code that no
+# symbol names, the call machinery, the marker of native frames not captured.
+FRAME_KINDS = ("python", "native", "eval_loop", "interpreter", "call_machinery", "marker")
+
+
+def frame_kind(kind: int, name: str) -> str:
+    """A frame's FRAME_KINDS name from its function's kind (spec 3.1) and name; kinds from
+    later formats are "interpreter", left out with it."""
+    if kind == 0:
+        return "python"
+    if kind == MARKER_KIND:
+        return "marker"
+    if kind == 1:
+        return "call_machinery" if name in CALL_MACHINERY else "native"
+    return "eval_loop" if kind == 2 else "interpreter"
 
 
 def interleave(native: Sequence[F], native_names: Sequence[str], is_eval: Sequence[bool],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from rec_live import SYSTEM_PYTHON, TARGETS, one_python, psrec
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
 Key = tuple[str, str, int]  # function, file, first line
 Times = dict[Key, list[float]]  # own wall, total wall, own CPU, total CPU (seconds)
 
@@ -144,6 +146,67 @@ def test_a_dask_cluster_gives_each_function_the_time_psrec_report_gives(
             (o["wall_ns"] if o is not None else 0) / 1e9, row["wall_ns"] / 1e9,
             (o["cpu_ns"] if o is not None else 0) / 1e9, row["cpu_ns"] / 1e9]
     _same(engine, _psrec_times(recordings))
+
+
+@pytest.fixture(scope="module")
+def native_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """per_second.py recorded with --native: its evaluation loop is the innermost frame of
+    most of its stacks, and _start the outermost."""
+    path = tmp_path_factory.mktemp("native") / "n.psr"
+    python = one_python()[0].values[0]  # type: ignore[attr-defined]
+    r = psrec("record", "-q", "--native", "-r", "1000", "-o", str(path), "--", python,
+              str(TARGETS / "per_second.py"), "2")
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+def _doc_queries() -> list[str]:
+    """The Python blocks of docs/commands.md's fleet section, as a user would paste them."""
+    section = DOCS.read_text().split("### A fleet, queried together", 1)[1]
+    return re.findall(r"```python\n(.*?)```", section.split("\n### ", 1)[0], re.S)
+
+
+def test_every_fleet_query_of_the_docs_gives_what_psrec_report_gives(
+        recordings: list[Path], native_recording: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each query of the docs' fleet section (DuckDB, own and total CPU time; Dask, own),
+    run as written over an export of Python and --native recordings: each row is the own or
+    total CPU time that psrec report's default view gives the function (none is the
+    evaluation loop's time), and the first row is the largest of them."""
+    import psrec
+
+    queries = _doc_queries()
+    assert len(queries) == 3, queries
+    paths = [*recordings, native_recording]
+    _export(paths, tmp_path / "fleet")
+    ours: dict[str, dict[tuple[str, str], float]] = {"own": defaultdict(float),
+                                                     "total": defaultdict(float)}
+    for path in paths:
+        for row in psrec.load(str(path), "cpu").functions():
+            ours["own"][(row.name, row.filename)] += row.own_s
+            ours["total"][(row.name, row.filename)] += row.total_s
+    monkeypatch.chdir(tmp_path)
+    for code in queries:
+        ns: dict[str, object] = {}
+        exec(compile(code, str(DOCS), "exec"), ns)  # noqa: S102 - the docs' own code
+        top = ns["top"]
+        if "client" in ns:  # Dask: a Series of own CPU seconds by (host, function, file)
+            ns["client"].shutdown()  # type: ignore[attr-defined]
+            measure = "own"
+            rows = [(f, file, v) for (_, f, file), v in top.items()]  # type: ignore[attr-defined]
+        else:
+            measure = "own" if "own_cpu_s" in top.columns else "total"  # type: ignore[attr-defined]
+            rows = [(f, file, v) for _, f, file, v in top.fetchall()]  # type: ignore[attr-defined]
+        want = ours[measure]
+        assert len(rows) >= 5, rows
+        wrong = [(f, file, v, want.get((f, file), 0.0)) for f, file, v in rows
+                 if not math.isclose(v, want.get((f, file), 0.0), abs_tol=1e-5)]
+        assert not wrong, (measure, wrong[:5])
+        assert math.isclose(rows[0][2], max(want.values()), abs_tol=1e-5), (measure, rows[:3])
+        # (_start and the start-up chain are where every stack of the native recording
+        # begins: report shows them, with its whole time as their total)
+        hidden = {"_PyEval_EvalFrameDefault"} | ({"_start"} if measure == "own" else set())
+        assert not hidden & {f for f, _, _ in rows}, rows
 
 
 def test_parquet_usage_errors(recordings: list[Path], tmp_path: Path) -> None:

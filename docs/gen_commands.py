@@ -35,7 +35,7 @@ def commands() -> list[str]:
     """The CLI's commands, by name."""
     from psrec.cli import main
 
-    return sorted(main.commands)
+    return sorted(main.list_commands(main.make_context("psrec", [], resilient_parsing=True)))
 
 
 def help_text(command: str) -> str:
@@ -46,7 +46,8 @@ def help_text(command: str) -> str:
                              max_content_width=WIDTH)
     if not command:
         return main.get_help(root)
-    cmd = main.commands[command]
+    cmd = main.get_command(root, command)
+    assert cmd is not None, command
     ctx = cmd.make_context(command, [], parent=root, resilient_parsing=True)
     return cmd.get_help(ctx)
 

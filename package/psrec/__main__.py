@@ -3,7 +3,8 @@
 `psrec dump PID` (and --json, --native), a question asked of a live process and answered in well
 under a millisecond (a few for native stacks), is answered without the click command line and what
 it imports (a few times the time of the dump itself), its errors worded as every command's
-(psrec._errors); every other command line, help and wrong usage included, goes to click.
+(psrec._errors); `psrec --version` too. Every other command line, help and wrong usage
+included, goes to click.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ import sys
 
 def main() -> None:
     args = sys.argv[1:]
+    if args in (["--version"], ["-V"]):  # what click's -V prints (psrec.cli), without click
+        from psrec.format.version import psrec_version
+
+        print(f"psrec, version {psrec_version()}")
+        sys.exit(0)
     if "dump" in args:
         from psrec.recorder._dump import parse_args, print_dump
 

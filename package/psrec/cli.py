@@ -3,13 +3,15 @@
 The recorder (``psrec.recorder.cli``: record, and dump of a process) and the analyzer
 (``psrec.analyzer.cli``: info, report, export, and dump of a file) each define their commands
 and never import each other; this module builds the one click group from both, and gives every
-command the same error handling (``handle_errors``). Importing it loads neither the native
-recorder nor the analysis engine: each command loads what it needs when it runs.
+command the same error handling (``handle_errors``). A command's module is imported only when
+that command runs or shows its help (COMMANDS): `psrec --help` and `psrec --version` load
+neither half, and each command loads what it needs when it runs.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -17,13 +19,9 @@ from typing import Any, TypeVar
 
 import click
 
-from psrec.analyzer import cli as analyzer
-from psrec.recorder import cli as recorder
-
 from ._errors import exit_status
-from .top import top
 
-__all__ = ["main", "handle_errors"]
+__all__ = ["COMMANDS", "main", "handle_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,7 +70,52 @@ def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command: the module and name of its click command, and its summary in `psrec --help`
+# (one line that fits 80 columns beside the names; each command's short_help, so that the
+# summary is the same wherever click shows it).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "record": ("psrec.recorder.cli", "record",
+               "Record a process (PID) or a program it launches, to a file"),
+    "top": ("psrec.top", "top", "A live table of where a process's time goes"),
+    "dump": ("psrec.cli", "dump",
+             "dump PID: every thread's stack now; dump FILE: its records"),
+    "info": ("psrec.analyzer.cli", "info",
+             "A recording's duration, threads, rate, errors and size"),
+    "report": ("psrec.analyzer.cli", "report",
+               "Where the time went: tables, flame graph stacks, an HTML page"),
+    "export": ("psrec.analyzer.cli", "export",
+               "For another tool: speedscope, Firefox, pprof, Parquet"),
+    "diff": ("psrec.analyzer.cli", "diff", "What changed between two recordings, by function"),
+    "snapshot": ("psrec.analyzer.cli", "snapshot",
+                 "A closed copy of a recording still being written"),
+}
+
+
+class _Commands(click.Group):
+    """The psrec group: its commands listed from COMMANDS, each imported when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = self.commands.get(cmd_name)
+        if found is None and cmd_name in COMMANDS:
+            module, attr, summary = COMMANDS[cmd_name]
+            found = getattr(importlib.import_module(module), attr)
+            assert isinstance(found, click.Command)
+            found.short_help = summary
+            if found.callback is not None:
+                found.callback = handle_errors(found.callback)
+            self.commands[cmd_name] = found
+        return found
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # From the table: listing the commands imports none of them.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, _, summary) in COMMANDS.items()])
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_show_version, help="Show the version and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail.")
@@ -103,6 +146,8 @@ def dump(target: str, as_json: bool, native: bool, native_all: bool, tasks: bool
     """Dump a recording (a file) chunk by chunk and record by record, or, given a PID, print
     every thread's current Python stack."""
     if not os.path.exists(target) and target.isdigit():
+        from psrec.recorder import cli as recorder
+
         recorder.dump_pid(int(target), as_json=as_json, native=native, native_all=native_all,
                           tasks=tasks)
     else:
@@ -110,10 +155,6 @@ def dump(target: str, as_json: bool, native: bool, native_all: bool, tasks: bool
             flag = "--tasks" if tasks else f"--native{'-all' if native_all else ''}"
             raise click.UsageError(
                 f"{flag} reads a live process: give a PID, not the recording {target}")
+        from psrec.analyzer import cli as analyzer
+
         analyzer.dump_file(target, as_json=as_json)
-
-
-for _command in (*recorder.COMMANDS, dump, *analyzer.COMMANDS, top):
-    if _command.callback is not None:
-        _command.callback = handle_errors(_command.callback)
-    main.add_command(_command)

@@ -38,6 +38,7 @@ from ._many_tasks import fig_many_tasks
 from ._native import fig_native
 from ._page import write_page
 from ._report import render_table
+from ._startup import fig_startup
 from ._synth import fig_analyzer, fig_format
 from ._tasks import fig_tasks
 from ._threads import fig_threads
@@ -46,9 +47,10 @@ from ._windows import fig_slowdown
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIGURES = ("rate", "fidelity", "slowdown", "size", "attribution", "analyzer", "memory", "format",
-           "dump", "native", "depth", "tasks", "keep", "fleet", "threads", "many_tasks")
+           "dump", "native", "depth", "tasks", "keep", "fleet", "threads", "many_tasks",
+           "startup")
 LIVE = {"rate", "fidelity", "slowdown", "size", "attribution", "memory", "dump", "native",
-        "depth", "tasks", "keep", "many_tasks"}
+        "depth", "tasks", "keep", "many_tasks", "startup"}
 
 
 def _log(msg: str) -> None:
@@ -195,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                     fig_threads(ctx, args.cache)
                 elif fig == "many_tasks":
                     fig_many_tasks(ctx)
+                elif fig == "startup":
+                    fig_startup(ctx)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # noqa: BLE001 - one figure failing does not stop the rest

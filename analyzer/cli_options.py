@@ -78,6 +78,9 @@ class ViewOption:
     flags: tuple[str, ...]
     field: str  # the View's field
     help: str
+    # Under which heading the help lists it: "view" (how the samples are shown) or
+    # "selection" (which samples are read).
+    heading: str = "view"
     param: str = ""  # the click parameter, where it is not the field's name
     metavar: str | None = None
     repeatable: bool = False
@@ -118,25 +121,27 @@ VIEW_OPTIONS: tuple[ViewOption, ...] = (
     ViewOption(("--mode",), "mode", _MODE_ATTRS["help"], type=_MODE_ATTRS["type"],
                default=_MODE_ATTRS["default"], show_default=True),
     ViewOption(("--thread",), "threads", "Only this thread (OS or Python thread id, or name); "
-               "repeatable.", metavar="ID|NAME", repeatable=True),
+               "repeatable.", metavar="ID|NAME", repeatable=True, heading="selection"),
     ViewOption(("--task",), "tasks", "Only samples of threads running this asyncio task (by "
                "name, by its coroutine's function: every task made from it, or by id or "
                "address; psrec report --tasks lists them); repeatable.",
-               param="task_specs", metavar="NAME|COROUTINE|ID", repeatable=True),
+               param="task_specs", metavar="NAME|COROUTINE|ID", repeatable=True,
+               heading="selection"),
     ViewOption(("--pid",), "pids", "Only this process (psrec info lists them); repeatable.",
-               metavar="PID", repeatable=True, type=int),
+               metavar="PID", repeatable=True, type=int, heading="selection"),
     ViewOption(("--process",), "processes", "Only processes whose command line holds TEXT; "
-               "repeatable.", metavar="TEXT", repeatable=True),
+               "repeatable.", metavar="TEXT", repeatable=True, heading="selection"),
     ViewOption(("--host",), "hosts", "Several recordings read as one: only those recorded on "
                "this host (psrec info shows a recording's host); repeatable.", metavar="NAME",
-               repeatable=True),
+               repeatable=True, heading="selection"),
     ViewOption(("--recording",), "recordings", "Several recordings read as one: only this one "
                "(its file name or path, .psr optional); repeatable.", param="recording_names",
-               metavar="NAME", repeatable=True),
+               metavar="NAME", repeatable=True, heading="selection"),
     ViewOption(("--from",), "start", "Window start: seconds from the start of the recording "
                "(of the earliest, for several read as one) (12.5, 500ms) or a wall-clock time "
-               "(14:02:10, 2024-05-01T14:02:10). Inclusive.", metavar="T"),
-    ViewOption(("--to",), "end", "Window end, like --from. Exclusive.", metavar="T"),
+               "(14:02:10, 2024-05-01T14:02:10). Inclusive.", metavar="T", heading="selection"),
+    ViewOption(("--to",), "end", "Window end, like --from. Exclusive.", metavar="T",
+               heading="selection"),
     # None: the output's default weights (Reporter.default_weights)
     ViewOption(("--weights",), "weights", "time: each sample weighs the time it stands for "
                "(default); count: raw sample counts (the default for --collapsed).",
@@ -208,6 +213,27 @@ class OutputCommand(click.Command):
         self._built: list[click.Parameter] = []
         self._built_for: tuple[type[Reporter], ...] | None = None
         super().__init__(name, **attrs)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The options under three headings: the output (which one, its options, where it
+        goes), the view (how the samples are shown) and the selection (which are read)."""
+        selection = {o.name for o in VIEW_OPTIONS if o.heading == "selection"}
+        view = {o.name for o in VIEW_OPTIONS if o.heading == "view"}
+        sections: dict[str, list[tuple[str, str]]] = {
+            "Output options": [], "View options": [], "Selection options": [], "Options": []}
+        help_option = self.get_help_option(ctx)
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            title = ("Selection options" if param.name in selection else
+                     "View options" if param.name in view else
+                     "Options" if param is help_option else "Output options")
+            sections[title].append(record)
+        for title, records in sections.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
 
     @property
     def params(self) -> list[click.Parameter]:

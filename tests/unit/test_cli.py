@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from psrec.analyzer.outputs import get, names
-from psrec.cli import main
+from psrec.cli import COMMANDS, main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = str(DATA / "two_threads.psr")
@@ -161,3 +161,34 @@ def test_the_longest_length_named_works(tmp_path: Path, args: list[str]) -> None
     where = [] if "-o" in args else ["-o", str(tmp_path / "out.pb.gz")]
     code, _, err = run(args[0], GOLDEN, *args[1:], *where)
     assert code == 0, err
+
+
+def test_the_command_list_gives_each_command_one_line_that_fits() -> None:
+    """psrec --help at 80 columns: every command's summary whole (click cuts a long one with
+    "..."), dump's leading with its common form."""
+    out = CliRunner().invoke(main, ["--help"], terminal_width=80, prog_name="psrec").output
+    listed = out.split("Commands:\n", 1)[1].splitlines()
+    names = [line.split()[0] for line in listed if line.strip()]
+    assert names == list(COMMANDS), listed
+    for line in listed:
+        assert len(line) <= 80 and not line.rstrip().endswith("..."), line
+    assert next(line for line in listed if line.split()[0] == "dump").split(None, 1)[1].startswith(
+        "dump PID")
+
+
+@pytest.mark.parametrize("command", ["report", "export", "diff"])
+def test_output_commands_group_their_options_under_headings(command: str) -> None:
+    """report, export and diff list their options under Output, View and Selection headings,
+    each view option under its own."""
+    from psrec.analyzer.cli_options import VIEW_OPTIONS
+
+    out = CliRunner().invoke(main, [command, "--help"], terminal_width=80,
+                             prog_name="psrec").output
+    headings = [line for line in out.splitlines() if line.endswith("options:")]
+    assert headings == ["Output options:", "View options:", "Selection options:"], headings
+    for opt in VIEW_OPTIONS:
+        title = "Selection options:" if opt.heading == "selection" else "View options:"
+        body = out.split(title, 1)[1].split("\n\n", 1)[0]
+        assert f"  {opt.flags[0]}" in body, (opt.flags, title)
+    output = out.split("Output options:", 1)[1].split("View options:", 1)[0]
+    assert "-o, --output" in output and "--force" in output

@@ -55,7 +55,10 @@ def table(p: Profile | None, s: Screen) -> Any:
                 f"per thread · {p.sample_errors:,} sample errors in all{so_far}",
                 no_wrap=True, overflow="ellipsis")
     tt = Table(box=None, pad_edge=False, header_style="bold")
-    names = ["thread", "samples", "attached" if p.free_threaded else "GIL", "CPU"]
+    # CPU: the CPU time each thread used, over its time in the window (a thread runnable but
+    # waiting for a CPU is not using one: "ready" says how long it waited, where the recording
+    # has CPU times to tell the two apart).
+    names = ["thread", "samples", "attached" if p.free_threaded else "GIL", "CPU", "ready"]
     if w.waits is not None:
         names.append("GIL wait")
     for name in names:
@@ -64,6 +67,9 @@ def table(p: Profile | None, s: Screen) -> Any:
     def share(part: int, n: int) -> str:
         return f"{100 * part / n:.0f}%" if n else "-"
 
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.0f}%"
+
     # Rows left for the two tables once the lines around them are drawn: the keys stay in
     # sight on a small terminal (24 rows, 80 columns).
     shown_on = s.console or console()
@@ -71,17 +77,26 @@ def table(p: Profile | None, s: Screen) -> Any:
     # info, unknown, blank, thread header, blank, function header, blank, keys
     around = len(top) + 1 + sum(len(u.wrap(shown_on, width)) for u in unknown) + 5 + len(keys)
     rows = max(2, height - around)
-    shown_threads = sorted(w.threads.items(), key=lambda x: -x[1][0])
-    thread_rows = min(len(shown_threads), max(1, rows // 3))
+    # The busiest first; threads idle through the window (off a CPU, without the GIL) only
+    # when asked for (key a), counted on a line of their own.
+    idle = 0 if s.idle_threads else sum(1 for t in w.threads.values() if t.idle)
+    shown_threads = sorted(((th, t) for th, t in w.threads.items()
+                            if s.idle_threads or not t.idle),
+                           key=lambda x: (-(x[1].cpu_share or 0), -x[1].gil, -x[1].samples))
+    thread_rows = min(len(shown_threads), max(1, rows // 3 - (1 if idle else 0)))
     if thread_rows < len(shown_threads):
         thread_rows -= 1  # a line saying how many more
-    for th, (n, gil, on_cpu) in shown_threads[:max(thread_rows, 0)]:
-        row = [_text(p.thread_label(th)), f"{n:,}", share(gil, n), share(on_cpu, n)]
+    for th, t in shown_threads[:max(thread_rows, 0)]:
+        row = [_text(p.thread_label(th)), f"{t.samples:,}", share(t.gil, t.samples),
+               pct(t.cpu_share), pct(t.ready_share)]
         if w.waits is not None:
-            row.append(share(w.waits.get(th, 0), w.every.get(th, 0)))
+            row.append(share(w.waits.get(th, 0), t.samples))
         tt.add_row(*row)
     if len(shown_threads) > max(thread_rows, 0):
         tt.add_row(Text(f"... {len(shown_threads) - max(thread_rows, 0)} more threads",
+                        style="dim"))
+    if idle:
+        tt.add_row(Text(f"{idle} idle thread{'s' if idle != 1 else ''} not shown (a: show)",
                         style="dim"))
     ft = Table(box=None, pad_edge=False, header_style="bold", expand=True)
     for name in ("own %", "total %", "own", "total"):

@@ -15,13 +15,17 @@ if TYPE_CHECKING:
     from psrec.analyzer.profile import FrameKey, Profile
     from psrec.format import Recording
 
-__all__ = ["KEYS", "SLICE_S", "Follower", "Screen", "Sums", "also", "apply", "load", "sums",
-           "window"]
+__all__ = ["KEYS", "SEEK", "SLICE_S", "Follower", "Screen", "Sums", "ThreadSums", "also", "apply",
+           "load", "sums", "window"]
 
 SLICE_S = 0.5  # the window moves in steps of this many seconds
+IDLE_SHARE = 0.005  # a thread under this share of the window on every count is idle in it
 # The keys, on two lines that fit 80 columns.
 KEYS = ("q quit · space pause · o t: sort by own, total · + -: wider, narrower window",
-        f"{' '.join(m.key for m in MODE_TABLE)}: {', '.join(m.name for m in MODE_TABLE)} view")
+        f"{' '.join(m.key for m in MODE_TABLE)}: {', '.join(m.name for m in MODE_TABLE)} view · "
+        "a: idle threads · ← →: seek")
+# Replay: the arrow keys (as terminals send them, in either cursor mode) move back and on.
+SEEK = {"\x1b[D": -1, "\x1bOD": -1, "\x1b[C": 1, "\x1bOC": 1}
 VIEW_KEYS = {m.key: m.name for m in MODE_TABLE}
 
 
@@ -41,12 +45,20 @@ class Screen:
     frozen_end: int | None = None
     shown_end: int | None = None  # the end of the window last drawn
     gil_wait_unknown: str | None = None  # why the recording cannot know GIL waits (None: it can)
+    idle_threads: bool = False  # the thread table lists threads idle in the window too
+    replay_span: float = 0.0  # replay: the recording's length in seconds
     console: Any = None  # rich's Console drawing the table (its size: what fits)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def apply(key: str, s: Screen) -> bool:
     """Applies a key to the screen; returns False to quit."""
+    for seq, step in SEEK.items():
+        while seq in key:
+            key = key.replace(seq, "", 1)
+            if s.replay_to is not None:  # a window back or on, within the recording
+                s.replay_to = min(s.replay_span, max(min(s.replay_span, s.window_s),
+                                                     s.replay_to + step * s.window_s))
     for ch in key:
         if ch in "qQ\x03":
             return False
@@ -59,6 +71,8 @@ def apply(key: str, s: Screen) -> bool:
             s.window_s = min(60.0, s.window_s * 2)
         elif ch == "-":
             s.window_s = max(SLICE_S, s.window_s / 2)
+        elif ch == "a":
+            s.idle_threads = not s.idle_threads
         elif ch == " ":
             s.paused = not s.paused
             s.frozen_end = s.shown_end if s.paused else None
@@ -146,13 +160,62 @@ def window(p: Profile, s: Screen) -> tuple[int, int, int]:
 def _per_thread(p: Profile, state: str, first: int, last: int) -> dict[int, int]:
     """Samples per thread in slices first..last, summed under another status filter (one of
     the profile's `also`, whose slices may be finer than the profile's)."""
+    return {th: t.samples for th, t in _thread_sums(p, state, first, last).items()}
+
+
+@dataclass
+class ThreadSums:
+    """A thread's samples in the window under one status filter: how many, holding the GIL,
+    on a CPU (running or runnable: the kernel's R), their wall time and the CPU time used
+    between them where it was recorded (ticks)."""
+
+    samples: int = 0
+    gil: int = 0
+    on_cpu: int = 0
+    wall: int = 0
+    cpu: int = 0
+
+    def share(self, part: int) -> float | None:
+        return part / self.samples if self.samples else None
+
+    @property
+    def cpu_share(self) -> float | None:
+        """The CPU time it used over its time in the window (one CPU: 1.0)."""
+        return self.cpu / self.wall if self.wall else None
+
+    @property
+    def ready_share(self) -> float | None:
+        """Its share of the window spent runnable but waiting for a CPU: on a CPU by its
+        state, less the CPU time it used (known only where CPU time was recorded)."""
+        if not self.cpu or not self.samples or self.cpu_share is None:
+            return None
+        return max(0.0, self.on_cpu / self.samples - self.cpu_share)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing it did in the window shows: its GIL, on-CPU and CPU shares all round to 0 %
+        (a thread that wakes for a moment now and then is idle too)."""
+        return all(x is None or x < IDLE_SHARE for x in (self.share(self.gil),
+                                                          self.share(self.on_cpu),
+                                                          self.cpu_share))
+
+
+def _thread_sums(p: Profile, state: str, first: int, last: int) -> dict[int, ThreadSums]:
     cols, ticks = p.also.get(state), p.also_slices.get(state, p.slice_ticks)
-    out: dict[int, int] = {}
+    out: dict[int, ThreadSums] = {}
     if cols is None:
         return out
-    for sl, th, n in zip(cols.slice, cols.thread, cols.samples):
+    for sl, th, n, gil, on_cpu, wall, cpu in zip(cols.slice, cols.thread, cols.samples,
+                                                 cols.gil, cols.on_cpu, cols.weight, cols.cpu):
         if first <= sl * ticks // p.slice_ticks <= last:
-            out[th] = out.get(th, 0) + n
+            t = out.get(th)
+            if t is None:
+                t = out[th] = ThreadSums()
+            t.samples += n
+            t.gil += gil
+            t.on_cpu += on_cpu
+            t.wall += wall
+            t.cpu += cpu
     return out
 
 
@@ -165,7 +228,8 @@ class Sums:
     own: dict[FrameKey, int]  # per function: on top of the stack
     total: dict[FrameKey, int]  # per function: anywhere in the stack
     all_value: int
-    threads: dict[int, list[int]]  # thread ref -> samples in the view, with the GIL, on a CPU
+    # Each thread's every sample in the window, whatever the view selects.
+    threads: dict[int, ThreadSums]
     # Every sample of each thread in the window, whatever the view selects: the sampling rate,
     # and the share of its time each thread waited for the GIL (None: not known).
     every: dict[int, int]
@@ -179,11 +243,8 @@ def sums(p: Profile, s: Screen) -> Sums:
     col, mult = p.value_column()
     own: dict[FrameKey, int] = {}
     total: dict[FrameKey, int] = {}
-    threads: dict[int, list[int]] = {}
     all_value = 0
-    for sl, th, node, n, gil, on_cpu, v in zip(p.columns.slice, p.columns.thread,
-                                               p.columns.node, p.columns.samples,
-                                               p.columns.gil, p.columns.on_cpu, col):
+    for sl, node, v in zip(p.columns.slice, p.columns.node, col):
         if sl < first or sl > last:
             continue
         v *= mult
@@ -192,11 +253,8 @@ def sums(p: Profile, s: Screen) -> Sums:
         own[keys_of[-1]] = own.get(keys_of[-1], 0) + v
         for k in set(keys_of):
             total[k] = total.get(k, 0) + v
-        t = threads.setdefault(th, [0, 0, 0])
-        t[0] += n
-        t[1] += gil
-        t[2] += on_cpu
-    every = _per_thread(p, "state-wall", first, last)
+    threads = _thread_sums(p, "state-wall", first, last)
+    every = {th: t.samples for th, t in threads.items()}
     waits = (_per_thread(p, GIL_WAIT.name, first, last) if GIL_WAIT.name in p.also
              else None)
     return Sums(span, own, total, all_value, threads, every, waits)

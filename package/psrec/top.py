@@ -24,7 +24,7 @@ import click
 
 from psrec.analyzer.cli import CliUsageError, length
 from psrec.analyzer.cli_options import mode_option
-from psrec.analyzer.modes import MODE_TABLE, WALL
+from psrec.analyzer.modes import CPU, MODE_TABLE, WALL
 from psrec.analyzer.view import View, gil_wait_unknown
 from psrec.format import PsrecError, open_recording
 from psrec.recorder._children import end_with_parent
@@ -81,7 +81,8 @@ def _wait_started(proc: subprocess.Popen[bytes], path: str) -> None:
 
 # --mode: the view to start in (the same modes as psrec report's, switched by their keys)
 _MODE = mode_option(help=f"The view to start in (keys {', '.join(m.key for m in MODE_TABLE)} "
-                         "switch).")
+                         "switch): cpu, the time threads spent on a CPU, by default.")
+_MODE[1]["default"] = CPU.name
 
 
 @click.command()
@@ -218,6 +219,7 @@ def _replay(path: str, screen: Screen) -> None:
     span = p.seconds(p.extent[1] - p.extent[0])
     screen.extra["what"] = f"replay of {os.path.basename(path)} ({span:.1f} s)"
     screen.replay_to = min(span, screen.window_s)
+    screen.replay_span = span
     profiles: dict[str, Profile | None] = {WALL.name: p}
     screen.console = console()
     with keys() as read, Live(console=screen.console, screen=True, auto_refresh=False) as live:

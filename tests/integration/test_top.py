@@ -87,13 +87,19 @@ def test_top_live_keys_and_kept_recording(python: str, tmp_path: Path) -> None:
         tmux = Tmux("live", _command("-o", str(out), str(t.pid)))
         try:
             screen = tmux.wait_for("busy_inner")
-            assert f"pid {t.pid}" in screen and "mode wall" in screen
-            for name in ("busy-worker", "sleepy-worker", "MainThread"):
-                assert name in screen, screen
-            # the busy thread holds the GIL and is on a CPU nearly all the time
+            # the CPU view first, and the active threads: the sleepers are counted, not listed
+            assert f"pid {t.pid}" in screen and "mode cpu" in screen
+            assert "busy-worker" in screen and "2 idle threads not shown (a: show)" in screen
+            assert "sleepy-worker" not in screen and "MainThread" not in screen, screen
+            # the busy thread holds the GIL and uses a CPU nearly all the time
             busy = next(line for line in screen.splitlines() if line.startswith("busy-worker"))
-            gil, cpu = (int(x.rstrip("%")) for x in busy.split()[-2:])
-            assert gil >= 80 and cpu >= 80, busy
+            gil, cpu = (int(x.rstrip("%")) for x in busy.split()[-3:-1])
+            assert gil >= 80 and cpu >= 50, busy
+            tmux.keys("a")
+            screen = tmux.wait_for("sleepy-worker")
+            assert "MainThread" in screen and "idle threads not shown" not in screen
+            tmux.keys("w")
+            screen = tmux.wait_for("mode wall")
             tmux.keys("g")
             screen = tmux.wait_for("mode gil")
             # in the GIL view the sleepers' waits are gone: busy_inner is all of it
@@ -176,14 +182,72 @@ def test_top_replays_a_recording(python: str, tmp_path: Path) -> None:
     try:
         screen = tmux.wait_for("busy_inner")
         assert "replay of rec.psr" in screen and "at 1.0 of" in screen, screen
-        tmux.wait_for("(the end)", timeout=15)
-        tmux.keys("i")
+        screen = tmux.wait_for("(the end)", timeout=15)
+        end = re.search(r"at ([\d.]+) of ([\d.]+) s \(the end\)", screen)
+        assert end, screen
+        # the arrow keys seek a window (1 s) back and on; the replay then goes on from there
+        tmux.keys("Space", "Left")
+        screen = tmux.wait_for(f"at {float(end.group(1)) - 1.0:.1f} of")
+        assert "(the end)" not in screen, screen
+        tmux.keys("Right")
+        tmux.wait_for("(the end)", timeout=3)
+        tmux.keys("Space", "i")
         screen = tmux.wait_for("mode idle")
         assert "sleepy_inner" in screen, screen
         tmux.keys("q")
         tmux.wait_for("TOP-EXITED 0")
     finally:
         tmux.close()
+
+
+def _cpu_ticks(pid: int, tid: int) -> int:
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+@pytest.mark.parametrize("python", one_python())
+def test_top_cpu_is_the_cpu_time_used_and_ready_the_wait_for_one(python: str) -> None:
+    """A busy thread sharing one CPU with another busy process: runnable all the time, on a
+    CPU about half of it. top's CPU column is the CPU time it used (as /proc counts it over
+    the same seconds), not the time it was runnable; its ready column the rest."""
+    hz = os.sysconf("SC_CLK_TCK")
+    with target(python, "rec_threads.py") as t:
+        tids = [int(x) for x in os.listdir(f"/proc/{t.pid}/task")]
+        busy = next(tid for tid in tids
+                    if open(f"/proc/{t.pid}/task/{tid}/comm").read().strip() == "os-busy")
+        for tid in tids:
+            os.sched_setaffinity(tid, {0})
+        rival = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            os.sched_setaffinity(rival.pid, {0})
+            tmux = Tmux("ready", _command("--window", "2s", str(t.pid)))
+            try:
+                tmux.wait_for("busy_inner")
+                shown: list[tuple[int, int, float]] = []
+                deadline = time.monotonic() + 40
+                while len(shown) < 3 and time.monotonic() < deadline:
+                    c0, t0 = _cpu_ticks(t.pid, busy), time.monotonic()
+                    time.sleep(2.0)
+                    screen = tmux.screen()
+                    share = (_cpu_ticks(t.pid, busy) - c0) / hz / (time.monotonic() - t0)
+                    row = next((ln for ln in screen.splitlines()
+                                if ln.startswith("busy-worker")), None)
+                    if row is None or "so far" in screen:
+                        continue
+                    cpu, ready = (int(x.rstrip("%")) for x in row.split()[-2:])
+                    shown.append((cpu, ready, 100 * share))
+                tmux.keys("q")
+                tmux.wait_for("TOP-EXITED 0")
+            finally:
+                tmux.close()
+        finally:
+            rival.kill()
+            rival.wait()
+    assert len(shown) >= 2, shown
+    for cpu, ready, proc in shown:
+        assert abs(cpu - proc) <= 15, (shown, "top's CPU against /proc's")
+        assert cpu <= 80 and cpu + ready >= 85, shown
 
 
 def test_top_off_a_terminal_says_so() -> None:
@@ -199,7 +263,7 @@ def test_top_shows_names_as_they_are(python: str) -> None:
     # Names that read as markup ("[bold]...", "[/]"), a "[v2]" folder, a control character,
     # and psrec's own "[no Python stack]" and "[truncated stack]": each shown literally.
     with target(python, "top_names.py") as t:
-        tmux = Tmux("names", _command(str(t.pid)))
+        tmux = Tmux("names", _command("--mode", "wall", str(t.pid)))
         try:
             screen = tmux.wait_for("[truncated stack]")
             for name in ("[no Python stack]", "[bold]hot[/bold]", "/opt/app/[v2]/lib.py",
@@ -223,7 +287,7 @@ def test_top_rate_and_window_agree_with_the_recording(python: str, tmp_path: Pat
     rates: list[float] = []
     sums: list[tuple[float, int, str]] = []
     with target(python, "rec_threads.py") as t:
-        tmux = Tmux("rate", _command("-r", "200", "-o", str(out), str(t.pid)))
+        tmux = Tmux("rate", _command("--mode", "wall", "-r", "200", "-o", str(out), str(t.pid)))
         try:
             tmux.wait_for("busy_inner")
             # once the window is full: each redraw's rate, and the time its functions sum to
@@ -358,7 +422,9 @@ def test_top_shows_gil_waits_of_a_recording_that_knows_them(tmp_path: Path) -> N
         assert "does not say" not in screen
         tmux.keys("G")
         screen = tmux.wait_for("mode gil-wait", timeout=3)
-        assert "spin" in screen and "holder" not in screen, screen
+        # the functions are those of the waits; the threads table is the view's every thread
+        row = next(ln for ln in screen.splitlines() if ln.rstrip().endswith("spin  app.py:10"))
+        assert row.split()[0] == "100.0%", screen
         tmux.keys("q")
         tmux.wait_for("TOP-EXITED 0")
     finally:

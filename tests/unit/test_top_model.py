@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from psrec._top_model import SLICE_S, Screen, apply, sums, window
+from psrec._top_model import SLICE_S, Screen, ThreadSums, apply, sums, window
 
 TICK_NS = 1000  # 1 µs ticks
 SLICE = round(SLICE_S * 1e9 / TICK_NS)
@@ -35,6 +35,22 @@ def test_keys_change_the_screen_and_q_quits() -> None:
     assert not apply("xq", s)
 
 
+def test_the_arrow_keys_seek_a_replay_by_a_window_within_the_recording() -> None:
+    s = Screen(mode="cpu", window_s=2.0, limit=25, replay_to=7.0, replay_span=9.0)
+    assert apply("\x1b[D", s) and s.replay_to == 5.0
+    assert apply("\x1bOD\x1b[D\x1b[D", s) and s.replay_to == 2.0  # never before a window
+    assert apply("\x1b[C" * 5, s) and s.replay_to == 9.0  # nor past the end
+    assert apply("a", s) and s.idle_threads and apply("a", s) and not s.idle_threads
+    live = Screen(mode="cpu", window_s=2.0, limit=25)
+    assert apply("\x1b[D", live) and live.replay_to is None and live.mode == "cpu"
+
+
+def test_a_thread_whose_every_share_rounds_to_nothing_is_idle() -> None:
+    assert ThreadSums(1000, 0, 3, 1_000_000, 2000).idle  # woke 3 times for a moment
+    assert not ThreadSums(1000, 0, 10, 1_000_000, 0).idle  # runnable 1 % of the window
+    assert ThreadSums(0, 0, 0, 0, 0).idle and ThreadSums(0, 0, 0, 0, 0).ready_share is None
+
+
 def test_the_window_sums_complete_slices_only() -> None:
     s = Screen(mode="wall", window_s=2.0, limit=25)
     # 1.3 s recorded: slices 0 and 1 are complete, slice 2 is still being recorded
@@ -57,11 +73,18 @@ def test_sums_count_the_window_alone() -> None:
     stacks = {1: [f], 2: [f, g]}  # node -> its frames, innermost last
     columns = SimpleNamespace(slice=[0, 1, 5], thread=[7, 7, 8], node=[1, 2, 2],
                               samples=[3, 4, 100], gil=[3, 0, 0], on_cpu=[1, 4, 0])
-    states = SimpleNamespace(slice=[0, 1, 5], thread=[7, 7, 8], samples=[3, 5, 100])
+    # every sample, whatever the view: the threads' sums (wall and CPU time in ticks)
+    states = SimpleNamespace(slice=[0, 1, 5], thread=[7, 7, 8], samples=[3, 5, 100],
+                             gil=[3, 0, 0], on_cpu=[2, 5, 0], weight=[3000, 5000, 100000],
+                             cpu=[1000, 3000, 0])
     p = profile(0, 2 * SLICE - INTERVAL, columns=columns, also={"state-wall": states},
                 also_slices={}, keys=stacks.__getitem__, seconds=lambda t: t * TICK_NS / 1e9,
                 value_column=lambda: ([30, 40, 1000], 1))
     w = sums(p, Screen(mode="wall", window_s=1.0, limit=25))  # slices 0 and 1
     assert (w.all_value, w.own, w.total) == (70, {f: 30, g: 40}, {f: 70, g: 40})
-    assert w.threads == {7: [7, 3, 5]} and w.every == {7: 8} and w.waits is None
+    assert w.threads == {7: ThreadSums(8, 3, 7, 8000, 4000)} and w.every == {7: 8}
+    assert w.waits is None
+    t = w.threads[7]
+    # used a CPU half its time; on one (runnable) 7 samples of 8: ready 7/8 - 1/2
+    assert t.cpu_share == 0.5 and t.ready_share == 7 / 8 - 0.5 and not t.idle
     assert w.span == 2 * SLICE_S

@@ -70,3 +70,18 @@ def test_a_command_imports_only_what_it_uses(args: tuple[str, ...],
     assert "psrec.cli" in mods
     wrong = {m for m in mods if m.startswith(not_used)}
     assert not wrong, f"psrec {' '.join(args)} imported {sorted(wrong)}"
+
+
+def test_the_command_table_holds_every_command_of_both_halves() -> None:
+    """Each command the recorder and the analyzer define (their COMMANDS) is in psrec.cli's
+    table under its own name and found there: a new one cannot be left out of the CLI."""
+    import importlib
+
+    from psrec.analyzer import cli as analyzer
+    from psrec.cli import COMMANDS
+    from psrec.recorder import cli as recorder
+
+    for command in (*recorder.COMMANDS, *analyzer.COMMANDS):
+        assert command.name in COMMANDS, command.name
+        module, attr, _ = COMMANDS[command.name]
+        assert getattr(importlib.import_module(module), attr) is command

@@ -39,13 +39,14 @@ def test_each_output_flag_and_option_is_in_its_command_help(command: str) -> Non
     assert offered
     for name, cls in offered.items():
         for opt in (cls.flag, *cls.reads) if cls.flag else cls.reads:
-            assert re.search(rf"^\s+(-\w, )?{opt.name}\b", out, re.M), (name, opt.name)
+            # (an option's row is indented by two spaces; its help's wrapped lines by more)
+            assert re.search(rf"^  (-\w, )?{opt.name}\b", out, re.M), (name, opt.name)
             assert flat(opt.help) in flat(out), (name, opt.name)
     mine = {c.flag.name for c in offered.values() if c.flag}
     for other in ("report", "export", "diff"):
         for cls in outputs.offered(other).values():
             if cls.flag and cls.flag.name not in mine:
-                assert not re.search(rf"^\s+{cls.flag.name}\b", out, re.M), cls.flag.name
+                assert not re.search(rf"^  {cls.flag.name}\b", out, re.M), cls.flag.name
     choices = re.search(r"--mode \[(.*?)\]", out)
     assert choices and choices.group(1).split("|") == list(MODES)
     assert all(f"{mode}: " in flat(out) for mode in MODES), "--mode's help says what each is"

@@ -41,8 +41,8 @@ class TasksReporter(Reporter):
         waits = task_waits(profile)
         run = {tid: profile.value(s.samples, s.weight, s.cpu) for tid, s in sums.items()}
         total = sum(run.values()) or 1
-        w("Time a thread ran each task (estimated from the samples; % of the time threads ran "
-          "tasks or their event loops' own work, <no task>)")
+        w("Time a thread ran each task, the longest first (estimated from the samples; % of "
+          "the time threads ran tasks or their event loops' own work, <no task>, last)")
         if any(e[0] == FC.REC_TASK_SNAPSHOT for e in profile.events):
             w(", and the wall time it waited (from the task snapshots): suspended at an await, "
               "or ready to run and waiting for its event loop")
@@ -52,11 +52,13 @@ class TasksReporter(Reporter):
         w(f"{'samples':>9} {'%':>7} {'running':>10} {'suspended':>10} {'ready':>10}  task\n")
         none = TaskWaits()
 
-        def life(tid: int) -> int:
+        def order(tid: int) -> tuple[bool, int, int, int]:
+            """The tasks by the time threads ran them, then by the time they waited; the
+            loops' own time (<no task>, no task) after them."""
             t = waits.get(tid, none)
-            return run.get(tid, 0) + t.suspended + t.ready
+            return (tid == 0, -run.get(tid, 0), -(t.suspended + t.ready), tid)
 
-        rows = sorted(set(sums) | set(waits), key=lambda tid: (-life(tid), tid))
+        rows = sorted(set(sums) | set(waits), key=order)
         shown = rows if limit <= 0 else rows[:limit]
         for tid in shown:
             s = sums.get(tid) or TaskSums()
@@ -83,7 +85,7 @@ class TasksReporter(Reporter):
         w(f"\nBy coroutine:\n{'samples':>9} {'%':>7} {'running':>10} {'suspended':>10} "
           f"{'tasks':>7}  coroutine\n")
         for key, (n, v, susp, count) in sorted(by_coro.items(),
-                                               key=lambda kv: -(kv[1][1] + kv[1][2])):
+                                               key=lambda kv: (-kv[1][1], -kv[1][2], kv[0])):
             w(f"{n:>9,} {100 * v / total:>6.2f}% {format_seconds(profile.seconds(v)):>10} "
               f"{_secs(profile, susp):>10} {count:>7,}  {printable(key)}\n")
         return None

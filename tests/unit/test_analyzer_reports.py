@@ -660,5 +660,11 @@ def test_a_task_view_selects_the_samples_of_its_tasks(tmp_path: Path) -> None:
     assert sums[0].samples == sum(1 for x in s.samples if not x.task)
     code, out, err = run("report", s.path, "--tasks")
     assert code == 0 and "req-1" in out and "<no task>" in out, err
+    # The tasks by the time threads ran them (req-1 150 samples; req-2 and other 100 each),
+    # the loops' own time last, though it is the most (250 samples).
+    table = out.split("  task\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    labels = [line.rsplit("  ", 1)[1].split(" [")[0] for line in table]
+    assert labels[0] == "req-1" and set(labels[1:3]) == {"req-2", "other"}, table
+    assert labels[3] == "<no task>" and int(table[3].split()[0].replace(",", "")) == 250, table
     code, out, err = run("report", s.path, "--task", "nope")
     assert code == 1 and "no asyncio task named" in err and "req-1" in err

@@ -38,6 +38,10 @@ def click_option(opt: Option) -> click.Option:
     if opt.choices:
         return click.Option(decls, type=click.Choice(list(opt.choices)), default=opt.default,
                             show_default=opt.default is not None, help=opt.help)
+    if opt.percent:
+        return click.Option(decls, type=click.FloatRange(0, 100), metavar="PCT",
+                            default=opt.default, show_default=opt.default is not None,
+                            help=opt.help)
     if opt.minimum is not None:
         return click.Option(decls, type=click.IntRange(min=opt.minimum), default=opt.default,
                             show_default=opt.default is not None, help=opt.help)

@@ -58,6 +58,7 @@ class Option:
     minimum: int | None = None  # an integer of at least this
     default: str | int | None = None  # shown in the help when given
     metavar: str | None = None  # a value of another kind (text), shown so in the help
+    percent: bool = False  # a share in percent, 0 to 100 (a float)
     length: Length | None = None  # the value is a length of time, read as seconds
     # (message, help) that refuse the option with an output that does not read it, {spelled}
     # naming how that output was chosen. None: the command's own wording, where it refuses

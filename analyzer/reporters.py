@@ -52,6 +52,10 @@ def _sorted(totals: dict[FrameKey, Totals], sort: str) -> list[tuple[FrameKey, T
 # Options of `psrec report` these outputs read (and common.LIMIT).
 SORT = Option(("--sort",), choices=("own", "total", "own-samples", "total-samples", "name",
                                     "file"), default="own", help="Table order.")
+MIN_SHARE = Option(("--min-share",), percent=True,
+                   help="Table: leave out the functions whose own and total shares are both "
+                        "under PCT % (noise); the shares stay those of every sample, and a line "
+                        "says how many were left out.")
 PER_THREAD = Option(("--per-thread",),
                     help="Table: one table per thread. Collapsed: a thread root frame on every "
                          "stack. pstats: a root function per thread, under one <all threads> "
@@ -62,11 +66,12 @@ PER_THREAD = Option(("--per-thread",),
 class TableReporter(Reporter):
     name = "table"
     description = "functions (or lines) by own and cumulative samples and estimated time"
-    reads = (SORT, LIMIT, PER_THREAD)
+    reads = (SORT, LIMIT, MIN_SHARE, PER_THREAD)
 
     def write(self, profile: Profile, out: IO[Any]) -> str | None:
         sort = self.options.get("sort", "own")
         limit = int(self.options.get("limit", 25))
+        least = float(self.options.get("min_share") or 0.0) / 100
         per_thread = bool(self.options.get("per_thread", False))
         w = out.write
         w(f"psrec report: {profile.describe()}\n")
@@ -89,6 +94,10 @@ class TableReporter(Reporter):
                 w(f"\n== {label}: {samples:,} samples, "
                   f"{format_seconds(profile.seconds(total_value))} estimated\n")
             rows = _sorted(function_totals(profile, ref), sort)
+            kept = [(k, t) for k, t in rows
+                    if t.own >= least * total_value or t.total >= least * total_value]
+            hidden = len(rows) - len(kept)
+            rows = kept
             shown = rows if limit <= 0 else rows[:limit]
             # A table in one write: a report of 100,000 threads has as many tables.
             lines = [TABLE_HEAD]
@@ -103,6 +112,9 @@ class TableReporter(Reporter):
                     f"{format_seconds(profile.seconds(t.total)):>10}  {where}\n")
             if len(rows) > len(shown):
                 lines.append(f"... {len(rows) - len(shown)} more (use -l 0 to show all)\n")
+            if hidden:
+                lines.append(f"... {hidden} under {100 * least:g} % of the time left out "
+                             "(--min-share)\n")
             w("".join(lines))
         return None
 

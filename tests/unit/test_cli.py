@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,28 @@ def test_output_commands_group_their_options_under_headings(command: str) -> Non
         assert f"  {opt.flags[0]}" in body, (opt.flags, title)
     output = out.split("Output options:", 1)[1].split("View options:", 1)[0]
     assert "-o, --output" in output and "--force" in output
+
+
+def test_min_share_leaves_out_the_noise_and_keeps_the_shares() -> None:
+    """--min-share PCT leaves out the functions whose own and total shares are both under
+    PCT, says how many, and changes no share of those it keeps; it is the table's alone."""
+    def rows(out: str) -> dict[str, tuple[float, float]]:
+        found = {}
+        for line in out.splitlines():
+            m = re.match(r"\s*[\d,]+\s+[\d,]+\s+([\d.]+)%\s+\S+\s+([\d.]+)%\s+\S+\s+(.*)$", line)
+            if m:
+                found[m.group(3)] = (float(m.group(1)), float(m.group(2)))
+        return found
+
+    code, every, err = run("report", GOLDEN, "-l", "0")
+    assert code == 0, err
+    code, kept, err = run("report", GOLDEN, "-l", "0", "--min-share", "20")
+    assert code == 0, err
+    all_rows, kept_rows = rows(every), rows(kept)
+    assert kept_rows and len(kept_rows) < len(all_rows), kept
+    assert all(all_rows[k] == v for k, v in kept_rows.items())
+    assert all(max(v) >= 20 for v in kept_rows.values())
+    assert all(max(v) < 20 for k, v in all_rows.items() if k not in kept_rows)
+    assert f"... {len(all_rows) - len(kept_rows)} under 20 % of the time left out" in kept
+    code, _, err = run("report", GOLDEN, "--collapsed", "--min-share", "20", "-o", "-")
+    assert code == 2 and "--min-share" in err, err

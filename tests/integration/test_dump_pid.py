@@ -388,9 +388,10 @@ def test_a_dump_that_stops_the_process_gives_each_threads_cpu_state_before_the_s
         python: str, how: str) -> None:
     """dump --native (and --tasks) stop the process for their read; each thread's CPU state
     is the one it had before the stop, as plain dump gives it: the busy thread running in
-    every dump, the one sleeping 50 ms at a time off its CPU in at least one (on a loaded
-    host it waits for a CPU, and so counts as running, after many of its wake-ups; a state
-    read while the process is stopped would be idle for both)."""
+    most dumps (it waits for the GIL now and then, when the other threads take it), the one
+    sleeping 50 ms at a time off its CPU in at least one (on a loaded host it waits for a CPU,
+    and so counts as running, after many of its wake-ups). A state read while the process is
+    stopped would be idle in every dump, for both."""
     states: dict[str, list[str]] = {"busy-worker": [], "sleepy-worker": []}
     with target(python, "rec_threads.py") as t:
         for _ in range(5):
@@ -400,5 +401,5 @@ def test_a_dump_that_stops_the_process_gives_each_threads_cpu_state_before_the_s
                 m = re.match(r'Thread \S+ \(tid \d+\) "([^"]+)"  \[.*cpu: (\w+)\]', line)
                 if m and m.group(1) in states:
                     states[m.group(1)].append(m.group(2))
-    assert states["busy-worker"] == ["running"] * 5, states
+    assert states["busy-worker"].count("running") >= 3, states
     assert "idle" in states["sleepy-worker"], states

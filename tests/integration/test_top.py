@@ -91,10 +91,11 @@ def test_top_live_keys_and_kept_recording(python: str, tmp_path: Path) -> None:
             assert f"pid {t.pid}" in screen and "mode cpu" in screen
             assert "busy-worker" in screen and "2 idle threads not shown (a: show)" in screen
             assert "sleepy-worker" not in screen and "MainThread" not in screen, screen
-            # the busy thread holds the GIL and uses a CPU nearly all the time
+            # the busy thread holds the GIL nearly all the time, and uses a CPU or waits for
+            # one (a loaded host's share of a CPU is what it gets)
             busy = next(line for line in screen.splitlines() if line.startswith("busy-worker"))
-            gil, cpu = (int(x.rstrip("%")) for x in busy.split()[-3:-1])
-            assert gil >= 80 and cpu >= 50, busy
+            gil, cpu, ready = (int(x.rstrip("%")) for x in busy.split()[-3:])
+            assert gil >= 80 and cpu + ready >= 80 and cpu >= 10, busy
             tmux.keys("a")
             screen = tmux.wait_for("sleepy-worker")
             assert "MainThread" in screen and "idle threads not shown" not in screen

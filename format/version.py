@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 
 __all__ = ["psrec_version"]
@@ -11,8 +12,6 @@ __all__ = ["psrec_version"]
 
 @cache
 def psrec_version() -> str:
-    import sys
-
     # The installed distribution's folder on the path, named NAME-VERSION.dist-info: what
     # importlib.metadata finds too, without its imports (tens of milliseconds).
     for folder in sys.path:

@@ -48,7 +48,7 @@ def table(p: Profile | None, s: Screen) -> Any:
         return Group(*top, *unknown, Text("no samples in this view yet"), Text(""), *keys)
     w = sums(p, s)
     span = w.span
-    most = max(w.every.values(), default=0)
+    most = max((t.samples for t in w.threads.values()), default=0)
     # a recording younger than the window covers less of it
     so_far = f" ({span:.1f} s so far)" if span < s.window_s - 0.05 else ""
     info = Text(f"{len(w.threads)} threads · {most / span if span > 0 else 0:,.0f} samples/s "

@@ -228,11 +228,10 @@ class Sums:
     own: dict[FrameKey, int]  # per function: on top of the stack
     total: dict[FrameKey, int]  # per function: anywhere in the stack
     all_value: int
-    # Each thread's every sample in the window, whatever the view selects.
+    # Each thread's every sample in the window, whatever the view selects: the sampling rate,
+    # and its GIL and CPU shares.
     threads: dict[int, ThreadSums]
-    # Every sample of each thread in the window, whatever the view selects: the sampling rate,
-    # and the share of its time each thread waited for the GIL (None: not known).
-    every: dict[int, int]
+    # The samples of each thread that waited for the GIL (None: not known).
     waits: dict[int, int] | None
 
 
@@ -254,7 +253,6 @@ def sums(p: Profile, s: Screen) -> Sums:
         for k in set(keys_of):
             total[k] = total.get(k, 0) + v
     threads = _thread_sums(p, "state-wall", first, last)
-    every = {th: t.samples for th, t in threads.items()}
     waits = (_per_thread(p, GIL_WAIT.name, first, last) if GIL_WAIT.name in p.also
              else None)
-    return Sums(span, own, total, all_value, threads, every, waits)
+    return Sums(span, own, total, all_value, threads, waits)

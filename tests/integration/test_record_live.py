@@ -533,6 +533,47 @@ def test_frames_under_a_deep_stacks_top_come_and_go(python: str, native: bool,
 
 
 @pytest.mark.parametrize("python", PYTHONS)
+def test_a_thread_without_the_gil_is_read_where_it_stands(python: str, tmp_path: Path) -> None:
+    """A thread alternates hashing with the GIL released and a Python recursion. The kernel
+    copies its frames only while it may change them: its copies stop in the hashing phases
+    (they cost the thread an interrupt a period) and start again in each Python phase, and
+    every sample of either phase is whole."""
+    from psrec.format import open_recording
+
+    out = tmp_path / "phases.psr"
+    with target(python, "rec_gil_phases.py") as t:
+        record(out, t.pid, "-r", "1000", duration=2.5)
+    with open_recording(out) as rec:
+        st = rec.stats
+    if not st["captured_stacks"] and os.geteuid() != 0:
+        pytest.skip("the kernel copies no frames for a user without CAP_BPF and CAP_PERFMON")
+    line = {k: line_of("rec_gil_phases.py", k)
+            for k in ("hash_phase", "descend", "python_phase", "call_hash", "call_python")}
+    samples = by_thread(load(out), "phases")
+
+    def phase(s: Sample) -> str | None:
+        i = s.functions.index("phases_loop")
+        tail = s.stack[i:]
+        if [f[1:] for f in tail] == [("phases_loop", line["call_hash"]),
+                                     ("hash_phase", line["hash_phase"])]:
+            return "hash"
+        if (tail[0][1:] == ("phases_loop", line["call_python"]) and len(tail) >= 2
+                and tail[1][1] == "python_phase"
+                and all(f[1:] == ("descend", line["descend"]) for f in tail[2:-1])):
+            return "python"
+        return None
+
+    kinds = Counter(phase(s) for s in samples)
+    assert kinds["hash"] > 0.2 * len(samples) and kinds["python"] > 0.2 * len(samples), kinds
+    # Samples between the phases (the loop's own lines, time.monotonic) are few.
+    assert kinds[None] < 0.05 * len(samples), collapsed([s for s in samples if not phase(s)])
+    # Restarted in each Python phase (about 8 of them), and not copied through the hashing
+    # phases (but for their first 20 ms).
+    assert st["capture_resumes"] >= 4, dict(st)
+    assert st["captured_stacks"] < kinds["python"] + 0.3 * kinds["hash"], (dict(st), kinds)
+
+
+@pytest.mark.parametrize("python", PYTHONS)
 def test_no_shim_frames_on_reentry(python: str, tmp_path: Path) -> None:
     out = tmp_path / "reentry.psr"
     with target(python, "rec_traps.py", "reentry") as t:

@@ -68,7 +68,7 @@ bool NativeSampling::mixCaptured(NativeThread& th, const std::vector<uint32_t>& 
 
 bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
                          const std::vector<RawFrame>& frames, format::Encoder& enc,
-                         std::vector<uint32_t>& out) {
+                         std::vector<uint32_t>& out, bool unmoved) {
   const bool sees_waits = th.perf.isOpen() && th.perf.seesWaits();
   if (th.perf.isOpen()) th.perf.latest(th.latest);
   if (th.latest.time_ns > 1) th.perf.settle();
@@ -84,13 +84,16 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
   }
   NativeRegisters regs;
   const std::vector<uint8_t>* copy = nullptr;
-  bool walk = false;
-  if (!sees_waits && blockedThreadRegisters(pid_, tid, regs)) {
+  bool walk = false, read_proc = false;
+  if (!sees_waits && unmoved && th.from_proc) {
+    ++counts_.from_proc;  // where it waited at its last read, and still waits
+  } else if (!sees_waits && th.syscall.blockedRegisters(pid_, tid, regs)) {
     // Events that do not see a thread leave its CPU would give a waiting thread the stack it
     // last ran, and without events a stack read once would never be known to change: a
-    // thread blocked in a system call is read from /proc, where it waits, each pass.
+    // thread blocked in a system call is read from /proc, where it waits, each pass it may
+    // have run since the last.
     ++counts_.from_proc;
-    walk = true;
+    walk = read_proc = true;
     th.walked_ns = 0;
   } else if (!th.latest.time_ns) {
     ++counts_.unread;
@@ -102,6 +105,7 @@ bool NativeSampling::mix(NativeThread& th, pid_t tid, const std::vector<uint32_t
     th.walked_ns = th.latest.time_ns;
   }
   if (walk) walkNative(th, regs, copy, enc);
+  if (read_proc) th.from_proc = true;
   if (th.ids.empty()) {
     ++counts_.unread;
     return false;
@@ -132,6 +136,7 @@ bool NativeSampling::mixStopped(NativeThread& th, pid_t tid, const std::vector<u
 
 void NativeSampling::walkNative(NativeThread& th, const NativeRegisters& regs,
                                 const std::vector<uint8_t>* copy, format::Encoder& enc) {
+  th.from_proc = false;
   walker_.walk(regs, kMaxNativeFrames, walk_, copy);
   // A pc in no binary known: one loaded since the maps were read.
   bool unknown = false;

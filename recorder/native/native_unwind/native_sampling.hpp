@@ -48,6 +48,9 @@ struct NativeThread {
   NativeSnapshot latest;
   int perf_error = -1;  // -1: not opened yet; 0: open; else errno
   bool interrupted = false;  // its registers were read once by stopping it (a blocked thread)
+  SyscallFile syscall;       // where it waits, without events that see it leave its CPU
+  bool from_proc = false;    // ids are of its last read from syscall
+  uint64_t proc_mark = 0;    // the caller's mark of its switches before that read (0: none)
   // The native stack of `latest` as frame ids, root first, with which of them are the
   // evaluation loop's: while no newer snapshot comes the thread has not run, and its stack is
   // the same (0: not walked, or walked from /proc, which is read again each time).
@@ -98,9 +101,11 @@ class NativeSampling {
   // The thread's stack, root first, with its native frames from its latest snapshot, into
   // out: py_ids are its Python frame ids, root first, and frames[i].entered whether frame i was
   // entered from C. False (out untouched) when its native stack could not be read or does not
-  // pair off.
+  // pair off. unmoved: the thread has not been on a CPU since its stack was last read from
+  // /proc (its context switches say so), which therefore holds.
   bool mix(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,
-           const std::vector<RawFrame>& frames, format::Encoder& enc, std::vector<uint32_t>& out);
+           const std::vector<RawFrame>& frames, format::Encoder& enc, std::vector<uint32_t>& out,
+           bool unmoved = false);
   // The same from the registers and stack of thread tid, which ptrace holds stopped since
   // before its Python frames were read: both of one instant.
   bool mixStopped(NativeThread& th, pid_t tid, const std::vector<uint32_t>& py_ids,

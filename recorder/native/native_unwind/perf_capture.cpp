@@ -1,6 +1,7 @@
 #include "recorder/native/native_unwind/perf_capture.hpp"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -66,6 +67,10 @@ void PerfThread::settle() {
   uint64_t period = period_ns_;
   ioctl(fd_, PERF_EVENT_IOC_PERIOD, &period);
   period_ns_ = 0;
+}
+
+void PerfThread::enable(bool on) {
+  if (fd_ >= 0) ioctl(fd_, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
 }
 
 int PerfThread::openClock(pid_t tid, uint64_t period_ns) {
@@ -211,17 +216,27 @@ bool PerfThread::latest(NativeSnapshot& out) {
   return fresh;
 }
 
-bool blockedThreadRegisters(pid_t pid, pid_t tid, NativeRegisters& regs) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", static_cast<int>(pid),
-                static_cast<int>(tid));
-  std::ifstream in(path);
-  std::string line;
-  if (!std::getline(in, line) || line.compare(0, 7, "running") == 0) return false;
+SyscallFile::~SyscallFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool SyscallFile::blockedRegisters(pid_t pid, pid_t tid, NativeRegisters& regs) {
+  if (fd_ < 0) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", static_cast<int>(pid),
+                  static_cast<int>(tid));
+    fd_ = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return false;
+  }
+  char buf[256];
+  const ssize_t got = pread(fd_, buf, sizeof buf - 1, 0);
+  if (got <= 0) return false;
+  buf[got] = 0;
+  if (std::strncmp(buf, "running", 7) == 0) return false;
   // "nr arg1 ... arg6 sp pc", or "-1 sp pc" when blocked outside a system call.
   unsigned long long v[9];
   int n = 0;
-  const char* s = line.c_str();
+  const char* s = buf;
   char* end = nullptr;
   while (n < 9) {
     const unsigned long long x = std::strtoull(s, &end, 0);

@@ -46,6 +46,8 @@ class PerfThread {
   // captured from its first passes on; settle() then sets the period asked for (once).
   static constexpr uint64_t kFirstPeriodNs = 100000;
   void settle();
+  // Stops or starts the event's samples (a stopped event costs its thread nothing).
+  void enable(bool on);
   // Whether a sample is also taken each time the thread leaves a CPU to wait (the
   // sched_switch tracepoint, which needs tracefs and CAP_PERFMON or perf_event_paranoid 1).
   // Without it the newest sample is from the thread's last time on a CPU.
@@ -68,10 +70,20 @@ class PerfThread {
   std::vector<uint8_t> record_;
 };
 
-// The stack and instruction pointers of a thread blocked in a system call, and the registers
-// of its arguments (/proc/PID/task/TID/syscall); false when it is running or they cannot be
-// read.
-bool blockedThreadRegisters(pid_t pid, pid_t tid, NativeRegisters& regs);
+// A thread's /proc/PID/task/TID/syscall, opened at its first read and read again at each.
+class SyscallFile {
+ public:
+  SyscallFile() = default;
+  ~SyscallFile();
+  SyscallFile(const SyscallFile&) = delete;
+  SyscallFile& operator=(const SyscallFile&) = delete;
+  // The stack and instruction pointers of the thread blocked in a system call, and the
+  // registers of its arguments; false when it is running or they cannot be read.
+  bool blockedRegisters(pid_t pid, pid_t tid, NativeRegisters& regs);
+
+ private:
+  int fd_ = -1;
+};
 
 // Why perf events cannot be used for a thread, from open()'s errno, with what to do.
 std::string perfRefusal(int err);

@@ -88,6 +88,7 @@ struct SamplerConfig {
   X(retries, uint64_t, "threads read again in a pass after a torn read")                     \
   X(cached_stacks, uint64_t, "thread-samples whose outer frames came from the frame cache")  \
   X(captured_stacks, uint64_t, "thread-samples whose frames the kernel copied at a sample")   \
+  X(capture_resumes, uint64_t, "copies started again as a thread took the GIL (Python-only)") \
   X(anchor_writes, uint64_t, "frame-cache anchors written into the target (3.15+)")          \
   X(ended_in_pass, uint64_t, "threads that ended while a pass read them (not errors)")       \
   X(stat_reads, uint64_t, "/proc/.../stat reads (other CPU states came from schedstat)")     \
@@ -212,7 +213,11 @@ class Sampler {
   // Whether capture_ now holds the kernel's newest copy of th's Python frames, to be read
   // instead of the process: th is running, and the copy recent (spec section 10, rule 7).
   // Opens th's events first (NativeSampling::prepare, or th.clock).
-  bool captured(Target& t, Thread& th);
+  bool captured(Target& t, Thread& th, const GilStatus& gil);
+  // Python-only: stops th's event while th goes without the GIL; false while it is stopped.
+  bool gate(Thread::Clock& clock, const GilStatus& gil);
+  // Whether capture_ is recent enough to stand for th's frames now.
+  bool fresh(const Thread::Clock& clock, uint64_t now) const;
   // Whether capture_ now holds th's copy before the one it holds, as recent (Python-only).
   bool olderCapture(Thread& th);
   // Whether the sampler may stop th alone now (its StopBudget, ptrace not refused); if so its

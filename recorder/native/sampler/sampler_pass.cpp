@@ -19,6 +19,10 @@ namespace fmt = psrec::format;
 // from C tears nearly half its reads on 3.12+ (spec/cpython-layouts.md), and each read again
 // is a fresh draw.
 constexpr int kTornRetries = 8;
+// Python-only: how long a thread goes without the GIL before its copies are stopped (Sampler::
+// gate); longer than the waits of threads that take turns with it (5 ms each, sys.
+// getswitchinterval()), so that those keep theirs.
+constexpr uint64_t kGilFreeNs = 20000000;
 
 Sampler::Thread& Sampler::track(Target& t, const ThreadHead& head, uint64_t ts, Thread* known) {
   if (known) {
@@ -285,7 +289,7 @@ void Sampler::sampleThread(Target& t, ThreadHead& th_head, Thread* known,
   // it does, so that both halves of the sample are of one instant (spec section 10, rule 7).
   th.from_capture = false;
   StackRead got = StackRead::kTorn;
-  if (captured(t, th)) {
+  if (captured(t, th, t.unwinder->pass.gilStatus(th_head, head))) {
     got = t.reader->readCaptured(th_head, capture_, th.stack, pass_);
     // A copy caught as a frame was being pushed or popped holds no whole stack: without
     // --native (whose copy must be its perf sample's), the copy before it, one period older.
@@ -410,7 +414,7 @@ void Sampler::cpuFirst(Thread& th) {
   th.paused = true;
 }
 
-bool Sampler::captured(Target& t, Thread& th) {
+bool Sampler::captured(Target& t, Thread& th, const GilStatus& gil) {
   // Once asyncio runs, each sample also names the task its thread runs, read after the
   // stacks and checked against them: a stack copied up to a few periods before would not
   // hold the task running now. Its threads are read from the process.
@@ -429,7 +433,7 @@ bool Sampler::captured(Target& t, Thread& th) {
           clock->watch.watch(*t.capture, tid, th.tstate, clock->perf.sampleFd()))
         th.clock = std::move(clock);
     }
-    if (!th.clock) return false;
+    if (!th.clock || !gate(*th.clock, gil)) return false;
   }
   // A thread that waits has not moved since it left its CPU: it is read from the process,
   // where it waits (its newest capture is of before it began to wait).
@@ -454,15 +458,45 @@ bool Sampler::captured(Target& t, Thread& th) {
   if (t.native) return t.native->captured(*th.native, now, capture_);
   if (!th.clock->watch.newest(capture_)) return false;
   th.clock->perf.settle();
-  return capture_.time_ns <= now &&
-         now - capture_.time_ns <= kCaptureAgePeriods * period + kCaptureSlackNs;
+  return fresh(*th.clock, now);
 }
 
 bool Sampler::olderCapture(Thread& th) {
-  const uint64_t now = monotonicNs();
-  return th.clock && th.clock->watch.newest(capture_, capture_.seq) && capture_.time_ns <= now &&
+  return th.clock && th.clock->watch.newest(capture_, capture_.seq) &&
+         fresh(*th.clock, monotonicNs());
+}
+
+bool Sampler::fresh(const Thread::Clock& clock, uint64_t now) const {
+  // (A copy from before the event was last started is of before the thread took the GIL.)
+  return capture_.time_ns <= now && capture_.time_ns >= clock.on_since_ns &&
          now - capture_.time_ns <=
              kCaptureAgePeriods * perfPeriod(config_.interval_ns) + kCaptureSlackNs;
+}
+
+// Without --native a thread's copies matter only while it may change its Python frames: while
+// it holds the GIL (on a free-threaded build, while it is attached to its interpreter). Each
+// costs it an interrupt a period of its CPU time, which on a thread in C code that released
+// the GIL buys nothing: its frames do not move, and read from the process they are of the
+// pass's instant. So a thread seen without the GIL for kGilFreeNs has its event stopped,
+// and started again at the first pass that sees it hold the GIL (that pass reads it from the
+// process; its copies count from then on). False while the event is stopped.
+bool Sampler::gate(Thread::Clock& clock, const GilStatus& gil) {
+  if (!gil.known || gil.held) {
+    clock.gil_free_since_ns = 0;
+    if (!clock.on) {
+      clock.perf.enable(true);
+      clock.on = true;
+      clock.on_since_ns = pass_ns_;
+      bump(st_.capture_resumes, 1);
+    }
+    return true;
+  }
+  if (!clock.gil_free_since_ns) clock.gil_free_since_ns = pass_ns_;
+  if (clock.on && pass_ns_ - clock.gil_free_since_ns >= kGilFreeNs) {
+    clock.perf.enable(false);
+    clock.on = false;
+  }
+  return clock.on;
 }
 
 bool Sampler::mayStop(Target& t, Thread& th, uint64_t now_ns) {
@@ -493,8 +527,15 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
   } else if (config_.blocking && th.paused) {
     // Stopped with the whole process for this pass: its registers are of this instant.
     if (native.mixStopped(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
-  } else if (native.mix(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) {
-    return;
+  } else {
+    // A thread read from /proc where it waits is not read again until it has run.
+    const uint64_t mark = th.files.offCpuMark();
+    const bool unmoved = nt.proc_mark && th.files.stillOff(nt.proc_mark);
+    const bool paired = native.mix(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed,
+                                   unmoved);
+    if (!nt.from_proc) nt.proc_mark = 0;
+    else if (!unmoved) nt.proc_mark = mark;
+    if (paired) return;
   }
   // The latest native snapshot is not of the Python stack's instant: both are read again with
   // the thread stopped, within its budget, else the sample is marked.

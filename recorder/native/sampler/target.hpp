@@ -62,6 +62,10 @@ struct SampledThread {
   struct Clock {
     PerfThread perf;
     CaptureWatch watch;
+    // Its samples are stopped while the thread goes without the GIL (Sampler::gate).
+    bool on = true;
+    uint64_t gil_free_since_ns = 0;  // since when it has been seen without the GIL; 0: not
+    uint64_t on_since_ns = 0;        // when its samples were last started again
   };
   std::unique_ptr<Clock> clock;
   bool clock_tried = false;

@@ -73,124 +73,123 @@ def _regroup(engine: Engine, g: Groups, width: int, factor: int) -> Groups:
     return engine.group_sums([(sl, th, node, values[i::width]) for i in range(width)], factor)
 
 
-def page_data(p: Profile) -> dict[str, Any]:
-    """What the page draws, as JSON-ready data: threads, per-slice states, the stack trie of
-    the stacks seen, and cells (slice, thread, stack) with a value per mode.
+class _Rows:
+    """One row per thread with samples in the view, the threads with the fewest samples
+    sharing the last one beyond MAX_ROWS."""
 
-    Its size is bounded whatever the recording holds (MAX_ROWS thread rows, MAX_STATES
-    states, MAX_CELLS cells): where a bound merged rows or slices, `bounds` says so."""
-    modes = list(MODES)
-    columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
-    ticks = max(1, p.slice_ticks)
-    wall = columns[WALL.name]
-    bounds: list[str] = []
+    def __init__(self, p: Profile, wall: CellColumns, bounds: list[str]) -> None:
+        self.refs = p.thread_refs()
+        self.every = len(self.refs)
+        self.shared: dict[int, int] = {}
+        if self.every > MAX_ROWS:
+            _, by_thread, _, counts = p.engine.group_sums(
+                [(wall.slice, wall.thread, wall.node, wall.samples)], _ALL_SLICES, False)
+            samples = dict(zip(by_thread, counts))
+            kept = set(sorted(self.refs, key=lambda r: -samples.get(r, 0))[:MAX_ROWS - 1])
+            self.shared = {r: OTHERS for r in self.refs if r not in kept}
+            self.refs = [r for r in self.refs if r in kept]
+            bounds.append(f"{len(self.shared):,} threads with the fewest samples share the "
+                          f"last row (at most {MAX_ROWS:,} rows)")
+        self.rows = set(self.refs) | ({OTHERS} if self.shared else set())
+        self._remapped: dict[int, Any] = {}
 
-    # One row per thread with samples in the view, the threads with the fewest samples
-    # sharing the last one beyond MAX_ROWS.
-    refs = p.thread_refs()
-    every = len(refs)
-    shared: dict[int, int] = {}
-    if every > MAX_ROWS:
-        _, by_thread, _, counts = p.engine.group_sums(
-            [(wall.slice, wall.thread, wall.node, wall.samples)], _ALL_SLICES, False)
-        samples = dict(zip(by_thread, counts))
-        kept = set(sorted(refs, key=lambda r: -samples.get(r, 0))[:MAX_ROWS - 1])
-        shared = {r: OTHERS for r in refs if r not in kept}
-        refs = [r for r in refs if r in kept]
-        bounds.append(f"{len(shared):,} threads with the fewest samples share the last row "
-                      f"(at most {MAX_ROWS:,} rows)")
-    rows = set(refs) | ({OTHERS} if shared else set())
-
-    remapped: dict[int, Any] = {}
-
-    def by_row(c: CellColumns) -> Any:
+    def of(self, c: CellColumns) -> Any:
         """The thread column of cells with each thread's row ref."""
-        if not shared:
+        if not self.shared:
             return c.thread
-        if id(c) not in remapped:
-            remapped[id(c)] = array("I", map(shared.get, c.thread, c.thread))
-        return remapped[id(c)]
+        if id(c) not in self._remapped:
+            self._remapped[id(c)] = array("I", map(self.shared.get, c.thread, c.thread))
+        return self._remapped[id(c)]
 
-    # Per (slice, row): the time (weights) of every sample, of those holding the GIL, on a
-    # CPU without it and waiting for it, and the samples.
-    state_sources = [(c.slice, by_row(c), c.node, c.weight) for c in (
-        wall, columns[GIL.name], p.also["state-cpu"], p.also["state-wait"])]
-    state_sources.append((wall.slice, state_sources[0][1], wall.node, wall.samples))
-    states = p.engine.group_sums(state_sources, 1, False)
 
-    # Timeline slices merged in twos while the rows' states are more than MAX_STATES.
-    spans: dict[int, tuple[int, int]] = {}
-    for sl, th in zip(states[0], states[1]):
-        if th in rows:
-            lo_hi = spans.get(th)
-            spans[th] = (sl, sl) if lo_hi is None else (min(lo_hi[0], sl), max(lo_hi[1], sl))
-    first = min(states[0], default=0)
-    last = max(states[0], default=0)
-    merge = 1
-    while (last // merge > first // merge
-           and sum(hi // merge - lo // merge + 1 for lo, hi in spans.values()) > MAX_STATES):
-        merge *= 2
-    if merge > 1:
-        states = _regroup(p.engine, states, 5, merge)
-        first, last = first // merge, last // merge
-        bounds.append(f"timeline slices of {format_seconds(p.seconds(merge * ticks))}, not "
-                      f"{format_seconds(p.seconds(ticks))} (at most {MAX_STATES:,} thread "
-                      "states)")
-    nslices = last - first + 1  # the timeline's, with any slice that has no samples
+class _Timeline:
+    """Per (slice, row): the time (weights) of every sample, of those holding the GIL, on a
+    CPU without it and waiting for it, and the samples; the slices merged in twos while the
+    rows' states are more than MAX_STATES."""
 
-    # The cells, in slices of `factor` slices of the profile: CELL_SLICES timeline slices, or
-    # twice, four times... that many until they are at most MAX_CELLS. Merging slices in twos
-    # at least halves the cells while they are distinct: start from the first factor that may
-    # fit, and never go below 20 slices.
-    sources = [(c.slice, by_row(c), c.node, _values(p, m, c)) for m, c in columns.items()]
-    width = len(modes)
-    span = nslices * merge
-    factor = CELL_SLICES * merge
-    while len(wall) > MAX_CELLS * factor and span > 20 * factor:
+    def __init__(self, p: Profile, rows: _Rows, columns: dict[str, CellColumns],
+                 bounds: list[str]) -> None:
+        wall = columns[WALL.name]
+        sources = [(c.slice, rows.of(c), c.node, c.weight) for c in (
+            wall, columns[GIL.name], p.also["state-cpu"], p.also["state-wait"])]
+        sources.append((wall.slice, sources[0][1], wall.node, wall.samples))
+        states = p.engine.group_sums(sources, 1, False)
+        self.spans: dict[int, tuple[int, int]] = {}  # per row, its first and last slice
+        for sl, th in zip(states[0], states[1]):
+            if th in rows.rows:
+                lo_hi = self.spans.get(th)
+                self.spans[th] = (sl, sl) if lo_hi is None else (min(lo_hi[0], sl),
+                                                                 max(lo_hi[1], sl))
+        first = min(states[0], default=0)
+        last = max(states[0], default=0)
+        merge = 1
+        while (last // merge > first // merge
+               and sum(hi // merge - lo // merge + 1 for lo, hi in self.spans.values())
+               > MAX_STATES):
+            merge *= 2
+        ticks = max(1, p.slice_ticks)
+        if merge > 1:
+            states = _regroup(p.engine, states, 5, merge)
+            first, last = first // merge, last // merge
+            bounds.append(f"timeline slices of {format_seconds(p.seconds(merge * ticks))}, "
+                          f"not {format_seconds(p.seconds(ticks))} (at most {MAX_STATES:,} "
+                          "thread states)")
+        self.states, self.first, self.merge = states, first, merge
+        self.slices = last - first + 1  # the timeline's, with any slice that has no samples
+
+    def per_row(self, rows: _Rows, unknown_waits: bool
+                ) -> tuple[dict[str, list[Any]], dict[int, int]]:
+        """Per row, its states over the slices it has samples in: [first slice, wall, gil,
+        cpu, wait], each list from that slice on (a short-lived thread costs a few slices);
+        and its samples. unknown_waits: a recording that cannot know GIL waits has none to
+        draw (its status bits say nothing; the legend and the gil-wait mode say why)."""
+        out: dict[str, list[Any]] = {}
+        for th, (lo, hi) in self.spans.items():
+            lo, hi = lo // self.merge, hi // self.merge
+            out[str(th)] = [lo - self.first] + [[0] * (hi - lo + 1) for _ in range(4)]
+        samples: dict[int, int] = {}
+        st_slice, st_thread, _, st_values = self.states
+        for i, (sl, th) in enumerate(zip(st_slice, st_thread)):
+            if th not in rows.rows:
+                continue
+            per = out[str(th)]
+            at = sl - self.first - per[0]
+            for j in range(4):
+                per[j + 1][at] += st_values[i * 5 + j]
+            samples[th] = samples.get(th, 0) + st_values[i * 5 + 4]
+        if unknown_waits:
+            for per in out.values():
+                per[4] = [0] * len(per[4])
+        return out, samples
+
+
+def _cells(p: Profile, rows: _Rows, columns: dict[str, CellColumns], tl: _Timeline,
+           bounds: list[str]) -> tuple[Any, int]:
+    """The cells, in slices of `factor` slices of the profile: CELL_SLICES timeline slices,
+    or twice, four times... that many until they are at most MAX_CELLS. Merging slices in
+    twos at least halves the cells while they are distinct: start from the first factor that
+    may fit, and never go below 20 slices. Returns them with the factor."""
+    sources = [(c.slice, rows.of(c), c.node, _values(p, m, c)) for m, c in columns.items()]
+    span = tl.slices * tl.merge
+    factor = CELL_SLICES * tl.merge
+    while len(columns[WALL.name]) > MAX_CELLS * factor and span > 20 * factor:
         factor *= 2
     while True:
         cells = p.engine.group_sums(sources, factor)
         if len(cells[2]) <= MAX_CELLS or span <= 20 * factor:
             break
         factor *= 2
-    if factor > CELL_SLICES * merge:
+    if factor > CELL_SLICES * tl.merge:
+        ticks = max(1, p.slice_ticks)
         bounds.append(f"flame graph windows of {format_seconds(p.seconds(factor * ticks))} "
                       f"(at most {MAX_CELLS:,} cells)")
-    c_slice, c_thread, c_node, c_values = cells
-    if p.view.weights == "count":
-        c_values = array("Q", (v * p.interval_ticks for v in c_values))
+    return cells, factor
 
-    # The trie of the stacks seen, numbered again with parents before children.
-    order = TrieOrder(p.parents)
-    cell_factor = factor // merge  # timeline slices in a cell's slice
-    base = first // cell_factor
-    out_cells: dict[str, list[int]] = {
-        "s": [sl - base for sl in c_slice],
-        "t": c_thread.tolist(),
-        "n": [order.add(node) for node in c_node],
-        **{m: c_values[i::width].tolist() for i, m in enumerate(modes)},
-    }
-    # Per row, its states over the slices it has samples in: [first slice, wall, gil, cpu,
-    # wait], each list from that slice on (a short-lived thread costs a few slices).
-    out_states: dict[str, list[Any]] = {}
-    for th, (lo, hi) in spans.items():
-        lo, hi = lo // merge, hi // merge
-        out_states[str(th)] = [lo - first] + [[0] * (hi - lo + 1) for _ in range(4)]
-    row_samples: dict[int, int] = {}
-    st_slice, st_thread, _, st_values = states
-    for i, (sl, th) in enumerate(zip(st_slice, st_thread)):
-        if th not in rows:
-            continue
-        per = out_states[str(th)]
-        at = sl - first - per[0]
-        for j in range(4):
-            per[j + 1][at] += st_values[i * 5 + j]
-        row_samples[th] = row_samples.get(th, 0) + st_values[i * 5 + 4]
-    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": row_samples.get(ref, 0)}
-               for ref in refs]
-    if shared:
-        threads.append({"ref": OTHERS, "label": f"{len(shared):,} other threads",
-                        "samples": row_samples.get(OTHERS, 0), "threads": len(shared)})
+
+def _keys(p: Profile, order: TrieOrder) -> tuple[dict[Any, int], list[int], list[int], Any]:
+    """The frame keys of the trie's nodes in order: the keys by number, in which native views
+    each is shown (SHOWN_IN), each node's key, and the recording's native view (None
+    without native frames; then with the key of the folded start-up frames)."""
     keys: dict[Any, int] = {}
     shown: list[int] = []  # by key: the native views that show it (SHOWN_IN)
     key_of = []
@@ -200,19 +199,53 @@ def page_data(p: Profile) -> dict[str, Any]:
         if i == len(shown):
             shown.append(_shown_in(p, p.frames[n]) if n else SHOWN_ALWAYS)
         key_of.append(i)
-    native_view = p.view.native if (md := p.metadata).get("options", {}).get("native") else None
+    native_view = p.view.native if p.metadata.get("options", {}).get("native") else None
     if native_view is not None:
         keys[STARTUP_KEY] = len(keys)
         shown.append(SHOWN_NATIVE)
+    return keys, shown, key_of, native_view
+
+
+def page_data(p: Profile) -> dict[str, Any]:
+    """What the page draws, as JSON-ready data: threads, per-slice states, the stack trie of
+    the stacks seen, and cells (slice, thread, stack) with a value per mode.
+
+    Its size is bounded whatever the recording holds (MAX_ROWS thread rows, MAX_STATES
+    states, MAX_CELLS cells): where a bound merged rows or slices, `bounds` says so."""
+    modes = list(MODES)
+    columns = {m: (p.columns if m == p.view.mode else p.also[m]) for m in modes}
+    ticks = max(1, p.slice_ticks)
+    bounds: list[str] = []
+    rows = _Rows(p, columns[WALL.name], bounds)
+    tl = _Timeline(p, rows, columns, bounds)
+    (c_slice, c_thread, c_node, c_values), factor = _cells(p, rows, columns, tl, bounds)
+    if p.view.weights == "count":
+        c_values = array("Q", (v * p.interval_ticks for v in c_values))
+
+    # The trie of the stacks seen, numbered again with parents before children.
+    order = TrieOrder(p.parents)
+    cell_factor = factor // tl.merge  # timeline slices in a cell's slice
+    first = tl.first
+    base = first // cell_factor
+    width = len(modes)
+    out_cells: dict[str, list[int]] = {
+        "s": [sl - base for sl in c_slice],
+        "t": c_thread.tolist(),
+        "n": [order.add(node) for node in c_node],
+        **{m: c_values[i::width].tolist() for i, m in enumerate(modes)},
+    }
+    md = p.metadata
     wait_unknown = gil_wait_unknown(md)
-    if wait_unknown is not None:
-        # A recording that cannot know GIL waits has none to draw: its status bits say
-        # nothing (the legend and the gil-wait mode say why instead).
-        for per in out_states.values():
-            per[4] = [0] * len(per[4])
-    slice_ticks = merge * ticks
+    out_states, row_samples = tl.per_row(rows, wait_unknown is not None)
+    threads = [{"ref": ref, "label": p.thread_label(ref), "samples": row_samples.get(ref, 0)}
+               for ref in rows.refs]
+    if rows.shared:
+        threads.append({"ref": OTHERS, "label": f"{len(rows.shared):,} other threads",
+                        "samples": row_samples.get(OTHERS, 0), "threads": len(rows.shared)})
+    keys, shown, key_of, native_view = _keys(p, order)
+    slice_ticks = tl.merge * ticks
     # asyncio tasks, in the flame graph's cells (a cell slice is `factor` profile slices).
-    tasks = page_tasks(p, ticks * factor, base, lambda ref: shared.get(ref, ref))
+    tasks = page_tasks(p, ticks * factor, base, lambda ref: rows.shared.get(ref, ref))
     return {
         "psrec": psrec_version(),
         "file": p.path,
@@ -227,7 +260,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         "tick_s": p.tick_ns / 1e9,
         "origin_s": p.seconds(first * slice_ticks - p.extent[0]) if p.extent[0] >= 0 else 0.0,
         "slice_s": p.seconds(slice_ticks),
-        "slices": nslices,
+        "slices": tl.slices,
         # A timeline slice a (from 0) is in cell slice (a + cell_offset) // cell_factor.
         "cell_factor": cell_factor,
         "cell_offset": first % cell_factor,
@@ -236,7 +269,7 @@ def page_data(p: Profile) -> dict[str, Any]:
         "interval_ticks": p.interval_ticks,
         "by": p.view.by,
         "samples": p.selected,
-        "thread_count": every,
+        "thread_count": rows.every,
         "threads": threads,
         "states": out_states,
         # [name, file, line, native, shown]: native frames are drawn in colours of their

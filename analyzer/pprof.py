@@ -135,40 +135,36 @@ def _interpreter(p: Profile) -> str:
     return "python"
 
 
-def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None) -> Any:
-    """The pprof Profile message of a profile (or of one of its slices); waits: with the
-    asyncio tasks' waiting time too (--waits: tasks.wait_spans, read once for every slice)."""
-    pb = _pb()
-    prof = pb.Profile()
-    strings = _Strings()
-    for kind, unit in (("samples", "count"), ("wall", "nanoseconds"), ("cpu", "nanoseconds")):
-        prof.sample_type.add(type=strings(kind), unit=strings(unit))
-    prof.default_sample_type = strings("cpu" if p.view.mode_record.weighs_cpu else "wall")
-    prof.period_type.type = strings("wall")
-    prof.period_type.unit = strings("nanoseconds")
-    prof.period = _int64(p.interval_ticks * p.tick_ns)
-    functions: dict[Any, int] = {}
-    locations: dict[int, int] = {}  # frame id -> location id
-    # One mapping, the interpreter that ran the code: pprof names its main binary after it
-    # ("File: python3.12"), and every location is in it. Its functions are known (symbolized).
-    prof.mapping.add(id=1, filename=strings(_interpreter(p)), has_functions=True,
-                     has_filenames=True, has_line_numbers=True)
-    # A native recording's binaries: a mapping each, with its build id, so that pprof tools
-    # can symbolize its locations too. Their addresses are the binaries' link-time ones
-    # (memory_start 0, file_offset 0), already symbolized.
-    mappings: dict[str, int] = {}
+class _Locations:
+    """The profile's functions, locations and mappings, each added once, by psrec frame id."""
 
-    def mapping(fn: Any) -> int:
-        mid = mappings.get(fn.filename)
+    def __init__(self, p: Profile, prof: Any, strings: _Strings) -> None:
+        self.p, self.prof, self.strings = p, prof, strings
+        self.functions: dict[Any, int] = {}
+        self.locations: dict[int, int] = {}  # frame id -> location id
+        self.mappings: dict[str, int] = {}
+        self.empty_loc = 0
+        # One mapping, the interpreter that ran the code: pprof names its main binary after
+        # it ("File: python3.12"), and every location is in it. Its functions are known
+        # (symbolized).
+        prof.mapping.add(id=1, filename=strings(_interpreter(p)), has_functions=True,
+                         has_filenames=True, has_line_numbers=True)
+
+    def mapping(self, fn: Any) -> int:
+        """A native recording's binaries: a mapping each, with its build id, so that pprof
+        tools can symbolize its locations too. Their addresses are the binaries' link-time
+        ones (memory_start 0, file_offset 0), already symbolized."""
+        mid = self.mappings.get(fn.filename)
         if mid is None:
-            mid = mappings[fn.filename] = len(mappings) + 2
-            prof.mapping.add(id=mid, filename=strings(fn.filename),
-                             build_id=strings(fn.build_id), memory_start=0,
-                             memory_limit=(1 << 63) - 1, has_functions=True)
+            mid = self.mappings[fn.filename] = len(self.mappings) + 2
+            self.prof.mapping.add(id=mid, filename=self.strings(fn.filename),
+                                  build_id=self.strings(fn.build_id), memory_start=0,
+                                  memory_limit=(1 << 63) - 1, has_functions=True)
         return mid
 
-    def location(frame_id: int) -> int:
-        loc = locations.get(frame_id)
+    def __call__(self, frame_id: int) -> int:
+        """The location of a frame."""
+        loc = self.locations.get(frame_id)
         if loc is not None:
             return loc
         native = None
@@ -176,36 +172,53 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
             key: Any = ("[truncated stack]", "<psrec>", 0)
             line = 0
         else:
-            f = p.defs.frame(frame_id)
+            f = self.p.defs.frame(frame_id)
             key = (f.function.name, f.function.filename, f.function.first_line)
             line = f.line
             if f.function.kind:  # native: its line is the pc's offset in the function
                 native = f.function
                 line = 0
-        fid = functions.get(key)
+        fid = self.functions.get(key)
         if fid is None:
-            fid = functions[key] = len(functions) + 1
+            fid = self.functions[key] = len(self.functions) + 1
             # A system name only for a native function whose symbol was demangled (its
             # symbol): pprof shows a Python system name's angle-bracketed names (<module>,
             # <lambda>) as <unknown>.
             symbol = native.symbol if native is not None else ""
-            prof.function.add(id=fid, name=strings(key[0]), filename=strings(key[1]),
-                              start_line=key[2],
-                              **({"system_name": strings(symbol)} if symbol else {}))
-        loc = locations[frame_id] = len(locations) + 1
+            self.prof.function.add(id=fid, name=self.strings(key[0]),
+                                   filename=self.strings(key[1]), start_line=key[2],
+                                   **({"system_name": self.strings(symbol)} if symbol else {}))
+        loc = self.locations[frame_id] = len(self.locations) + 1
         if native is not None:
             address = _int64(native.address + max(0, f.line))
-            prof.location.add(id=loc, mapping_id=mapping(native),
-                              address=address).line.add(function_id=fid)
+            self.prof.location.add(id=loc, mapping_id=self.mapping(native),
+                                   address=address).line.add(function_id=fid)
         else:
-            prof.location.add(id=loc, mapping_id=1).line.add(function_id=fid, line=line)
+            self.prof.location.add(id=loc, mapping_id=1).line.add(function_id=fid, line=line)
         return loc
 
-    empty_loc = 0
+    def empty(self) -> int:
+        """The location of samples with no Python stack."""
+        if not self.empty_loc:
+            fid = len(self.functions) + 1
+            self.functions[("[no Python stack]", "<psrec>", 0)] = fid
+            self.prof.function.add(id=fid, name=self.strings("[no Python stack]"),
+                                   filename=self.strings("<psrec>"))
+            self.empty_loc = len(self.locations) + 1
+            self.locations[-1] = self.empty_loc
+            self.prof.location.add(id=self.empty_loc, mapping_id=1).line.add(function_id=fid)
+        return self.empty_loc
+
+
+_LABELS = ("thread", "thread_id", "pid", "gil", "cpu", "task", "task_state")
+
+
+def _add_samples(p: Profile, prof: Any, strings: _Strings, location: _Locations,
+                 keys: dict[str, int], sl: int | None) -> None:
+    """A sample per cell of the profile (or of slice sl), labelled with its thread, GIL and
+    CPU state, and with --logical its task."""
     many_pids = len({t.pid for t in p.threads.values()}) > 1
     ns = p.tick_ns
-    keys = {k: strings(k) for k in ("thread", "thread_id", "pid", "gil", "cpu", "task",
-                                     "task_state")}
     logical = p.logical  # --logical: each stack ends in its task's frames
     # Each stack's locations, innermost first, made once: many threads share few stacks.
     stack_locations: dict[int, list[int]] = {}
@@ -214,18 +227,11 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
         if node:
             locs = stack_locations.get(node)
             if locs is None:
-                locs = stack_locations[node] = [location(f) for f in reversed(p.names.stack(node))]
+                locs = stack_locations[node] = [location(f)
+                                                for f in reversed(p.names.stack(node))]
             sample.location_id.extend(locs)
         else:
-            if not empty_loc:
-                fid = len(functions) + 1
-                functions[("[no Python stack]", "<psrec>", 0)] = fid
-                prof.function.add(id=fid, name=strings("[no Python stack]"),
-                                  filename=strings("<psrec>"))
-                empty_loc = len(locations) + 1
-                locations[-1] = empty_loc
-                prof.location.add(id=empty_loc, mapping_id=1).line.add(function_id=fid)
-            sample.location_id.append(empty_loc)
+            sample.location_id.append(location.empty())
         sample.value.extend((_int64(n), _int64(w * ns), _int64(c * ns)))
         t = p.threads.get(th)
         sample.label.add(key=keys["thread"], str=strings(t.name if t and t.name else "thread"))
@@ -240,28 +246,52 @@ def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None
             info = p.defs.tasks.get(task)
             sample.label.add(key=keys["task"],
                              str=strings(info.label if info else f"task {task}"))
+
+
+def _add_waits(p: Profile, prof: Any, strings: _Strings, location: _Locations,
+               keys: dict[str, int], span: tuple[int, int] | None,
+               waits: list[WaitSpan]) -> None:
+    """The tasks' waiting time (in span, ticks, where given): samples of wall time only, on
+    each task's logical stack down to its await, labelled with the task and its state
+    (suspended or ready)."""
+    stacks, ticks, _ = await_stacks(p, None if span is None else span[0],
+                                    None if span is None else span[1], spans=waits)
+    for node, n in sorted(ticks.items()):
+        path = [f for f in stacks.path(node) if not p.names.hidden(f)]
+        sample = prof.sample.add()
+        sample.location_id.extend(location(f) for f in reversed(path))
+        sample.value.extend((0, _int64(n * p.tick_ns), 0))
+        task = stacks.task_of(tuple(path))
+        info = p.defs.tasks.get(task)
+        sample.label.add(key=keys["task"], str=strings(info.label if info else f"task {task}"))
+        leaf = p.defs.frame(path[-1]).function.name if path else ""
+        sample.label.add(key=keys["task_state"],
+                         str=strings("ready" if leaf == "ready" else "suspended"))
+
+
+def build(p: Profile, sl: int | None = None, waits: list[WaitSpan] | None = None) -> Any:
+    """The pprof Profile message of a profile (or of one of its slices); waits: with the
+    asyncio tasks' waiting time too (--waits: tasks.wait_spans, read once for every slice)."""
+    pb = _pb()
+    prof = pb.Profile()
+    strings = _Strings()
+    for kind, unit in (("samples", "count"), ("wall", "nanoseconds"), ("cpu", "nanoseconds")):
+        prof.sample_type.add(type=strings(kind), unit=strings(unit))
+    prof.default_sample_type = strings("cpu" if p.view.mode_record.weighs_cpu else "wall")
+    prof.period_type.type = strings("wall")
+    prof.period_type.unit = strings("nanoseconds")
+    prof.period = _int64(p.interval_ticks * p.tick_ns)
+    location = _Locations(p, prof, strings)
+    keys = {k: strings(k) for k in _LABELS}
+    _add_samples(p, prof, strings, location, keys, sl)
     if sl is None:
         lo, hi = p.first_ts, p.last_ts + p.interval_ticks
     else:
         lo, hi = sl * p.slice_ticks, (sl + 1) * p.slice_ticks
     if waits is not None:
-        # The tasks' waiting time: samples of wall time only, on each task's logical stack
-        # down to its await, labelled with the task and its state (suspended or ready).
-        stacks, ticks, _ = await_stacks(p, None if sl is None else lo,
-                                        None if sl is None else hi, spans=waits)
-        for node, n in sorted(ticks.items()):
-            path = [f for f in stacks.path(node) if not p.names.hidden(f)]
-            sample = prof.sample.add()
-            sample.location_id.extend(location(f) for f in reversed(path))
-            sample.value.extend((0, _int64(n * ns), 0))
-            task = stacks.task_of(tuple(path))
-            info = p.defs.tasks.get(task)
-            sample.label.add(key=keys["task"], str=strings(info.label if info else f"task {task}"))
-            leaf = p.defs.frame(path[-1]).function.name if path else ""
-            sample.label.add(key=keys["task_state"],
-                             str=strings("ready" if leaf == "ready" else "suspended"))
-    prof.time_nanos = _int64(p.created_wall_ns + lo * ns)
-    prof.duration_nanos = _int64(max(0, hi - lo) * ns)
+        _add_waits(p, prof, strings, location, keys, None if sl is None else (lo, hi), waits)
+    prof.time_nanos = _int64(p.created_wall_ns + lo * p.tick_ns)
+    prof.duration_nanos = _int64(max(0, hi - lo) * p.tick_ns)
     prof.comment.append(strings(f"psrec {p.path}: {p.describe()}"))
     prof.string_table.extend(strings.table)
     return prof

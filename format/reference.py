@@ -257,180 +257,210 @@ class RefDecoder:
     def decode_data(self, payload: bytes, out: RefBatch, max_events: int | None = None,
                     max_nodes: int | None = None, max_threads: int | None = None,
                     ) -> tuple[list[Any], dict[str, int]]:
-        threads: dict[int, _Thread] = {}
-        live: dict[int, None] = {}  # refs in order of first entry (a dict: O(1) removal)
-        events: list[Any] = []
+        """The samples of a DATA payload, appended to out; returns its events and a
+        summary."""
+        chunk = _Chunk(self, out, max_events, max_nodes, max_threads)
+        for rtype, b in _Reader(payload).records():
+            chunk.record(rtype, b)
+        chunk.summary["samples"] = len(out) - chunk.before
+        return chunk.events, chunk.summary
 
-        def event(e: tuple[int, int, int, int, int]) -> None:
-            if max_events is not None and len(events) >= max_events:
-                raise RefDecodeError("more events than the file's size allows")
-            events.append(e)
 
-        summary = {
+# The records that are only events: their fields, as (type, ts, a, b, c), by type.
+_EVENT_FIELDS: dict[int, Any] = {
+    C.REC_THREAD_RENAME: lambda f: (f[1], f[0], f[2], 0),
+    C.REC_PROCESS_START: lambda f: f,
+    C.REC_PROCESS_EXIT: lambda f: (*f, 0),
+    C.REC_PASS_ERRORS: lambda f: (*f, 0),
+    C.REC_MARKER: lambda f: (*f, 0, 0),
+}
+
+
+class _Chunk:
+    """The decoding of one DATA payload: its threads' state, its passes so far, the events."""
+
+    def __init__(self, dec: RefDecoder, out: RefBatch, max_events: int | None,
+                 max_nodes: int | None, max_threads: int | None) -> None:
+        self.dec, self.out = dec, out
+        self.max_events, self.max_nodes, self.max_threads = max_events, max_nodes, max_threads
+        self.threads: dict[int, _Thread] = {}
+        self.live: dict[int, None] = {}  # refs in order of first entry (a dict: O(1) removal)
+        self.events: list[Any] = []
+        self.summary = {
             "seq": 0, "passes": 0, "samples": 0, "errors": 0, "unknown_records": 0,
             "first_ts": -1, "last_ts": -1,
         }
-        before = len(out)
-        last_pass = -1
-        base = 0
-        begun = False
-        pass_no = 0
+        self.before = len(out)
+        self.last_pass = -1
+        self.base = 0
+        self.begun = False
+        self.pass_no = 0
+        # A TASK_SNAPSHOT's TASK_STATE and TASK_AWAITS records follow it (spec section 4.3).
+        self.in_snapshot, self.snap_ts, self.state_task = False, 0, 0
 
-        def thread(ref: int) -> _Thread:
+    def event(self, e: tuple[int, Any, Any, Any, Any]) -> None:
+        if self.max_events is not None and len(self.events) >= self.max_events:
+            raise RefDecodeError("more events than the file's size allows")
+        self.events.append(e)
+
+    def thread(self, ref: int) -> _Thread:
+        if ref == 0 or ref > C.MAX_THREAD_REF:
+            raise RefDecodeError("thread reference out of range")
+        t = self.threads.get(ref)
+        if t is None:
+            seen = self.dec._seen
+            if ref not in seen:
+                seen.add(ref)
+                if self.max_threads is not None and len(seen) > self.max_threads:
+                    raise RefBudgetError(f"thread refs {self.max_threads}")
+            t = self.threads[ref] = _Thread()
+        return t
+
+    def record(self, rtype: int, b: Any) -> None:
+        if rtype not in (C.REC_TASK_STATE, C.REC_TASK_AWAITS):
+            self.in_snapshot, self.state_task = False, 0
+        if rtype == C.REC_BEGIN:
+            self.summary["seq"], self.base, prev = b.fields(rtype, "bad BEGIN record")
+            self.last_pass = prev - 1 if prev else -1
+            self.begun = True
+        elif rtype == C.REC_PASS:
+            self.read_pass(b)
+        elif rtype == C.REC_PASS_TASKS:
+            self.pass_tasks(b)
+        elif rtype == C.REC_TASK_SNAPSHOT:
+            self.snap_ts, pid, full, since = b.fields(rtype, "bad TASK_SNAPSHOT record")
+            self.event((rtype, self.snap_ts, pid, full, since))
+            self.state_task = 0
+            self.in_snapshot = True
+        elif rtype == C.REC_TASK_STATE:
+            self.task_state(b)
+        elif rtype == C.REC_TASK_AWAITS:
+            task, awaited = b.fields(rtype, "bad TASK_AWAITS record")
+            if not self.state_task or task != self.state_task or awaited > _U32_MAX:
+                raise RefDecodeError("TASK_AWAITS without its task's TASK_STATE")
+            self.event((rtype, self.snap_ts, task, awaited, 0))
+        elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
+            ref, ts = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
+            t = self.thread(ref)
+            if rtype == C.REC_THREAD_EXIT and t.live:
+                self.threads[ref] = _Thread()
+                del self.live[ref]
+            self.event((rtype, ts, ref, 0, 0))
+        elif rtype in _EVENT_FIELDS:
+            fields = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
+            self.event((rtype, *_EVENT_FIELDS[rtype](fields)))
+        else:
+            self.summary["unknown_records"] += 1
+
+    def stack_delta(self, t: _Thread, b: Any) -> None:
+        dec = self.dec
+        pop = b.varint()
+        push = b.varint()
+        depth = dec.depths[t.node]
+        if pop > depth:
+            raise RefDecodeError("stack delta pops more frames than the stack has")
+        if depth - pop + push > C.MAX_DEPTH:
+            raise RefDecodeError(f"stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
+        node = t.node
+        for _ in range(pop):
+            node = dec.parents[node]
+        for _ in range(push):
+            node = dec._child(node, b.u32("bad frame id"))
+        if self.max_nodes is not None and len(dec.parents) > self.max_nodes:
+            raise RefBudgetError(f"stack-trie nodes {self.max_nodes}")
+        t.node = node
+
+    def read_pass(self, b: Any) -> None:
+        if not self.begun:
+            raise RefDecodeError("PASS before BEGIN")
+        (delta,) = b.fields(C.REC_PASS, "bad PASS timestamp")
+        ts = (self.base if self.pass_no == 0 else self.last_pass) + delta
+        if ts > _I64_MAX:
+            raise RefDecodeError("PASS timestamp out of range")
+        self.pass_no += 1
+        pass_no = self.pass_no
+        if pass_no > C.MAX_CHUNK_PASSES:
+            raise RefDecodeError(f"more than MAX_CHUNK_PASSES ({C.MAX_CHUNK_PASSES}) "
+                                 "passes in one chunk")
+        while not b.at_end():
+            head = b.varint()
+            ref = head >> C.ENTRY_FLAG_BITS
+            flags = head & ((1 << C.ENTRY_FLAG_BITS) - 1)
+            t = self.thread(ref)
+            if not t.live:
+                t.live = True
+                self.live[ref] = None
+            t.pass_no = pass_no
+            t.error = flags == 0
+            if flags & C.ENTRY_STACK:
+                self.stack_delta(t, b)
+            if flags & C.ENTRY_STATUS:
+                t.status = b.byte("status byte")
+            # CPU time beyond the column's range saturates, as in the native decoder.
+            t.cpu = min(b.varint(), _U32_MAX) if flags & C.ENTRY_CPU else 0
+        self.samples(ts)
+
+    def samples(self, ts: int) -> None:
+        """A sample of each live thread at the pass just read (but those it read in error)."""
+        out, pass_no, summary = self.out, self.pass_no, self.summary
+        if self.last_pass < 0:
+            w = self.dec.first_weight
+        else:
+            w = min(max(ts - self.last_pass, 0), self.dec.weight_cap)
+        for ref in self.live:
+            t = self.threads[ref]
+            if t.pass_no == pass_no and t.error:
+                summary["errors"] += 1
+                continue
+            if len(out) - self.before >= C.MAX_CHUNK_SAMPLES:
+                raise RefDecodeError(f"more than MAX_CHUNK_SAMPLES ({C.MAX_CHUNK_SAMPLES}) "
+                                     "thread-samples in one chunk")
+            t.row, t.row_pass = len(out), pass_no
+            out.task.append(t.task)
+            out.ts.append(ts)
+            out.thread.append(ref)
+            out.node.append(t.node)
+            out.status.append(t.status)
+            out.cpu.append(t.cpu if t.pass_no == pass_no else 0)
+            out.weight.append(w)
+        if summary["first_ts"] < 0:
+            summary["first_ts"] = ts
+        summary["last_ts"] = ts
+        self.last_pass = ts
+        summary["passes"] += 1
+
+    def pass_tasks(self, b: Any) -> None:
+        """The running tasks of the pass just read: each thread's from now on, and the row
+        that pass gave it."""
+        if self.pass_no == 0:
+            raise RefDecodeError("PASS_TASKS before any PASS")
+        while not b.at_end():
+            ref = b.varint()
+            task = b.u32("bad PASS_TASKS entry")
             if ref == 0 or ref > C.MAX_THREAD_REF:
                 raise RefDecodeError("thread reference out of range")
-            t = threads.get(ref)
-            if t is None:
-                if ref not in self._seen:
-                    self._seen.add(ref)
-                    if max_threads is not None and len(self._seen) > max_threads:
-                        raise RefBudgetError(f"thread refs {max_threads}")
-                t = threads[ref] = _Thread()
-            return t
+            named = self.threads.get(ref)
+            if named is None or not named.live:
+                raise RefDecodeError("PASS_TASKS names a thread that is not live")
+            named.task = task
+            if named.row_pass == self.pass_no:
+                self.out.task[named.row] = task
 
-        # A TASK_SNAPSHOT's TASK_STATE and TASK_AWAITS records follow it (spec section 4.3).
-        in_snapshot, snap_ts, state_task = False, 0, 0
-        for rtype, b in _Reader(payload).records():
-            if rtype not in (C.REC_TASK_STATE, C.REC_TASK_AWAITS):
-                in_snapshot, state_task = False, 0
-            if rtype == C.REC_BEGIN:
-                summary["seq"], base, prev = b.fields(rtype, "bad BEGIN record")
-                last_pass = prev - 1 if prev else -1
-                begun = True
-            elif rtype == C.REC_PASS:
-                if not begun:
-                    raise RefDecodeError("PASS before BEGIN")
-                (delta,) = b.fields(rtype, "bad PASS timestamp")
-                ts = (base if pass_no == 0 else last_pass) + delta
-                if ts > _I64_MAX:
-                    raise RefDecodeError("PASS timestamp out of range")
-                pass_no += 1
-                if pass_no > C.MAX_CHUNK_PASSES:
-                    raise RefDecodeError(f"more than MAX_CHUNK_PASSES ({C.MAX_CHUNK_PASSES}) "
-                                         "passes in one chunk")
-                while not b.at_end():
-                    head = b.varint()
-                    ref = head >> C.ENTRY_FLAG_BITS
-                    flags = head & ((1 << C.ENTRY_FLAG_BITS) - 1)
-                    t = thread(ref)
-                    if not t.live:
-                        t.live = True
-                        live[ref] = None
-                    t.pass_no = pass_no
-                    t.error = flags == 0
-                    if flags & C.ENTRY_STACK:
-                        pop = b.varint()
-                        push = b.varint()
-                        depth = self.depths[t.node]
-                        if pop > depth:
-                            raise RefDecodeError("stack delta pops more frames than the stack has")
-                        if depth - pop + push > C.MAX_DEPTH:
-                            raise RefDecodeError(
-                                f"stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
-                        node = t.node
-                        for _ in range(pop):
-                            node = self.parents[node]
-                        for _ in range(push):
-                            node = self._child(node, b.u32("bad frame id"))
-                        if max_nodes is not None and len(self.parents) > max_nodes:
-                            raise RefBudgetError(f"stack-trie nodes {max_nodes}")
-                        t.node = node
-                    if flags & C.ENTRY_STATUS:
-                        t.status = b.byte("status byte")
-                    # CPU time beyond the column's range saturates, as in the native decoder.
-                    t.cpu = min(b.varint(), _U32_MAX) if flags & C.ENTRY_CPU else 0
-                if last_pass < 0:
-                    w = self.first_weight
-                else:
-                    w = min(max(ts - last_pass, 0), self.weight_cap)
-                for ref in live:
-                    t = threads[ref]
-                    if t.pass_no == pass_no and t.error:
-                        summary["errors"] += 1
-                        continue
-                    if len(out) - before >= C.MAX_CHUNK_SAMPLES:
-                        raise RefDecodeError(f"more than MAX_CHUNK_SAMPLES ({C.MAX_CHUNK_SAMPLES}) "
-                                             "thread-samples in one chunk")
-                    t.row, t.row_pass = len(out), pass_no
-                    out.task.append(t.task)
-                    out.ts.append(ts)
-                    out.thread.append(ref)
-                    out.node.append(t.node)
-                    out.status.append(t.status)
-                    out.cpu.append(t.cpu if t.pass_no == pass_no else 0)
-                    out.weight.append(w)
-                if summary["first_ts"] < 0:
-                    summary["first_ts"] = ts
-                summary["last_ts"] = ts
-                last_pass = ts
-                summary["passes"] += 1
-            elif rtype == C.REC_PASS_TASKS:
-                # The running tasks of the pass just read: each thread's from now on, and the
-                # row that pass gave it.
-                if pass_no == 0:
-                    raise RefDecodeError("PASS_TASKS before any PASS")
-                while not b.at_end():
-                    ref = b.varint()
-                    task = b.u32("bad PASS_TASKS entry")
-                    if ref == 0 or ref > C.MAX_THREAD_REF:
-                        raise RefDecodeError("thread reference out of range")
-                    named = threads.get(ref)
-                    if named is None or not named.live:
-                        raise RefDecodeError("PASS_TASKS names a thread that is not live")
-                    named.task = task
-                    if named.row_pass == pass_no:
-                        out.task[named.row] = task
-            elif rtype == C.REC_TASK_SNAPSHOT:
-                snap_ts, pid, full, since = b.fields(rtype, "bad TASK_SNAPSHOT record")
-                event((rtype, snap_ts, pid, full, since))
-                state_task = 0
-                in_snapshot = True
-            elif rtype == C.REC_TASK_STATE:
-                if not in_snapshot:
-                    raise RefDecodeError("TASK_STATE without its TASK_SNAPSHOT")
-                task, state, waits, depth = b.fields(rtype, "bad TASK_STATE record")
-                if task > _U32_MAX or waits > _U32_MAX:
-                    raise RefDecodeError("bad TASK_STATE record")
-                if state > C.TASK_RUNNING:
-                    raise RefDecodeError("TASK_STATE state out of range")
-                if depth > C.MAX_DEPTH:
-                    raise RefDecodeError(f"task stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
-                node = 0
-                for _ in range(depth):
-                    node = self._child(node, b.u32("bad frame id"))
-                if max_nodes is not None and len(self.parents) > max_nodes:
-                    raise RefBudgetError(f"stack-trie nodes {max_nodes}")
-                # The state and what it waits on share a field: state | waits << 2.
-                event((rtype, snap_ts, task, state | waits << 2, node))
-                state_task = task
-            elif rtype == C.REC_TASK_AWAITS:
-                task, awaited = b.fields(rtype, "bad TASK_AWAITS record")
-                if not state_task or task != state_task or awaited > _U32_MAX:
-                    raise RefDecodeError("TASK_AWAITS without its task's TASK_STATE")
-                event((rtype, snap_ts, task, awaited, 0))
-            elif rtype in (C.REC_THREAD_START, C.REC_THREAD_EXIT):
-                ref, ts = b.fields(rtype, f"bad {C.RECORD_NAMES[rtype]} record")
-                t = thread(ref)
-                if rtype == C.REC_THREAD_EXIT and t.live:
-                    threads[ref] = _Thread()
-                    del live[ref]
-                event((rtype, ts, ref, 0, 0))
-            elif rtype == C.REC_THREAD_RENAME:
-                ref, ts, name = b.fields(rtype, "bad THREAD_RENAME record")
-                event((rtype, ts, ref, name, 0))
-            elif rtype == C.REC_PROCESS_START:
-                ts, pid, ppid, cmd = b.fields(rtype, "bad PROCESS_START record")
-                event((rtype, ts, pid, ppid, cmd))
-            elif rtype == C.REC_PROCESS_EXIT:
-                ts, pid, code = b.fields(rtype, "bad PROCESS_EXIT record")
-                event((rtype, ts, pid, code, 0))
-            elif rtype == C.REC_PASS_ERRORS:
-                ts, errors, missed = b.fields(rtype, "bad PASS_ERRORS record")
-                event((rtype, ts, errors, missed, 0))
-            elif rtype == C.REC_MARKER:
-                ts, label = b.fields(rtype, "bad MARKER record")
-                event((rtype, ts, label, 0, 0))
-            else:
-                summary["unknown_records"] += 1
-        summary["samples"] = len(out) - before
-        return events, summary
+    def task_state(self, b: Any) -> None:
+        if not self.in_snapshot:
+            raise RefDecodeError("TASK_STATE without its TASK_SNAPSHOT")
+        task, state, waits, depth = b.fields(C.REC_TASK_STATE, "bad TASK_STATE record")
+        if task > _U32_MAX or waits > _U32_MAX:
+            raise RefDecodeError("bad TASK_STATE record")
+        if state > C.TASK_RUNNING:
+            raise RefDecodeError("TASK_STATE state out of range")
+        if depth > C.MAX_DEPTH:
+            raise RefDecodeError(f"task stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
+        node = 0
+        for _ in range(depth):
+            node = self.dec._child(node, b.u32("bad frame id"))
+        if self.max_nodes is not None and len(self.dec.parents) > self.max_nodes:
+            raise RefBudgetError(f"stack-trie nodes {self.max_nodes}")
+        # The state and what it waits on share a field: state | waits << 2.
+        self.event((C.REC_TASK_STATE, self.snap_ts, task, state | waits << 2, node))
+        self.state_task = task

@@ -209,12 +209,6 @@ void Decoder::compactLive() {
   stale_ = false;
 }
 
-// flatten: the per-sample column appends and per-entry thread lookups are inlined (GCC's
-// heuristics otherwise left std::vector::push_back out of line in a function this size, which
-// cost a fifth more time per sample).
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((flatten))
-#endif
 std::vector<Event> Decoder::threadRenames(const uint8_t* data, size_t size,
                                          uint64_t max_events, bool exits) {
   std::vector<Event> out;
@@ -242,243 +236,262 @@ std::vector<Event> Decoder::threadRenames(const uint8_t* data, size_t size,
 ChunkSummary Decoder::decodeData(const uint8_t* data, size_t size, SampleColumns& out,
                                  std::vector<Event>& events, uint64_t max_events,
                                  Budgets budgets) {
-  ChunkSummary sum;
   max_threads_ = budgets.max_threads;
   // A chunk needs nothing before it: every thread starts unknown and not live (thread()
   // resets a thread's state on its first use in the chunk).
   ++chunk_;
   live_.clear();
   stale_ = false;
-  int64_t last_pass = -1;  // -1: unknown
-  int64_t base = 0;
-  bool begun = false;
-  uint64_t pass_no = 0;
-  const size_t rows_before = out.size();
-  const size_t events_before = events.size();
-  auto event = [&](const Event& e) {
-    if (events.size() - events_before >= max_events)
-      fail("more events than the file's size allows");
-    events.push_back(e);
-  };
-
-  // A TASK_SNAPSHOT's TASK_STATE and TASK_AWAITS records follow it (spec section 4.3).
-  bool in_snapshot = false;
-  uint64_t snapshot_ts = 0;
-  uint32_t state_task = 0;
-
+  Chunk c{out, events, max_events, budgets, out.size(), events.size(), {}};
   ByteReader r(data, size);
   while (!r.atEnd()) {
     uint8_t type;
     ByteReader b = nextRecord(r, type);
     if (type != kRecTaskState && type != kRecTaskAwaits) {
-      in_snapshot = false;
-      state_task = 0;
+      c.in_snapshot = false;
+      c.state_task = 0;
     }
     switch (type) {
       case kRecBegin: {
-        sum.seq = need(b, "bad BEGIN record");
-        base = needI64(b, "bad BEGIN record");
+        c.sum.seq = need(b, "bad BEGIN record");
+        c.base = needI64(b, "bad BEGIN record");
         const int64_t prev = needI64(b, "bad BEGIN record");
-        last_pass = prev ? prev - 1 : -1;
-        begun = true;
+        c.last_pass = prev ? prev - 1 : -1;
+        c.begun = true;
         break;
       }
-      case kRecPass: {
-        if (!begun) fail("PASS before BEGIN");
-        const int64_t delta = needI64(b, "bad PASS timestamp");
-        const int64_t from = pass_no == 0 ? base : last_pass;
-        if (from > INT64_MAX - delta) fail("PASS timestamp out of range");
-        const int64_t ts = from + delta;
-        if (++pass_no > kMaxChunkPasses)
-          fail("more than MAX_CHUNK_PASSES (1048576) passes in one chunk");
-        while (!b.atEnd()) {
-          const uint64_t head = need(b, "bad PASS entry");
-          const uint64_t ref = head >> kEntryFlagBits;
-          const uint32_t flags = static_cast<uint32_t>(head & ((1u << kEntryFlagBits) - 1));
-          Thread& t = thread(ref);
-          if (!t.live) {
-            t.live = true;
-            t.live_at = static_cast<uint32_t>(live_.size());
-            live_.push_back(static_cast<uint32_t>(ref));
-          }
-          t.pass = pass_no;
-          t.error = flags == 0;
-          if (flags & kEntryStack) {
-            uint64_t pop = need(b, "bad stack delta");
-            uint64_t push = need(b, "bad stack delta");
-            const uint32_t depth = trie_.depth(t.node);
-            if (pop > depth) fail("stack delta pops more frames than the stack has");
-            // The cap holds for the stack, not only for one delta: pushes on a stack that is
-            // never popped would otherwise grow it (and the trie) without end.
-            if (push > kMaxDepth - (depth - pop))
-              fail("stack deeper than MAX_DEPTH (8192) frames");
-            uint32_t node = t.node;
-            for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
-            for (uint64_t i = 0; i < push; ++i)
-              node = trie_.child(node, need32(b, "bad frame id"));
-            // Checked once per delta: the trie passes its budget by at most kMaxDepth nodes.
-            if (trie_.size() > budgets.max_nodes) overBudget("stack-trie nodes", budgets.max_nodes);
-            t.node = node;
-          }
-          if (flags & kEntryStatus) {
-            if (!b.byte(t.status)) fail("bad status byte");
-          }
-          t.cpu = 0;
-          // CPU time beyond the column's range (over an hour in 1 µs ticks) saturates.
-          if (flags & kEntryCpu)
-            t.cpu = static_cast<uint32_t>(std::min<uint64_t>(need(b, "bad cpu time"), UINT32_MAX));
-        }
-        uint32_t w;
-        if (last_pass < 0) {
-          w = first_weight_;
-        } else {
-          int64_t d = ts - last_pass;
-          w = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(d, 0), weight_cap_));
-        }
-        if (stale_) compactLive();
-        // At most one row per live thread: the limit is checked before anything is allocated
-        // for it.
-        if (out.size() - rows_before + live_.size() > kMaxChunkSamples) {
-          size_t n = out.size() - rows_before;
-          for (uint32_t ref : live_) {
-            const Thread& t = threads_[ref];
-            if (!(t.pass == pass_no && t.error) && ++n > kMaxChunkSamples)
-              fail("more than MAX_CHUNK_SAMPLES (4194304) thread-samples in one chunk");
-          }
-        }
-        for (uint32_t ref : live_) {
-          Thread& t = threads_[ref];
-          if (t.pass == pass_no && t.error) {
-            ++sum.errors;
-            continue;
-          }
-          t.row = out.size();
-          t.row_pass = pass_no;
-          out.task.push_back(t.task);
-          out.ts.push_back(ts);
-          out.thread.push_back(ref);
-          out.node.push_back(t.node);
-          out.status.push_back(t.status);
-          out.cpu.push_back(t.pass == pass_no ? t.cpu : 0);
-          out.weight.push_back(w);
-        }
-        if (sum.first_ts < 0) sum.first_ts = ts;
-        sum.last_ts = ts;
-        last_pass = ts;
-        ++sum.passes;
+      case kRecPass:
+        readPass(b, c);
         break;
-      }
-      case kRecPassTasks: {
-        // The running tasks of the pass just read: the threads' state from now on, and the
-        // rows that pass gave them.
-        if (pass_no == 0) fail("PASS_TASKS before any PASS");
-        while (!b.atEnd()) {
-          const uint64_t ref = need(b, "bad PASS_TASKS entry");
-          const uint32_t task = need32(b, "bad PASS_TASKS entry");
-          if (ref == 0 || ref > kMaxThreadRef) fail("thread reference out of range");
-          const Thread* known = threads_.find(static_cast<uint32_t>(ref));
-          if (!known || known->chunk != chunk_ || !known->live)
-            fail("PASS_TASKS names a thread that is not live");
-          Thread& t = threads_[static_cast<uint32_t>(ref)];
-          t.task = task;
-          if (t.row_pass == pass_no) out.task[t.row] = task;
-        }
+      case kRecPassTasks:
+        readPassTasks(b, c);
         break;
-      }
-      case kRecThreadStart: {
-        int64_t ref = needI64(b, "bad THREAD_START");
-        uint64_t ts = need(b, "bad THREAD_START");
-        thread(ref);
-        event({type, ts, ref, 0, 0});
+      case kRecThreadStart:
+      case kRecThreadExit:
+        readThreadEvent(type, b, c);
         break;
-      }
-      case kRecThreadExit: {
-        int64_t ref = needI64(b, "bad THREAD_EXIT");
-        uint64_t ts = need(b, "bad THREAD_EXIT");
-        Thread& t = thread(ref);
-        if (t.live) {
-          t = Thread();
-          t.chunk = chunk_;
-          stale_ = true;
-        }
-        event({type, ts, ref, 0, 0});
-        break;
-      }
-      case kRecThreadRename: {
-        int64_t ref = needI64(b, "bad THREAD_RENAME");
-        uint64_t ts = need(b, "bad THREAD_RENAME");
-        int64_t name = needI64(b, "bad THREAD_RENAME");
-        event({type, ts, ref, name, 0});
-        break;
-      }
-      case kRecProcessStart: {
-        uint64_t ts = need(b, "bad PROCESS_START");
-        int64_t pid = needI64(b, "bad PROCESS_START");
-        int64_t ppid = needI64(b, "bad PROCESS_START");
-        int64_t cmd = needI64(b, "bad PROCESS_START");
-        event({type, ts, pid, ppid, cmd});
-        break;
-      }
-      case kRecProcessExit: {
-        uint64_t ts = need(b, "bad PROCESS_EXIT");
-        int64_t pid = needI64(b, "bad PROCESS_EXIT");
-        int64_t code = unzigzag(need(b, "bad PROCESS_EXIT"));
-        event({type, ts, pid, code, 0});
-        break;
-      }
-      case kRecPassErrors: {
-        uint64_t ts = need(b, "bad PASS_ERRORS");
-        int64_t errors = needI64(b, "bad PASS_ERRORS");
-        int64_t missed = needI64(b, "bad PASS_ERRORS");
-        event({type, ts, errors, missed, 0});
-        break;
-      }
       case kRecTaskSnapshot: {
         const uint64_t ts = need(b, "bad TASK_SNAPSHOT");
         const int64_t pid = needI64(b, "bad TASK_SNAPSHOT");
         const int64_t full = needI64(b, "bad TASK_SNAPSHOT");
         const int64_t since = needI64(b, "bad TASK_SNAPSHOT");
-        event({type, ts, pid, full, since});
-        snapshot_ts = ts;
-        in_snapshot = true;
+        c.event({type, ts, pid, full, since});
+        c.snapshot_ts = ts;
+        c.in_snapshot = true;
         break;
       }
-      case kRecTaskState: {
-        if (!in_snapshot) fail("TASK_STATE without its TASK_SNAPSHOT");
-        const uint32_t task = need32(b, "bad TASK_STATE");
-        const uint64_t state = need(b, "bad TASK_STATE");
-        const uint32_t waits = need32(b, "bad TASK_STATE");
-        const uint64_t depth = need(b, "bad TASK_STATE");
-        if (state > kTaskRunning) fail("TASK_STATE state out of range");
-        if (depth > kMaxDepth) fail("task stack deeper than MAX_DEPTH (8192) frames");
-        uint32_t node = 0;
-        for (uint64_t i = 0; i < depth; ++i) node = trie_.child(node, need32(b, "bad frame id"));
-        if (trie_.size() > budgets.max_nodes) overBudget("stack-trie nodes", budgets.max_nodes);
-        // The state and what it waits on share a field: state | waits << 2.
-        event({type, snapshot_ts, task, static_cast<int64_t>(state | uint64_t{waits} << 2),
-               node});
-        state_task = task;
+      case kRecTaskState:
+        readTaskState(b, c);
         break;
-      }
       case kRecTaskAwaits: {
         const uint32_t task = need32(b, "bad TASK_AWAITS");
         const uint32_t awaited = need32(b, "bad TASK_AWAITS");
-        if (!state_task || task != state_task) fail("TASK_AWAITS without its task's TASK_STATE");
-        event({type, snapshot_ts, task, awaited, 0});
-        break;
-      }
-      case kRecMarker: {
-        uint64_t ts = need(b, "bad MARKER");
-        int64_t label = needI64(b, "bad MARKER");
-        event({type, ts, label, 0, 0});
+        if (!c.state_task || task != c.state_task)
+          fail("TASK_AWAITS without its task's TASK_STATE");
+        c.event({type, c.snapshot_ts, task, awaited, 0});
         break;
       }
       default:
-        ++sum.unknown_records;
+        if (!readEvent(type, b, c)) ++c.sum.unknown_records;
     }
   }
-  sum.samples = out.size() - rows_before;
-  return sum;
+  c.sum.samples = out.size() - c.rows_before;
+  return c.sum;
+}
+
+void Decoder::Chunk::event(const Event& e) {
+  if (events.size() - events_before >= max_events)
+    fail("more events than the file's size allows");
+  events.push_back(e);
+}
+
+// flatten: the per-sample column appends and per-entry thread lookups are inlined (GCC's
+// heuristics otherwise left std::vector::push_back out of line, which cost a fifth more time
+// per sample).
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((flatten))
+#endif
+void Decoder::readPass(ByteReader& b, Chunk& c) {
+  if (!c.begun) fail("PASS before BEGIN");
+  const int64_t delta = needI64(b, "bad PASS timestamp");
+  const int64_t from = c.pass_no == 0 ? c.base : c.last_pass;
+  if (from > INT64_MAX - delta) fail("PASS timestamp out of range");
+  const int64_t ts = from + delta;
+  if (++c.pass_no > kMaxChunkPasses)
+    fail("more than MAX_CHUNK_PASSES (1048576) passes in one chunk");
+  while (!b.atEnd()) {
+    const uint64_t head = need(b, "bad PASS entry");
+    const uint64_t ref = head >> kEntryFlagBits;
+    const uint32_t flags = static_cast<uint32_t>(head & ((1u << kEntryFlagBits) - 1));
+    Thread& t = thread(ref);
+    if (!t.live) {
+      t.live = true;
+      t.live_at = static_cast<uint32_t>(live_.size());
+      live_.push_back(static_cast<uint32_t>(ref));
+    }
+    t.pass = c.pass_no;
+    t.error = flags == 0;
+    if (flags & kEntryStack) readStackDelta(b, t, c);
+    if (flags & kEntryStatus) {
+      if (!b.byte(t.status)) fail("bad status byte");
+    }
+    t.cpu = 0;
+    // CPU time beyond the column's range (over an hour in 1 µs ticks) saturates.
+    if (flags & kEntryCpu)
+      t.cpu = static_cast<uint32_t>(std::min<uint64_t>(need(b, "bad cpu time"), UINT32_MAX));
+  }
+  passRows(c, ts);
+}
+
+void Decoder::readStackDelta(ByteReader& b, Thread& t, const Chunk& c) {
+  uint64_t pop = need(b, "bad stack delta");
+  uint64_t push = need(b, "bad stack delta");
+  const uint32_t depth = trie_.depth(t.node);
+  if (pop > depth) fail("stack delta pops more frames than the stack has");
+  // The cap holds for the stack, not only for one delta: pushes on a stack that is never
+  // popped would otherwise grow it (and the trie) without end.
+  if (push > kMaxDepth - (depth - pop)) fail("stack deeper than MAX_DEPTH (8192) frames");
+  uint32_t node = t.node;
+  for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
+  for (uint64_t i = 0; i < push; ++i) node = trie_.child(node, need32(b, "bad frame id"));
+  // Checked once per delta: the trie passes its budget by at most kMaxDepth nodes.
+  if (trie_.size() > c.budgets.max_nodes) overBudget("stack-trie nodes", c.budgets.max_nodes);
+  t.node = node;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((flatten))
+#endif
+void Decoder::passRows(Chunk& c, int64_t ts) {
+  SampleColumns& out = c.out;
+  const uint64_t pass_no = c.pass_no;
+  uint32_t w;
+  if (c.last_pass < 0) {
+    w = first_weight_;
+  } else {
+    int64_t d = ts - c.last_pass;
+    w = static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(d, 0), weight_cap_));
+  }
+  if (stale_) compactLive();
+  // At most one row per live thread: the limit is checked before anything is allocated for
+  // it.
+  if (out.size() - c.rows_before + live_.size() > kMaxChunkSamples) {
+    size_t n = out.size() - c.rows_before;
+    for (uint32_t ref : live_) {
+      const Thread& t = threads_[ref];
+      if (!(t.pass == pass_no && t.error) && ++n > kMaxChunkSamples)
+        fail("more than MAX_CHUNK_SAMPLES (4194304) thread-samples in one chunk");
+    }
+  }
+  for (uint32_t ref : live_) {
+    Thread& t = threads_[ref];
+    if (t.pass == pass_no && t.error) {
+      ++c.sum.errors;
+      continue;
+    }
+    t.row = out.size();
+    t.row_pass = pass_no;
+    out.task.push_back(t.task);
+    out.ts.push_back(ts);
+    out.thread.push_back(ref);
+    out.node.push_back(t.node);
+    out.status.push_back(t.status);
+    out.cpu.push_back(t.pass == pass_no ? t.cpu : 0);
+    out.weight.push_back(w);
+  }
+  if (c.sum.first_ts < 0) c.sum.first_ts = ts;
+  c.sum.last_ts = ts;
+  c.last_pass = ts;
+  ++c.sum.passes;
+}
+
+void Decoder::readPassTasks(ByteReader& b, Chunk& c) {
+  // The running tasks of the pass just read: the threads' state from now on, and the rows
+  // that pass gave them.
+  if (c.pass_no == 0) fail("PASS_TASKS before any PASS");
+  while (!b.atEnd()) {
+    const uint64_t ref = need(b, "bad PASS_TASKS entry");
+    const uint32_t task = need32(b, "bad PASS_TASKS entry");
+    if (ref == 0 || ref > kMaxThreadRef) fail("thread reference out of range");
+    const Thread* known = threads_.find(static_cast<uint32_t>(ref));
+    if (!known || known->chunk != chunk_ || !known->live)
+      fail("PASS_TASKS names a thread that is not live");
+    Thread& t = threads_[static_cast<uint32_t>(ref)];
+    t.task = task;
+    if (t.row_pass == c.pass_no) c.out.task[t.row] = task;
+  }
+}
+
+void Decoder::readTaskState(ByteReader& b, Chunk& c) {
+  if (!c.in_snapshot) fail("TASK_STATE without its TASK_SNAPSHOT");
+  const uint32_t task = need32(b, "bad TASK_STATE");
+  const uint64_t state = need(b, "bad TASK_STATE");
+  const uint32_t waits = need32(b, "bad TASK_STATE");
+  const uint64_t depth = need(b, "bad TASK_STATE");
+  if (state > kTaskRunning) fail("TASK_STATE state out of range");
+  if (depth > kMaxDepth) fail("task stack deeper than MAX_DEPTH (8192) frames");
+  uint32_t node = 0;
+  for (uint64_t i = 0; i < depth; ++i) node = trie_.child(node, need32(b, "bad frame id"));
+  if (trie_.size() > c.budgets.max_nodes) overBudget("stack-trie nodes", c.budgets.max_nodes);
+  // The state and what it waits on share a field: state | waits << 2.
+  c.event({kRecTaskState, c.snapshot_ts, task,
+           static_cast<int64_t>(state | uint64_t{waits} << 2), node});
+  c.state_task = task;
+}
+
+void Decoder::readThreadEvent(uint8_t type, ByteReader& b, Chunk& c) {
+  const char* bad = type == kRecThreadStart ? "bad THREAD_START" : "bad THREAD_EXIT";
+  int64_t ref = needI64(b, bad);
+  uint64_t ts = need(b, bad);
+  Thread& t = thread(ref);
+  if (type == kRecThreadExit && t.live) {
+    t = Thread();
+    t.chunk = chunk_;
+    stale_ = true;
+  }
+  c.event({type, ts, ref, 0, 0});
+}
+
+bool Decoder::readEvent(uint8_t type, ByteReader& b, Chunk& c) {
+  switch (type) {
+    case kRecThreadRename: {
+      int64_t ref = needI64(b, "bad THREAD_RENAME");
+      uint64_t ts = need(b, "bad THREAD_RENAME");
+      int64_t name = needI64(b, "bad THREAD_RENAME");
+      c.event({type, ts, ref, name, 0});
+      return true;
+    }
+    case kRecProcessStart: {
+      uint64_t ts = need(b, "bad PROCESS_START");
+      int64_t pid = needI64(b, "bad PROCESS_START");
+      int64_t ppid = needI64(b, "bad PROCESS_START");
+      int64_t cmd = needI64(b, "bad PROCESS_START");
+      c.event({type, ts, pid, ppid, cmd});
+      return true;
+    }
+    case kRecProcessExit: {
+      uint64_t ts = need(b, "bad PROCESS_EXIT");
+      int64_t pid = needI64(b, "bad PROCESS_EXIT");
+      int64_t code = unzigzag(need(b, "bad PROCESS_EXIT"));
+      c.event({type, ts, pid, code, 0});
+      return true;
+    }
+    case kRecPassErrors: {
+      uint64_t ts = need(b, "bad PASS_ERRORS");
+      int64_t errors = needI64(b, "bad PASS_ERRORS");
+      int64_t missed = needI64(b, "bad PASS_ERRORS");
+      c.event({type, ts, errors, missed, 0});
+      return true;
+    }
+    case kRecMarker: {
+      uint64_t ts = need(b, "bad MARKER");
+      int64_t label = needI64(b, "bad MARKER");
+      c.event({type, ts, label, 0, 0});
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 }  // namespace psrec::format

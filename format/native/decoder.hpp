@@ -12,6 +12,7 @@
 
 #include "format/native/constants.hpp"
 #include "format/native/sample_columns.hpp"
+#include "format/native/varint.hpp"
 
 namespace psrec::format {
 
@@ -222,6 +223,35 @@ class Decoder {
   };
   Thread& thread(uint64_t ref);
   void compactLive();
+
+  // One DATA payload being decoded: what decodeData carries from one record to the next.
+  struct Chunk {
+    SampleColumns& out;
+    std::vector<Event>& events;
+    uint64_t max_events;
+    Budgets budgets;
+    size_t rows_before;
+    size_t events_before;
+    ChunkSummary sum;
+    int64_t last_pass = -1;  // -1: unknown
+    int64_t base = 0;
+    bool begun = false;
+    uint64_t pass_no = 0;
+    // A TASK_SNAPSHOT's TASK_STATE and TASK_AWAITS records follow it (spec section 4.3).
+    bool in_snapshot = false;
+    uint64_t snapshot_ts = 0;
+    uint32_t state_task = 0;
+    void event(const Event& e);
+  };
+  // Each reads the body of one record of its type.
+  void readPass(ByteReader& b, Chunk& c);
+  void readStackDelta(ByteReader& b, Thread& t, const Chunk& c);
+  void passRows(Chunk& c, int64_t ts);  // a row for each live thread of the pass just read
+  void readPassTasks(ByteReader& b, Chunk& c);
+  void readTaskState(ByteReader& b, Chunk& c);
+  void readThreadEvent(uint8_t type, ByteReader& b, Chunk& c);  // THREAD_START, THREAD_EXIT
+  // A record that is only an event (THREAD_RENAME, PROCESS_START, ...); false for others.
+  static bool readEvent(uint8_t type, ByteReader& b, Chunk& c);
 
   StackTrie trie_;
   uint32_t weight_cap_;

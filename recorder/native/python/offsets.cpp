@@ -242,30 +242,11 @@ uint32_t debugOffsetsVersion(const uint8_t* data, size_t size) {
   return static_cast<uint32_t>(v);
 }
 
-std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, std::string* why,
-                                             std::string* warning) {
-  uint32_t version = debugOffsetsVersion(data, size);
-  if (version == 0) {
-    *why = "no _Py_DebugOffsets cookie";
-    return std::nullopt;
-  }
-  const uint32_t minor = (version >> 16) & 0xFF;
-  if ((version >> 24) != 3 || minor < 13) {
-    *why = "its _Py_DebugOffsets states an impossible version";
-    return std::nullopt;
-  }
-  const DebugBlock d(data, size, fieldsFor(minor));
-  if (d.bytes() > size) {
-    *why = "its _Py_DebugOffsets block cannot be read whole";
-    return std::nullopt;
-  }
-  const bool free_threaded = d["free_threaded"] != 0;
-  if (free_threaded && minor < 14) {
-    *why = "free-threaded builds are supported from 3.14 on (3.13t keeps frames in another form)";
-    return std::nullopt;
-  }
-  // Every offset must lie inside its struct's stated size: a check of the block's shape, which
-  // matters most for a version newer than psrec knows.
+namespace {
+
+// Every offset must lie inside its struct's stated size: a check of the block's shape, which
+// matters most for a version newer than psrec knows. False, with why, when one does not.
+bool blockHolds(const DebugBlock& d, bool free_threaded, std::string* why) {
   struct Check {
     const char* field;
     const char* size;
@@ -326,27 +307,22 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
     const uint64_t off = d[c.field], sz = d[c.size];
     if (sz == 0 || sz >= (1u << 20) || off + c.width > sz) {
       *why = std::string("its _Py_DebugOffsets lacks a field psrec needs (") + c.field + ")";
-      return std::nullopt;
+      return false;
     }
   }
-  if (minor > kNewestMinor) {
-    *warning = "Python " + std::to_string(version >> 24) + "." + std::to_string(minor) +
-               " is newer than psrec knows (" + supportedRange() + "): recording it as 3." +
-               std::to_string(kNewestMinor) + " from its _Py_DebugOffsets; check the stacks";
-  }
-  // What the block lacks comes from the version's table (the newest psrec has for a later
-  // version), each field anchored on one the block gives in the same struct: a free-threaded
-  // build's larger object header, or a field inserted before it, moves both alike.
-  const Layout t = *builtinLayout((3u << 24) | (std::min(minor, kNewestMinor) << 16));
-  auto anchored = [](int32_t table_field, int32_t table_anchor, int64_t anchor) {
-    return table_field == kAbsent ? kAbsent
-                                  : static_cast<int32_t>(table_field - table_anchor + anchor);
-  };
-  Layout l;
-  l.version_hex = version;
-  l.free_threaded = free_threaded;
-  l.frame_model = cpython::FrameModel::kInterpreterFrame;
-  l.line_table = cpython::LineTable::kLocations;
+  return true;
+}
+
+// A field the block lacks, from the version's table (t), anchored on one the block gives in
+// the same struct: a free-threaded build's larger object header, or a field inserted before
+// it, moves both alike.
+int32_t anchored(int32_t table_field, int32_t table_anchor, int64_t anchor) {
+  return table_field == kAbsent ? kAbsent
+                                : static_cast<int32_t>(table_field - table_anchor + anchor);
+}
+
+// The interpreter's and the thread state's fields.
+void stateFields(const DebugBlock& d, const Layout& t, Layout& l) {
   l.runtime_interpreters_head = d.i32("runtime_state.interpreters_head");
   l.interp_next = d.i32("interpreter_state.next");
   l.interp_threads_head = d.i32("interpreter_state.threads_head");
@@ -383,6 +359,10 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
     l.tstate_last_profiled_frame = d.i32("thread_state.last_profiled_frame");
     l.tstate_last_profiled_frame_seq = d.i32("thread_state.last_profiled_frame_seq");
   }
+}
+
+// The frames', code objects' and generators' fields.
+void frameFields(const DebugBlock& d, const Layout& t, Layout& l) {
   l.chunk_previous = 0;
   l.chunk_size = 8;
   l.chunk_top = 16;
@@ -392,7 +372,7 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   l.iframe_instr = d.i32("interpreter_frame.instr_ptr");
   l.iframe_owner = d.i32("interpreter_frame.owner");
   l.iframe_size = d.i32("interpreter_frame.localsplus");
-  if (free_threaded) l.iframe_tlbc_index = d.i32("interpreter_frame.tlbc_index");
+  if (l.free_threaded) l.iframe_tlbc_index = d.i32("interpreter_frame.tlbc_index");
   if (d.has("gen_object.gi_iframe") && d.has("interpreter_frame.stackpointer")) {
     l.gen_iframe = d.i32("gen_object.gi_iframe");
     l.gen_frame_state = d.i32("gen_object.gi_frame_state");
@@ -406,7 +386,11 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   l.code_adaptive = d.i32("code_object.co_code_adaptive");
   l.code_stacksize = anchored(t.code_stacksize, t.code_filename, l.code_filename);
   l.code_nlocalsplus = anchored(t.code_nlocalsplus, t.code_filename, l.code_filename);
-  if (free_threaded) l.code_tlbc = d.i32("code_object.co_tlbc");
+  if (l.free_threaded) l.code_tlbc = d.i32("code_object.co_tlbc");
+}
+
+// The fields of the objects read for names: strings, bytes, types, dicts, modules.
+void objectFields(const DebugBlock& d, const Layout& t, Layout& l) {
   l.object_type = d.i32("pyobject.ob_type");
   l.var_size = d.i32("bytes_object.ob_size");
   l.bytes_sval = d.i32("bytes_object.ob_sval");
@@ -438,6 +422,49 @@ std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, s
   l.dictkeys_indices = t.dictkeys_indices;
   l.dictvalues_values = t.dictvalues_values;
   l.module_dict = anchored(t.module_dict, t.object_type, l.object_type);
+}
+
+}  // namespace
+
+std::optional<Layout> layoutFromDebugOffsets(const uint8_t* data, size_t size, std::string* why,
+                                             std::string* warning) {
+  uint32_t version = debugOffsetsVersion(data, size);
+  if (version == 0) {
+    *why = "no _Py_DebugOffsets cookie";
+    return std::nullopt;
+  }
+  const uint32_t minor = (version >> 16) & 0xFF;
+  if ((version >> 24) != 3 || minor < 13) {
+    *why = "its _Py_DebugOffsets states an impossible version";
+    return std::nullopt;
+  }
+  const DebugBlock d(data, size, fieldsFor(minor));
+  if (d.bytes() > size) {
+    *why = "its _Py_DebugOffsets block cannot be read whole";
+    return std::nullopt;
+  }
+  const bool free_threaded = d["free_threaded"] != 0;
+  if (free_threaded && minor < 14) {
+    *why = "free-threaded builds are supported from 3.14 on (3.13t keeps frames in another form)";
+    return std::nullopt;
+  }
+  if (!blockHolds(d, free_threaded, why)) return std::nullopt;
+  if (minor > kNewestMinor) {
+    *warning = "Python " + std::to_string(version >> 24) + "." + std::to_string(minor) +
+               " is newer than psrec knows (" + supportedRange() + "): recording it as 3." +
+               std::to_string(kNewestMinor) + " from its _Py_DebugOffsets; check the stacks";
+  }
+  // What the block lacks comes from the version's table (the newest psrec has for a later
+  // version).
+  const Layout t = *builtinLayout((3u << 24) | (std::min(minor, kNewestMinor) << 16));
+  Layout l;
+  l.version_hex = version;
+  l.free_threaded = free_threaded;
+  l.frame_model = cpython::FrameModel::kInterpreterFrame;
+  l.line_table = cpython::LineTable::kLocations;
+  stateFields(d, t, l);
+  frameFields(d, t, l);
+  objectFields(d, t, l);
   cpython::finishLayout(l);
   return l;
 }

@@ -77,22 +77,130 @@ uint64_t processImage(pid_t pid) {
   return hash ? hash : 1;
 }
 
+namespace {
+
+// /proc/PID/maps needs the same ptrace access as reading memory: classify early.
+void requireMaps(pid_t pid) {
+  int fd = open(("/proc/" + std::to_string(pid) + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ESRCH)
+      throw RecorderError(ErrorCode::kNoSuchProcess, "no process with pid " + std::to_string(pid));
+    throwPermission(pid);
+  }
+  close(fd);
+}
+
+// A map opened just before the process execs reads empty (it was its old program's): read
+// again. A map that stays empty belongs to a process that exited, or one psrec may not read.
+std::vector<MapEntry> readableMaps(pid_t pid) {
+  std::vector<MapEntry> maps;
+  for (int attempt = 0; attempt < 4 && maps.empty(); ++attempt) maps = readMaps(pid);
+  if (maps.empty()) {
+    if (gone(processState(pid)))
+      throw RecorderError(ErrorCode::kNoSuchProcess, "process " + std::to_string(pid) + " exited");
+    requireMaps(pid);
+    throw RecorderError(ErrorCode::kReadFailed,
+                        "cannot read the memory map of process " + std::to_string(pid) +
+                            " (it is starting another program): try again");
+  }
+  return maps;
+}
+
+// Where the runtime may be: a mapped libpython first (runtime in the shared library), then the
+// executable itself (statically linked interpreters such as Debian's /usr/bin/python3.X).
+std::vector<std::string> runtimeCandidates(const std::vector<MapEntry>& maps,
+                                           const std::string& executable) {
+  std::vector<std::string> candidates;
+  for (const auto& m : maps) {
+    if (baseName(m.path).rfind("libpython", 0) == 0 &&
+        std::find(candidates.begin(), candidates.end(), m.path) == candidates.end())
+      candidates.push_back(m.path);
+  }
+  for (const auto& m : maps) {
+    if (!m.path.empty() && (m.path == executable || m.path == executable + " (deleted)")) {
+      candidates.push_back(m.path);
+      break;
+    }
+  }
+  return candidates;
+}
+
+// The runtime at info.runtime_addr is in place and psrec may read it; throws otherwise.
+void requireRuntime(pid_t pid, RemoteMemory& mem, const std::vector<MapEntry>& maps,
+                    const TargetInfo& info, const std::string& path) {
+  // While the loader is still mapping the binary, its first segment spans the whole file, so
+  // the runtime's address reads the file's bytes, not the (zeroed) runtime: a process caught
+  // then is not Python yet. The runtime lies in a writable mapping once it is.
+  const auto at = std::find_if(maps.begin(), maps.end(), [&](const MapEntry& m) {
+    return m.start <= info.runtime_addr && info.runtime_addr < m.end;
+  });
+  if (at == maps.end() || at->perms.find('w') == std::string::npos)
+    throw RecorderError(ErrorCode::kNotPython,
+                        "process " + std::to_string(pid) + " (" + processName(pid) +
+                            ") is still loading " + baseName(path) + ": not Python yet");
+  switch (mem.probe(info.runtime_addr)) {
+    case ReadStatus::kOk: break;
+    case ReadStatus::kPermission: throwPermission(pid);
+    case ReadStatus::kNoProcess:
+      throw RecorderError(ErrorCode::kNoSuchProcess, "process " + std::to_string(pid) + " exited");
+    default:
+      throw RecorderError(ErrorCode::kReadFailed,
+                          "cannot read the Python runtime of process " + std::to_string(pid));
+  }
+}
+
+[[noreturn]] void throwUnsupported(pid_t pid, const std::string& version) {
+  throw RecorderError(ErrorCode::kUnsupportedVersion,
+                      "process " + std::to_string(pid) + " runs Python " + version +
+                          ", which psrec does not support (it supports CPython " +
+                          supportedRange() + ")");
+}
+
+// The version of the runtime in elf (loaded at bias) and its layout: from its
+// _Py_DebugOffsets (3.13+) or the built-in tables; info gets the version and where both came
+// from. Throws for a version psrec does not support.
+cpython::Layout versionLayout(pid_t pid, RemoteMemory& mem, const ElfFile& elf, uint64_t bias,
+                              const std::string& path, TargetInfo& info) {
+  VersionInfo v = detectVersion(mem, elf, bias, info.runtime_addr, path);
+  if (v.hex == 0)
+    throw RecorderError(ErrorCode::kUnsupportedVersion,
+                        "cannot tell which Python version process " + std::to_string(pid) +
+                            " runs (" + path + ")");
+  info.version_hex = v.hex;
+  info.version_source = v.source;
+  info.version = versionString(v.hex, v.source != "file name");
+  const uint32_t minor = (v.hex >> 16) & 0xFF;
+  if ((v.hex >> 24) == 3 && minor >= 13) {
+    std::vector<uint8_t> dbg(kDebugOffsetsSize);
+    std::string why = "its _Py_DebugOffsets cannot be read";
+    std::optional<cpython::Layout> layout;
+    // The offsets are constant initialised data: the file has them even while the loader is
+    // still mapping the target (see detectVersion); memory is the fallback.
+    if (elf.readAt(info.runtime_addr - bias, dbg.data(), dbg.size()) ||
+        mem.read(info.runtime_addr, dbg.data(), dbg.size()) == ReadStatus::kOk)
+      layout = layoutFromDebugOffsets(dbg.data(), dbg.size(), &why, &info.layout_warning);
+    if (!layout)
+      throw RecorderError(ErrorCode::kUnsupportedVersion,
+                          "process " + std::to_string(pid) + " runs Python " + info.version +
+                              ", which psrec does not support: " + why);
+    info.layout_source = "_Py_DebugOffsets";
+    return *layout;
+  }
+  std::optional<cpython::Layout> layout;
+  if ((v.hex >> 24) == 3 && minor >= kOldestMinor) layout = builtinLayout(v.hex);
+  if (!layout) throwUnsupported(pid, info.version);
+  info.layout_source = "built-in " + versionString(v.hex, false) + " table";
+  return *layout;
+}
+
+}  // namespace
+
 std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
   std::string proc = "/proc/" + std::to_string(pid);
   struct stat st;
   if (pid <= 0 || stat(proc.c_str(), &st) != 0)
     throw RecorderError(ErrorCode::kNoSuchProcess, "no process with pid " + std::to_string(pid));
-  // /proc/PID/maps needs the same ptrace access as reading memory: classify early.
-  auto require_maps = [&] {
-    int fd = open((proc + "/maps").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENOENT || errno == ESRCH)
-        throw RecorderError(ErrorCode::kNoSuchProcess, "no process with pid " + std::to_string(pid));
-      throwPermission(pid);
-    }
-    close(fd);
-  };
-  require_maps();
+  requireMaps(pid);
   std::unique_ptr<PythonProcess> p(new PythonProcess(pid));
   TargetInfo& info = p->info_;
   info.pid = pid;
@@ -103,36 +211,9 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
   // reads another user's map): without it the executable's runtime would not be looked for,
   // and the process said to be no Python.
   if (n < 0 && errno == EACCES) throwPermission(pid);
-  // A map opened just before the process execs reads empty (it was its old program's): read
-  // again. A map that stays empty belongs to a process that exited, or one psrec may not read.
-  std::vector<MapEntry> maps;
-  for (int attempt = 0; attempt < 4 && maps.empty(); ++attempt) maps = readMaps(pid);
-  if (maps.empty()) {
-    if (gone(processState(pid)))
-      throw RecorderError(ErrorCode::kNoSuchProcess, "process " + std::to_string(pid) + " exited");
-    require_maps();
-    throw RecorderError(ErrorCode::kReadFailed,
-                        "cannot read the memory map of process " + std::to_string(pid) +
-                            " (it is starting another program): try again");
-  }
-
-  // Candidates: a mapped libpython first (runtime in the shared library), then the executable
-  // itself (statically linked interpreters such as Debian's /usr/bin/python3.X).
-  std::vector<std::string> candidates;
-  for (const auto& m : maps) {
-    if (baseName(m.path).rfind("libpython", 0) == 0 &&
-        std::find(candidates.begin(), candidates.end(), m.path) == candidates.end())
-      candidates.push_back(m.path);
-  }
-  for (const auto& m : maps) {
-    if (!m.path.empty() && (m.path == info.executable ||
-                            m.path == info.executable + " (deleted)")) {
-      candidates.push_back(m.path);
-      break;
-    }
-  }
+  const std::vector<MapEntry> maps = readableMaps(pid);
   uint32_t named_version = 0;
-  for (const auto& path : candidates) {
+  for (const auto& path : runtimeCandidates(maps, info.executable)) {
     if (!named_version) named_version = versionFromFileName(path);
     auto elf = ElfFile::open(path, pid);
     if (!elf) continue;
@@ -148,72 +229,18 @@ std::unique_ptr<PythonProcess> PythonProcess::attach(pid_t pid) {
     info.load_bias = *bias;
     info.runtime_addr = *runtime + *bias;
     if (auto ct = elf->symbol("PyCode_Type")) info.code_type_addr = *ct + *bias;
-    // While the loader is still mapping the binary, its first segment spans the whole file,
-    // so the runtime's address reads the file's bytes, not the (zeroed) runtime: a process
-    // caught then is not Python yet. The runtime lies in a writable mapping once it is.
-    const auto at = std::find_if(maps.begin(), maps.end(), [&](const MapEntry& m) {
-      return m.start <= info.runtime_addr && info.runtime_addr < m.end;
-    });
-    if (at == maps.end() || at->perms.find('w') == std::string::npos)
-      throw RecorderError(ErrorCode::kNotPython,
-                          "process " + std::to_string(pid) + " (" + processName(pid) +
-                              ") is still loading " + baseName(path) + ": not Python yet");
-
-    switch (p->mem_.probe(info.runtime_addr)) {
-      case ReadStatus::kOk: break;
-      case ReadStatus::kPermission: throwPermission(pid);
-      case ReadStatus::kNoProcess:
-        throw RecorderError(ErrorCode::kNoSuchProcess, "process " + std::to_string(pid) + " exited");
-      default:
-        throw RecorderError(ErrorCode::kReadFailed,
-                            "cannot read the Python runtime of process " + std::to_string(pid));
-    }
-
-    VersionInfo v = detectVersion(p->mem_, *elf, *bias, info.runtime_addr, path);
-    if (v.hex == 0)
-      throw RecorderError(ErrorCode::kUnsupportedVersion,
-                          "cannot tell which Python version process " + std::to_string(pid) +
-                              " runs (" + path + ")");
-    info.version_hex = v.hex;
-    info.version_source = v.source;
-    info.version = versionString(v.hex, v.source != "file name");
-    uint32_t minor = (v.hex >> 16) & 0xFF;
-    std::optional<cpython::Layout> layout;
-    if ((v.hex >> 24) == 3 && minor >= 13) {
-      std::vector<uint8_t> dbg(kDebugOffsetsSize);
-      std::string why = "its _Py_DebugOffsets cannot be read";
-      // The offsets are constant initialised data: the file has them even while the loader
-      // is still mapping the target (see detectVersion); memory is the fallback.
-      if (elf->readAt(info.runtime_addr - *bias, dbg.data(), dbg.size()) ||
-          p->mem_.read(info.runtime_addr, dbg.data(), dbg.size()) == ReadStatus::kOk)
-        layout = layoutFromDebugOffsets(dbg.data(), dbg.size(), &why, &info.layout_warning);
-      if (!layout)
-        throw RecorderError(ErrorCode::kUnsupportedVersion,
-                            "process " + std::to_string(pid) + " runs Python " + info.version +
-                                ", which psrec does not support: " + why);
-      info.layout_source = "_Py_DebugOffsets";
-    } else if ((v.hex >> 24) == 3 && minor >= kOldestMinor) {
-      layout = builtinLayout(v.hex);
-      info.layout_source = "built-in " + versionString(v.hex, false) + " table";
-    }
-    if (!layout)
-      throw RecorderError(ErrorCode::kUnsupportedVersion,
-                          "process " + std::to_string(pid) + " runs Python " + info.version +
-                              ", which psrec does not support (it supports CPython " + supportedRange() + ")");
-    info.free_threaded = layout->free_threaded;
+    requireRuntime(pid, p->mem_, maps, info, path);
+    p->layout_ = versionLayout(pid, p->mem_, *elf, *bias, path, info);
+    info.free_threaded = p->layout_.free_threaded;
     info.gil_requested_known =
-        layout->tstate_gil_requested != cpython::kAbsent && !layout->free_threaded;
-    p->layout_ = *layout;
+        p->layout_.tstate_gil_requested != cpython::kAbsent && !p->layout_.free_threaded;
     return p;
   }
   const uint32_t named_minor = (named_version >> 16) & 0xFF;
   // A supported version by name but no runtime found: not (yet) an initialised interpreter,
   // e.g. a process caught between exec and loading libpython.
   if (named_version && ((named_version >> 24) != 3 || named_minor < kOldestMinor))
-    throw RecorderError(ErrorCode::kUnsupportedVersion,
-                        "process " + std::to_string(pid) + " runs Python " +
-                            versionString(named_version, false) +
-                            ", which psrec does not support (it supports CPython " + supportedRange() + ")");
+    throwUnsupported(pid, versionString(named_version, false));
   throw RecorderError(ErrorCode::kNotPython,
                       "process " + std::to_string(pid) + " (" + processName(pid) +
                           ") is not a Python process: no CPython runtime in its memory map");

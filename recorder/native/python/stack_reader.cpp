@@ -168,6 +168,29 @@ StackRead StackReader::readCaptured(const ThreadHead& head, const Capture& c, Th
 
 StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t keep,
                                          WalkResult r, bool verify, uint64_t taken_ns) {
+  const size_t same = assemble(last, keep);
+  const size_t n = stack_.size();
+  suspectCallers(last.raw, same);
+  if (verify && !unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size()))
+    return Adopted::kTorn;
+  if (verify && !unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) {
+    // 3.8-3.10: a copy of the guessed frames found torn is walked again one frame at a time.
+    // A thread that resumes a generator from C many times a millisecond tears the one copy
+    // again and again (the generator drops its link back at each yield, while the thread
+    // state may still name it), where reads spread out in time catch it whole. But a thread
+    // whose deep stack changes at every call is read whole by a copy far more often than by
+    // a walk one by one, which takes a system call a frame: a deep stack is copied again (the
+    // reader's next try), and walked one by one at the last.
+    return Adopted::kWalkAlone;
+  }
+  const Adopted codes = resolveCodes(last.raw, same, pass, taken_ns);
+  if (codes != Adopted::kGood) return codes;
+  if (verify && !atCalls(same)) return Adopted::kTorn;
+  commit(last, keep, same, r);
+  return Adopted::kGood;
+}
+
+size_t StackReader::assemble(const ThreadStack& last, size_t keep) {
   // Root first, into a stack of its own that replaces the last one when the read is good (the
   // vectors are swapped, not copied; after a read through the frame cache only the frames
   // read are copied in). Frames identical (address, code, instruction) to the last stack
@@ -190,6 +213,11 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
   // The walk stopped before it could see whether the outermost frame it read was entered from
   // C (the shim under it): the cache knows.
   if (keep) stack_[keep].entered = raw[keep].entered;
+  return same;
+}
+
+void StackReader::suspectCallers(const std::vector<RawFrame>& raw, size_t same) {
+  const size_t n = stack_.size();
   // A frame whose address held another function in the last stack was called since: its
   // caller, copied earlier in the same bulk read, may still show the line before that call.
   // Check those callers (one read). A slot refilled by the same function, as in a fast
@@ -233,18 +261,11 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
   }
   std::sort(callers_.begin(), callers_.end());
   callers_.erase(std::unique(callers_.begin(), callers_.end()), callers_.end());
-  if (verify && !unwinder_.frames.verifyCallers(stack_, callers_.data(), callers_.size()))
-    return Adopted::kTorn;
-  if (verify && !unwinder_.frames.verifyNewer(n - (same ? same - 1 : 0))) {
-    // 3.8-3.10: a copy of the guessed frames found torn is walked again one frame at a time.
-    // A thread that resumes a generator from C many times a millisecond tears the one copy
-    // again and again (the generator drops its link back at each yield, while the thread
-    // state may still name it), where reads spread out in time catch it whole. But a thread
-    // whose deep stack changes at every call is read whole by a copy far more often than by
-    // a walk one by one, which takes a system call a frame: a deep stack is copied again (the
-    // reader's next try), and walked one by one at the last.
-    return Adopted::kWalkAlone;
-  }
+}
+
+StackReader::Adopted StackReader::resolveCodes(const std::vector<RawFrame>& raw, size_t same,
+                                               uint64_t pass, uint64_t taken_ns) {
+  const size_t n = stack_.size();
   code_addrs_.clear();
   // The same frame (address and code) as in the last stack, over callers that are all the
   // same frames too, is the same call: it kept its code object alive (a frame owns a
@@ -289,11 +310,16 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
     for (size_t i = same; i < n; ++i)
       if (infos_[i]->resolved_ns > taken_ns) return Adopted::kTorn;
   }
+  return Adopted::kGood;
+}
+
+bool StackReader::atCalls(size_t same) {
+  const size_t n = stack_.size();
   // A frame whose callee the interpreter pushed directly must be at an instruction that
   // pushes that kind of frame (a function's, or a resumed generator's). One elsewhere has
   // moved on: its callee returned after the copy began and what lies above it is stale, or
   // the link to it was. Frames in the unchanged prefix were checked in an earlier read.
-  if (verify && proc_.layout().call_sites.known()) {
+  if (proc_.layout().call_sites.known()) {
     for (size_t i = same ? same - 1 : 0; i + 1 < n; ++i) {
       // A recursion's frames look alike whichever of its calls they came from: a copy that
       // caught one between two calls still shows the right functions, and rejecting it would
@@ -302,9 +328,14 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
       CodeInfo* info = infos_[i] ? infos_[i] : codes_.peek(stack_[i].code);
       const uint8_t need = stack_[i + 1].owner == kOwnedByGenerator ? 2 : 1;
       if (!info || !(codes_.pushes(*info, stack_[i].instr, stack_[i].tlbc) & need))
-        return Adopted::kTorn;
+        return false;
     }
   }
+  return true;
+}
+
+void StackReader::commit(ThreadStack& last, size_t keep, size_t same, WalkResult r) {
+  const size_t n = stack_.size();
   same_ = same;
   truncated_ = r == WalkResult::kTruncated;
   if (keep) {
@@ -316,7 +347,6 @@ StackReader::Adopted StackReader::adopt(ThreadStack& last, uint64_t pass, size_t
     last.raw.swap(stack_);
   }
   frames_ = &last.raw;
-  return Adopted::kGood;
 }
 
 }  // namespace psrec::recorder

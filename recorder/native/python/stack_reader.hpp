@@ -97,6 +97,19 @@ class StackReader {
   // been known as they are now since before it.
   Adopted adopt(ThreadStack& last, uint64_t pass, size_t keep, WalkResult r, bool verify,
                 uint64_t taken_ns = 0);
+  // adopt's steps. stack_ from walk_ over the `keep` cached frames; returns how many frames
+  // from the root are the last stack's (address, code, instruction).
+  size_t assemble(const ThreadStack& last, size_t keep);
+  // callers_: the frames a torn copy may have left stale, to read again.
+  void suspectCallers(const std::vector<RawFrame>& raw, size_t same);
+  // infos_: the code of the frames from `same` on (kTorn: not of a whole stack; kAgain: the
+  // walk must run again).
+  Adopted resolveCodes(const std::vector<RawFrame>& raw, size_t same, uint64_t pass,
+                       uint64_t taken_ns);
+  // Whether each frame whose callee the interpreter pushed stands at a call.
+  bool atCalls(size_t same);
+  // stack_ as the thread's last stack.
+  void commit(ThreadStack& last, size_t keep, size_t same, WalkResult r);
   // The frame-cache anchor as this read finds it in the thread's last stack (0: none usable),
   // and at *index its place there.
   uint64_t anchorStop(const ThreadHead& head, const ThreadStack& last, size_t* index) const;

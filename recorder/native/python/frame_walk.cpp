@@ -231,39 +231,10 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
                                               size_t max_depth, uint64_t bottom,
                                               uint64_t stop) {
   walk_entry_ = walk_entry_code_ = walk_bottom_ = 0;
-  size_t cut_at = 0;  // the frame count at which the walk ends past `stop` (0: not met yet)
-  bool entry_seen = false;
-  bool check_current = false;
+  IWalk w;
+  w.stop = stop;
   uint64_t addr = t.frame;
-  const uint64_t ahead_cframe = std::exchange(ahead_.cframe, 0);
-  const uint64_t ahead_chunk = std::exchange(ahead_.chunk, 0);
-  if (l_.tstate_cframe != kAbsent) {
-    // 3.11-3.12: tstate->cframe->current_frame.
-    if (!addr) return WalkResult::kOk;
-    if (ahead_cframe && ahead_cframe == addr) {
-      addr = ahead_.frame;
-    } else if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame),
-                                      addr)) {
-      return WalkResult::kError;
-    }
-  }
-  chunk_buf_.clear();
-  chunks_.clear();
-  last_chunk_ = 0;
-  checks_.clear();
-  next_chunk_ = 0;
-  chunk_loads_ = 0;
-  if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
-    const uint64_t used = t.datastack_top - t.datastack_chunk;
-    if (ahead_chunk == t.datastack_chunk && used <= ahead_.len &&
-        used >= static_cast<uint64_t>(l_.chunk_data)) {
-      // Read ahead with the thread state: no further system call.
-      addChunk({t.datastack_chunk, t.datastack_top, 0, false, ahead_.data});
-    } else {
-      // One bulk read of the current chunk's used part instead of one read per frame.
-      loadChunk(t.datastack_chunk, t.datastack_top);
-    }
-  }
+  if (!startWalk(t, addr)) return WalkResult::kError;
   while (addr) {
     if (addr == t.base_frame) {
       // 3.15+: the thread's base frame, inside its thread state, is where every stack of it
@@ -287,49 +258,10 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
       // Shim frames owned by the C stack or the interpreter (3.12+) run no Python code: never
       // report them. The frame above one was entered from C.
       if (!out.empty()) out.back().entered = true;
-    } else {
-      // Filled in place: a frame built aside and copied in costs more than the walk's reads.
-      RawFrame& f = out.emplace_back();
-      f.addr = addr;
-      f.prev = prev;
-      f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
-      f.instr = v.ptr(l_.iframe_instr);
-      if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
-      f.owner = owner;
-      f.outside = walk_outside_.size() != outside_before;
-      if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
-      if (!f.code) return WalkResult::kError;
-      if (f.entered && !entry_seen) {
-        // The current loop's entry frame; noted for the next pass only when it is in the
-        // current chunk.
-        entry_seen = true;
-        if (!f.outside && addr >= t.datastack_chunk && addr < t.datastack_top) {
-          walk_entry_ = addr;
-          walk_entry_code_ = f.code;
-        }
-      }
-      if (f.code == shim_code_ && shim_code_) out.pop_back();
-      if (stop && addr == stop && !cut_at) cut_at = out.size() + kAnchorCallers;
-    }
-    if (prev == addr) return WalkResult::kError;
-    if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
-        !out.back().entered) {
-      // 3.11 marks a thread's first frame as entered from C: a stack ending at a frame not so
-      // marked was caught while a frame was being linked in (its `previous` not set yet).
+    } else if (!takeFrame(t, v, addr, prev, owner, outside_before, out, w)) {
       return WalkResult::kError;
     }
-    if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
-      // 3.12+ runs every frame under the entry frame of its run of the interpreter loop: a
-      // Python frame with no `previous` was pushed and not yet linked to its entry frame
-      // (_PyEval_Vector pushes it unlinked; _PyEval_EvalFrameDefault links it), and the copy
-      // caught the thread's current frame pointing at it already.
-      return WalkResult::kError;
-    }
-    if (!prev && t.base_frame && addr != t.base_frame) {
-      // 3.15+: every whole stack ends at the thread's base frame; one that ends elsewhere
-      // was copied while an entry frame was being linked in (its `previous` not yet set).
-      return WalkResult::kError;
-    }
+    if (!linkHolds(t, addr, prev, owner, out)) return WalkResult::kError;
     if (!prev && owner >= l_.owner_shim && addr != bottom &&
         walk_outside_.size() != outside_before) {
       // The walk ends at an entry frame on the C stack other than the one the thread's last
@@ -339,16 +271,106 @@ WalkResult FrameWalker::walkInterpreterFrames(const ThreadHead& t, std::vector<R
       // thread's current frame, before believing it.
       if (checks_.empty() || checks_.lastAddr() != addr)
         checks_.note(addr, p, static_cast<size_t>(l_.iframe_size), false);
-      check_current = l_.tstate_current_frame != kAbsent;
+      w.check_current = l_.tstate_current_frame != kAbsent;
     }
     if (!prev) walk_bottom_ = addr;
-    if (cut_at && out.size() == cut_at && prev) {
+    if (w.cut_at && out.size() == w.cut_at && prev) {
       // The frames under these are the frame cache's (StackReader::readOnce checks the fit).
       cut_ = true;
       break;
     }
     addr = prev;
   }
+  return verifyWalk(t, out, w.check_current);
+}
+
+bool FrameWalker::startWalk(const ThreadHead& t, uint64_t& addr) {
+  const uint64_t ahead_cframe = std::exchange(ahead_.cframe, 0);
+  const uint64_t ahead_chunk = std::exchange(ahead_.chunk, 0);
+  if (l_.tstate_cframe != kAbsent) {
+    // 3.11-3.12: tstate->cframe->current_frame.
+    if (!addr) return true;
+    if (ahead_cframe && ahead_cframe == addr) {
+      addr = ahead_.frame;
+    } else if (!proc_.mem().readValue(addr + static_cast<uint64_t>(l_.cframe_current_frame),
+                                      addr)) {
+      return false;
+    }
+  }
+  chunk_buf_.clear();
+  chunks_.clear();
+  last_chunk_ = 0;
+  checks_.clear();
+  next_chunk_ = 0;
+  chunk_loads_ = 0;
+  if (addr && t.datastack_chunk && t.datastack_top > t.datastack_chunk) {
+    const uint64_t used = t.datastack_top - t.datastack_chunk;
+    if (ahead_chunk == t.datastack_chunk && used <= ahead_.len &&
+        used >= static_cast<uint64_t>(l_.chunk_data)) {
+      // Read ahead with the thread state: no further system call.
+      addChunk({t.datastack_chunk, t.datastack_top, 0, false, ahead_.data});
+    } else {
+      // One bulk read of the current chunk's used part instead of one read per frame.
+      loadChunk(t.datastack_chunk, t.datastack_top);
+    }
+  }
+  return true;
+}
+
+bool FrameWalker::takeFrame(const ThreadHead& t, const StructView<st::IFrame>& v, uint64_t addr,
+                            uint64_t prev, uint8_t owner, size_t outside_before,
+                            std::vector<RawFrame>& out, IWalk& w) {
+  // Filled in place: a frame built aside and copied in costs more than the walk's reads.
+  RawFrame& f = out.emplace_back();
+  f.addr = addr;
+  f.prev = prev;
+  f.code = v.ptr(l_.iframe_code) & ~l_.code_tag_bits;
+  f.instr = v.ptr(l_.iframe_instr);
+  if (l_.iframe_tlbc_index != kAbsent) f.tlbc = v.get<int32_t>(l_.iframe_tlbc_index);
+  f.owner = owner;
+  f.outside = walk_outside_.size() != outside_before;
+  if (l_.iframe_is_entry != kAbsent) f.entered = v.get<uint8_t>(l_.iframe_is_entry) != 0;
+  if (!f.code) return false;
+  if (f.entered && !w.entry_seen) {
+    // The current loop's entry frame; noted for the next pass only when it is in the
+    // current chunk.
+    w.entry_seen = true;
+    if (!f.outside && addr >= t.datastack_chunk && addr < t.datastack_top) {
+      walk_entry_ = addr;
+      walk_entry_code_ = f.code;
+    }
+  }
+  if (f.code == shim_code_ && shim_code_) out.pop_back();
+  if (w.stop && addr == w.stop && !w.cut_at) w.cut_at = out.size() + kAnchorCallers;
+  return true;
+}
+
+bool FrameWalker::linkHolds(const ThreadHead& t, uint64_t addr, uint64_t prev, uint8_t owner,
+                            const std::vector<RawFrame>& out) const {
+  if (prev == addr) return false;
+  if (!prev && l_.iframe_is_entry != kAbsent && owner < l_.owner_shim && !out.empty() &&
+      !out.back().entered) {
+    // 3.11 marks a thread's first frame as entered from C: a stack ending at a frame not so
+    // marked was caught while a frame was being linked in (its `previous` not set yet).
+    return false;
+  }
+  if (!prev && l_.owner_shim != cpython::Layout::kNoShim && owner < l_.owner_shim) {
+    // 3.12+ runs every frame under the entry frame of its run of the interpreter loop: a
+    // Python frame with no `previous` was pushed and not yet linked to its entry frame
+    // (_PyEval_Vector pushes it unlinked; _PyEval_EvalFrameDefault links it), and the copy
+    // caught the thread's current frame pointing at it already.
+    return false;
+  }
+  if (!prev && t.base_frame && addr != t.base_frame) {
+    // 3.15+: every whole stack ends at the thread's base frame; one that ends elsewhere
+    // was copied while an entry frame was being linked in (its `previous` not yet set).
+    return false;
+  }
+  return true;
+}
+
+WalkResult FrameWalker::verifyWalk(const ThreadHead& t, std::vector<RawFrame>& out,
+                                   bool check_current) {
   if (!checks_.empty()) {
     // The innermost frame's instruction pointer may move; mark it so if it was read alone.
     if (!out.empty() && checks_.firstAddr() == out.front().addr) checks_.markFirstLeaf();

@@ -91,6 +91,25 @@ class FrameWalker {
   // 3.11+: _PyInterpreterFrames in data-stack chunks (and a few outside them).
   WalkResult walkInterpreterFrames(const ThreadHead& t, std::vector<RawFrame>& out,
                                    size_t max_depth, uint64_t bottom, uint64_t stop);
+  // What walkInterpreterFrames carries from one frame to the next.
+  struct IWalk {
+    uint64_t stop = 0;          // the frame-cache anchor to cut at (0: none)
+    size_t cut_at = 0;          // the frame count at which the walk ends past `stop` (0: not met)
+    bool entry_seen = false;    // the current loop's entry frame was met
+    bool check_current = false; // the checks re-read the thread's current frame
+  };
+  // Its steps: the first frame (addr, from the thread state's) and the chunk read ahead; false
+  // when a read failed.
+  bool startWalk(const ThreadHead& t, uint64_t& addr);
+  // A Python frame into out; false for a torn read.
+  bool takeFrame(const ThreadHead& t, const StructView<cpython::st::IFrame>& v, uint64_t addr,
+                 uint64_t prev, uint8_t owner, size_t outside_before, std::vector<RawFrame>& out,
+                 IWalk& w);
+  // Whether the frame's link to its caller (prev) is one a whole stack can have.
+  bool linkHolds(const ThreadHead& t, uint64_t addr, uint64_t prev, uint8_t owner,
+                 const std::vector<RawFrame>& out) const;
+  // The frames read on their own, read again.
+  WalkResult verifyWalk(const ThreadHead& t, std::vector<RawFrame>& out, bool check_current);
   // 3.8-3.10: the walk in one copy of the guessed frames (see guessFrames); false when the
   // copy does not hold the whole stack (kGuessMisses frames it lacks are read on their own)
   // or the stack it holds does not end at `bottom`, where the last whole walk ended.

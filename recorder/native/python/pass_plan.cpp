@@ -43,6 +43,26 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
   uint8_t gil[64];
   const bool with_gil = gil_addr_ && gil_len <= sizeof gil;
   if (known.empty() || l_.tstate_size > 1024) return readPassHead(out);
+  const size_t count = planThreads(known);
+  planRequests(with_gil ? gil : nullptr, gil_len);
+  // A request that fails (a thread gone, a chunk freed) costs one more call: at most eight.
+  plan_.run(proc_.mem(), 8);
+  if (with_gil && !plan_.ok(0)) {
+    pf_.clear();
+    return readPassHead(out);
+  }
+  markRead();
+  parseGil(with_gil ? gil : nullptr, gil_len, out);
+  if (count == known.size() && listUnchanged()) {
+    out.threads_head = pf_.front().tstate;
+    out.list_unchanged = true;
+    return ReadStatus::kOk;
+  }
+  return proc_.mem().read(interp + static_cast<uint64_t>(l_.interp_threads_head),
+                          &out.threads_head, 8);
+}
+
+size_t PassReader::planThreads(const std::vector<PrefetchThread>& known) {
   const size_t tlen = static_cast<size_t>(l_.tstate_size);
   const bool iframes = l_.frame_model == FrameModel::kInterpreterFrame;
   const bool pthread_tid = l_.tstate_native_thread_id == kAbsent && pthread_tid_offset_ >= 0;
@@ -93,13 +113,19 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
   }
   pf_.resize(count);
   pf_buf_.resize(total);
+  return count;
+}
+
+void PassReader::planRequests(uint8_t* gil, size_t gil_len) {
+  const size_t tlen = static_cast<size_t>(l_.tstate_size);
+  const size_t count = pf_.size();
   plan_.clear();
   pf_owner_.clear();
   // No request for the list head: the copies of the thread states show whether the list is
   // still the one they were read from (listUnchanged); only when it is not is the head read.
   // The GIL is required: when it cannot be read, the pass says why the ordinary way and
   // reads nothing ahead.
-  if (with_gil) {
+  if (gil) {
     plan_.add(gil_addr_ + static_cast<uint64_t>(gil_lo_), gil, gil_len, true);
     pf_owner_.push_back({0, 255});
   }
@@ -131,12 +157,9 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
       pf_owner_.push_back({idx, 3});
     }
   }
-  // A request that fails (a thread gone, a chunk freed) costs one more call: at most eight.
-  plan_.run(proc_.mem(), 8);
-  if (with_gil && !plan_.ok(0)) {
-    pf_.clear();
-    return readPassHead(out);
-  }
+}
+
+void PassReader::markRead() {
   for (size_t j = 0; j < plan_.size(); ++j) {
     if (!plan_.ok(j)) continue;
     const auto [idx, what] = pf_owner_[j];
@@ -149,14 +172,6 @@ ReadStatus PassReader::readPass(PassHead& out, const std::vector<PrefetchThread>
     else if (what < 4 + StackHint::kMaxOutside) p.outside_ok[what - 4] = true;
     else pf_older_[p.older_from + what - 4 - StackHint::kMaxOutside].ok = true;
   }
-  parseGil(with_gil ? gil : nullptr, gil_len, out);
-  if (count == known.size() && listUnchanged()) {
-    out.threads_head = pf_.front().tstate;
-    out.list_unchanged = true;
-    return ReadStatus::kOk;
-  }
-  return proc_.mem().read(interp + static_cast<uint64_t>(l_.interp_threads_head),
-                          &out.threads_head, 8);
 }
 
 // Whether the thread states read ahead, in the previous pass's list order, still form the

@@ -142,6 +142,12 @@ class PassReader {
   size_t pf_cursor_ = 0;
   void parseThread(uint64_t tstate, const uint8_t* buf, size_t len, ThreadHead& out,
                    const Prefetched* pf);
+  // readPass's steps: which threads' states and stacks it reads ahead (pf_, pf_older_, the
+  // buffer's layout; returns how many of the known threads), the requests for them and for the
+  // GIL (null: not read) into plan_, and what the run of the plan read.
+  size_t planThreads(const std::vector<PrefetchThread>& known);
+  void planRequests(uint8_t* gil, size_t gil_len);
+  void markRead();
   bool listUnchanged() const;
   // 3.11: the current frame inferred from the data stack's top (see the .cpp).
   bool topFrame(const Prefetched& p, const ThreadHead& t, uint64_t* frame);

@@ -783,39 +783,10 @@ bool AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& th
                                const std::unordered_set<uint64_t>& ran, uint64_t deadline_ns,
                                TaskList& out) {
   SnapshotJob& job = job_;
-  if (!job.active) {
-    job = SnapshotJob();
-    job.out.asyncio = true;
-    debugOffsets();
-    if (!layout_error_.empty()) {
-      job.out.error = layout_error_;
-      out = std::move(job.out);
-      return true;
-    }
-    // A set that changed as it was read (its table grew, a weak reference went) is read
-    // again.
-    bool listed = false;
-    for (int attempt = 0; attempt < 3 && !listed; ++attempt) {
-      job.found.clear();
-      job.out.error.clear();
-      listed = liveTasks(interp, threads, job.found, job.out);
-      if (!job.out.asyncio) break;
-    }
-    if (!listed || !job.out.asyncio) {
-      out = std::move(job.out);
-      return true;
-    }
-    std::vector<uint64_t>& found = job.found;
-    std::sort(found.begin(), found.end());
-    found.erase(std::unique(found.begin(), found.end()), found.end());
-    found.erase(std::remove(found.begin(), found.end(), uint64_t{0}), found.end());
-    job.out.tasks.reserve(found.size());
-    job.active = true;
-  }
+  if (!job.active && !beginReading(interp, threads, out)) return true;
   std::unordered_map<uint64_t, uint64_t> running;  // task -> thread id
   for (size_t i = 0; i < running_now.size() && i < threads.size(); ++i)
     if (running_now[i]) running[running_now[i]] = threads[i].thread_id;
-
   // Each C task's type, first done callback, coroutine, name and awaited future (and 3.14's
   // awaited_by), kBatch tasks to a system call; as many batches as the time allows.
   const auto& l = proc_.layout();
@@ -825,89 +796,14 @@ bool AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& th
   if (has(a_.task_awaited_by)) to = std::max({to, a_.task_awaited_by + 8,
                                              a_.task_awaited_by_is_set + 1});
   const size_t len = static_cast<size_t>(to - from);
-  constexpr size_t kBatch = 256;
-  std::vector<ReadRequest> reqs;
   bool progressed = false;
   while (job.next < job.found.size()) {
-    if (job.k == job.batch_n) {  // the next batch's fields, in one system call
-      const size_t first = job.next, n = std::min(kBatch, job.found.size() - first);
-      heads_.assign(n * len, 0);
-      job.ok.assign(n, 0);
-      reqs.clear();
-      for (size_t k = 0; k < n; ++k)
-        reqs.push_back({job.found[first + k] + static_cast<uint64_t>(from),
-                        heads_.data() + k * len, len});
-      for (size_t k = 0; k < n;) {
-        ReadStatus st;
-        const size_t got = proc_.mem().readLeading(reqs.data() + k, n - k, &st);
-        for (size_t m = 0; m < got; ++m) job.ok[k + m] = 1;
-        k += got < n - k ? got + 1 : n - k;  // a task that cannot be read is skipped
-      }
-      job.batch_first = first;
-      job.batch_n = n;
-      job.k = 0;
-    }
-    auto field = [&](size_t k, int32_t off, size_t size) {
-      uint64_t v = 0;
-      std::memcpy(&v, heads_.data() + k * len + (off - from), size);
-      return v;
-    };
+    if (job.k == job.batch_n) readBatch(from, len);  // the next batch, in one system call
     for (; job.k < job.batch_n; ++job.k) {
       // (Each call reads at least a few tasks, so that a reading always ends.)
       if (progressed && job.k % 4 == 0 && monotonicNs() > deadline_ns) return false;
       progressed = true;
-      const size_t k = job.k;
-      const uint64_t task = job.found[job.batch_first + k];
-      TaskRecord rec;
-      const TypeDesc* t = job.ok[k] ? typeAt(field(k, from, 8)) : type(task);
-      if (!t || !(t->c_task || t->py_task)) continue;
-      uint64_t cb0 = 0, by = 0;
-      int8_t by_set = 0;
-      if (t->c_task && job.ok[k]) {
-        rec.id = task;
-        rec.coro = field(k, a_.task_coro, 8);
-        rec.name_obj = field(k, a_.task_name, 8);
-        rec.fut_waiter = field(k, a_.task_fut_waiter, 8);
-        cb0 = field(k, static_cast<int32_t>(hdr_ + 8), 8);
-        if (has(a_.task_awaited_by)) {
-          by = field(k, a_.task_awaited_by, 8);
-          by_set = static_cast<int8_t>(field(k, a_.task_awaited_by_is_set, 1));
-        }
-        if (!rec.coro) continue;  // finished
-      } else {
-        uint64_t waiter = 0;
-        if (!readTask(task, rec, waiter)) continue;
-      }
-      auto r = running.find(task);
-      // Its record of the last reading (taken over below if it has not moved since).
-      auto p = std::lower_bound(last_.begin(), last_.end(), task,
-                                [](const TaskRecord& a, uint64_t id) { return a.id < id; });
-      const bool same = p != last_.end() && p->id == task && p->coro == rec.coro &&
-                        p->name_obj == rec.name_obj;
-      const bool still = same && r == running.end() && p->state != TaskRun::kRunning &&
-                         p->fut_waiter == rec.fut_waiter && !ran.count(task) && t->c_task;
-      if (still) {
-        rec = std::move(*p);  // it has not moved (each task is met once in a reading)
-      } else if (t->c_task) {
-        rec.state = TaskRun::kSuspended;
-        if (!coroutineChain(rec.coro, rec)) continue;  // its coroutine has finished
-        finishTask(rec);
-        if (same) {
-          rec.name = p->name;
-        } else {
-          // A task made or freed as it was read is left for the next reading: its coroutine
-          // and name read once more, after its name.
-          uint64_t coro = 0, name_obj = 0;
-          if (!nameOf(rec.name_obj, rec.name) || !identity(task, coro, name_obj) ||
-              coro != rec.coro || name_obj != rec.name_obj)
-            continue;
-          rec.checked = true;
-        }
-      }
-      if (r != running.end()) markRunning(rec, r->second);
-      // 3.14+ tasks say who waits on them in a field of their own, read with the others.
-      if (!still || has(a_.task_awaited_by)) awaitSources(rec, t, cb0, by, by_set);
-      job.out.tasks.push_back(std::move(rec));
+      readOne(from, len, running, ran);
     }
     job.next = job.batch_first + job.batch_n;
   }
@@ -919,6 +815,123 @@ bool AsyncioTasks::readChanged(uint64_t interp, const std::vector<ThreadRef>& th
   out = std::move(job.out);
   job = SnapshotJob();
   return true;
+}
+
+bool AsyncioTasks::beginReading(uint64_t interp, const std::vector<ThreadRef>& threads,
+                                TaskList& out) {
+  SnapshotJob& job = job_;
+  job = SnapshotJob();
+  job.out.asyncio = true;
+  debugOffsets();
+  if (!layout_error_.empty()) {
+    job.out.error = layout_error_;
+    out = std::move(job.out);
+    return false;
+  }
+  // A set that changed as it was read (its table grew, a weak reference went) is read
+  // again.
+  bool listed = false;
+  for (int attempt = 0; attempt < 3 && !listed; ++attempt) {
+    job.found.clear();
+    job.out.error.clear();
+    listed = liveTasks(interp, threads, job.found, job.out);
+    if (!job.out.asyncio) break;
+  }
+  if (!listed || !job.out.asyncio) {
+    out = std::move(job.out);
+    return false;
+  }
+  std::vector<uint64_t>& found = job.found;
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  found.erase(std::remove(found.begin(), found.end(), uint64_t{0}), found.end());
+  job.out.tasks.reserve(found.size());
+  job.active = true;
+  return true;
+}
+
+void AsyncioTasks::readBatch(int32_t from, size_t len) {
+  constexpr size_t kBatch = 256;
+  SnapshotJob& job = job_;
+  const size_t first = job.next, n = std::min(kBatch, job.found.size() - first);
+  heads_.assign(n * len, 0);
+  job.ok.assign(n, 0);
+  std::vector<ReadRequest> reqs;
+  for (size_t k = 0; k < n; ++k)
+    reqs.push_back({job.found[first + k] + static_cast<uint64_t>(from),
+                    heads_.data() + k * len, len});
+  for (size_t k = 0; k < n;) {
+    ReadStatus st;
+    const size_t got = proc_.mem().readLeading(reqs.data() + k, n - k, &st);
+    for (size_t m = 0; m < got; ++m) job.ok[k + m] = 1;
+    k += got < n - k ? got + 1 : n - k;  // a task that cannot be read is skipped
+  }
+  job.batch_first = first;
+  job.batch_n = n;
+  job.k = 0;
+}
+
+void AsyncioTasks::readOne(int32_t from, size_t len,
+                           const std::unordered_map<uint64_t, uint64_t>& running,
+                           const std::unordered_set<uint64_t>& ran) {
+  SnapshotJob& job = job_;
+  auto field = [&](size_t k, int32_t off, size_t size) {
+    uint64_t v = 0;
+    std::memcpy(&v, heads_.data() + k * len + (off - from), size);
+    return v;
+  };
+  const size_t k = job.k;
+  const uint64_t task = job.found[job.batch_first + k];
+  TaskRecord rec;
+  const TypeDesc* t = job.ok[k] ? typeAt(field(k, from, 8)) : type(task);
+  if (!t || !(t->c_task || t->py_task)) return;
+  uint64_t cb0 = 0, by = 0;
+  int8_t by_set = 0;
+  if (t->c_task && job.ok[k]) {
+    rec.id = task;
+    rec.coro = field(k, a_.task_coro, 8);
+    rec.name_obj = field(k, a_.task_name, 8);
+    rec.fut_waiter = field(k, a_.task_fut_waiter, 8);
+    cb0 = field(k, static_cast<int32_t>(hdr_ + 8), 8);
+    if (has(a_.task_awaited_by)) {
+      by = field(k, a_.task_awaited_by, 8);
+      by_set = static_cast<int8_t>(field(k, a_.task_awaited_by_is_set, 1));
+    }
+    if (!rec.coro) return;  // finished
+  } else {
+    uint64_t waiter = 0;
+    if (!readTask(task, rec, waiter)) return;
+  }
+  auto r = running.find(task);
+  // Its record of the last reading (taken over below if it has not moved since).
+  auto p = std::lower_bound(last_.begin(), last_.end(), task,
+                            [](const TaskRecord& a, uint64_t id) { return a.id < id; });
+  const bool same = p != last_.end() && p->id == task && p->coro == rec.coro &&
+                    p->name_obj == rec.name_obj;
+  const bool still = same && r == running.end() && p->state != TaskRun::kRunning &&
+                     p->fut_waiter == rec.fut_waiter && !ran.count(task) && t->c_task;
+  if (still) {
+    rec = std::move(*p);  // it has not moved (each task is met once in a reading)
+  } else if (t->c_task) {
+    rec.state = TaskRun::kSuspended;
+    if (!coroutineChain(rec.coro, rec)) return;  // its coroutine has finished
+    finishTask(rec);
+    if (same) {
+      rec.name = p->name;
+    } else {
+      // A task made or freed as it was read is left for the next reading: its coroutine
+      // and name read once more, after its name.
+      uint64_t coro = 0, name_obj = 0;
+      if (!nameOf(rec.name_obj, rec.name) || !identity(task, coro, name_obj) ||
+          coro != rec.coro || name_obj != rec.name_obj)
+        return;
+      rec.checked = true;
+    }
+  }
+  if (r != running.end()) markRunning(rec, r->second);
+  // 3.14+ tasks say who waits on them in a field of their own, read with the others.
+  if (!still || has(a_.task_awaited_by)) awaitSources(rec, t, cb0, by, by_set);
+  job.out.tasks.push_back(std::move(rec));
 }
 
 }  // namespace psrec::recorder

@@ -264,6 +264,13 @@ class AsyncioTasks {
     TaskList out;
   };
   SnapshotJob job_;
+  // readChanged's steps: a reading begun (the live tasks listed; false, with out, when it
+  // ends there), the fields of the next batch of tasks read in one system call (into heads_,
+  // len bytes each from offset `from` of the object), and the batch's next task read.
+  bool beginReading(uint64_t interp, const std::vector<ThreadRef>& threads, TaskList& out);
+  void readBatch(int32_t from, size_t len);
+  void readOne(int32_t from, size_t len, const std::unordered_map<uint64_t, uint64_t>& running,
+               const std::unordered_set<uint64_t>& ran);
   uint64_t task_sets_[2] = {0, 0};
   uint32_t set_reads_ = 0;
   std::vector<uint8_t> heads_;

@@ -64,14 +64,13 @@ constexpr uint64_t kMatchSureNs = 5000;
 // The program. r6: the frame index; r7: the thread's config; r8: the capture's sequence
 // number; r9: the slot; the stack holds the map keys (fp-4, fp-8) and the frame pointer being
 // followed (fp-16), where bpf_probe_read_user writes it.
-std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t header_bytes,
-                                     uint32_t stride, bool link_in_header, std::string* error) {
-  const int32_t entry = static_cast<int32_t>(8 + stride);
-  const auto gen_end = static_cast<int16_t>(kFrames + kMaxCapturedFrames * entry);
-  const auto max_frames = static_cast<int32_t>(kMaxCapturedFrames);
-  BpfAssembler a;
-  const auto loop = a.newLabel(), done = a.newLabel(), truncated = a.newLabel(),
-             failed = a.newLabel(), finish = a.newLabel(), out = a.newLabel();
+struct ProgramLabels {
+  BpfAssembler::Label loop, done, truncated, failed, finish, out;
+};
+
+// r7, r8 and r9: the config of the thread on the CPU, its next sequence number, and the slot
+// it goes in, stamped with it and the time; to `out` where the thread is not watched.
+void emitSlot(BpfAssembler& a, int config_fd, int slots_fd, const ProgramLabels& l) {
   // The config of the thread on the CPU: the low half is its id in the initial pid namespace.
   a.call(BPF_FUNC_get_current_pid_tgid);
   a.store(BPF_W, BPF_REG_10, -4, BPF_REG_0);
@@ -79,7 +78,7 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
   a.mov(BPF_REG_2, BPF_REG_10);
   a.aluImm(BPF_ADD, BPF_REG_2, -4);
   a.call(BPF_FUNC_map_lookup_elem);
-  a.jumpImm(BPF_JEQ, BPF_REG_0, 0, out);
+  a.jumpImm(BPF_JEQ, BPF_REG_0, 0, l.out);
   a.mov(BPF_REG_7, BPF_REG_0);
   // Only this thread's overflows come here, one at a time: a plain increment is enough.
   a.load(BPF_DW, BPF_REG_8, BPF_REG_7, offsetof(Config, seq));
@@ -94,7 +93,7 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
   a.mov(BPF_REG_2, BPF_REG_10);
   a.aluImm(BPF_ADD, BPF_REG_2, -8);
   a.call(BPF_FUNC_map_lookup_elem);
-  a.jumpImm(BPF_JEQ, BPF_REG_0, 0, out);
+  a.jumpImm(BPF_JEQ, BPF_REG_0, 0, l.out);
   a.mov(BPF_REG_9, BPF_REG_0);
   a.store(BPF_DW, BPF_REG_9, kGenBegin, BPF_REG_8);
   a.store(BPF_DW, BPF_REG_9, kSeq, BPF_REG_8);
@@ -102,6 +101,11 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
   a.store(BPF_DW, BPF_REG_9, kTime, BPF_REG_0);
   a.storeImm(BPF_DW, BPF_REG_9, kFirstHop, 0);
   a.movImm(BPF_REG_6, 0);
+}
+
+// The pointer at tstate + first_off and, 3.11-3.12, from there the _PyCFrame's current_frame:
+// the innermost frame at fp-16.
+void emitFirstHops(BpfAssembler& a, const ProgramLabels& l) {
   // The first hop: tstate + first_off.
   a.mov(BPF_REG_1, BPF_REG_10);
   a.aluImm(BPF_ADD, BPF_REG_1, -16);
@@ -110,25 +114,31 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
   a.load(BPF_DW, BPF_REG_4, BPF_REG_7, offsetof(Config, first_off));
   a.aluReg(BPF_ADD, BPF_REG_3, BPF_REG_4);
   a.call(BPF_FUNC_probe_read_user);
-  a.jumpImm(BPF_JNE, BPF_REG_0, 0, failed);
+  a.jumpImm(BPF_JNE, BPF_REG_0, 0, l.failed);
   a.load(BPF_DW, BPF_REG_3, BPF_REG_10, -16);
   a.store(BPF_DW, BPF_REG_9, kFirstHop, BPF_REG_3);
   // The second (3.11-3.12: _PyCFrame.current_frame), unless there is none.
   a.load(BPF_DW, BPF_REG_4, BPF_REG_7, offsetof(Config, second_off));
-  a.jumpImm(BPF_JSLT, BPF_REG_4, 0, loop);
-  a.jumpImm(BPF_JEQ, BPF_REG_3, 0, done);
+  a.jumpImm(BPF_JSLT, BPF_REG_4, 0, l.loop);
+  a.jumpImm(BPF_JEQ, BPF_REG_3, 0, l.done);
   a.aluReg(BPF_ADD, BPF_REG_3, BPF_REG_4);
   a.mov(BPF_REG_1, BPF_REG_10);
   a.aluImm(BPF_ADD, BPF_REG_1, -16);
   a.movImm(BPF_REG_2, 8);
   a.call(BPF_FUNC_probe_read_user);
-  a.jumpImm(BPF_JNE, BPF_REG_0, 0, failed);
+  a.jumpImm(BPF_JNE, BPF_REG_0, 0, l.failed);
+}
+
+// Each frame's address and header into the slot, following the links to the callers.
+void emitFrames(BpfAssembler& a, const ProgramLabels& l, uint32_t header_bytes, int32_t entry,
+                bool link_in_header) {
+  const auto max_frames = static_cast<int32_t>(kMaxCapturedFrames);
   // The frames. The bound on r6 is what lets the verifier accept the loop (it follows each
   // iteration) and check that each copy stays inside the slot.
-  a.bind(loop);
+  a.bind(l.loop);
   a.load(BPF_DW, BPF_REG_3, BPF_REG_10, -16);
-  a.jumpImm(BPF_JEQ, BPF_REG_3, 0, done);
-  a.jumpImm(BPF_JGE, BPF_REG_6, max_frames, truncated);
+  a.jumpImm(BPF_JEQ, BPF_REG_3, 0, l.done);
+  a.jumpImm(BPF_JGE, BPF_REG_6, max_frames, l.truncated);
   a.mov(BPF_REG_1, BPF_REG_9);
   a.mov(BPF_REG_2, BPF_REG_6);
   a.aluImm(BPF_MUL, BPF_REG_2, entry);
@@ -138,13 +148,13 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
     a.aluImm(BPF_ADD, BPF_REG_1, kFrames + 8);
     a.movImm(BPF_REG_2, static_cast<int32_t>(header_bytes));
     a.call(BPF_FUNC_probe_read_user);  // r3: the frame
-    a.jumpImm(BPF_JNE, BPF_REG_0, 0, failed);
+    a.jumpImm(BPF_JNE, BPF_REG_0, 0, l.failed);
   }
   a.load(BPF_DW, BPF_REG_2, BPF_REG_7, offsetof(Config, previous_off));
   if (link_in_header) {
     // The caller's frame from the header just copied: one read of user memory per frame.
     // The bound check is the verifier's proof that the load stays in the header.
-    a.jumpImm(BPF_JGT, BPF_REG_2, static_cast<int32_t>(header_bytes - 8), failed);
+    a.jumpImm(BPF_JGT, BPF_REG_2, static_cast<int32_t>(header_bytes - 8), l.failed);
     a.mov(BPF_REG_1, BPF_REG_9);
     a.mov(BPF_REG_3, BPF_REG_6);
     a.aluImm(BPF_MUL, BPF_REG_3, entry);
@@ -153,7 +163,7 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
     a.load(BPF_DW, BPF_REG_3, BPF_REG_1, kFrames + 8);
     a.store(BPF_DW, BPF_REG_10, -16, BPF_REG_3);
     a.aluImm(BPF_ADD, BPF_REG_6, 1);
-    a.jump(loop);
+    a.jump(l.loop);
   } else {
     a.load(BPF_DW, BPF_REG_3, BPF_REG_10, -16);
     a.aluReg(BPF_ADD, BPF_REG_3, BPF_REG_2);
@@ -162,25 +172,42 @@ std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t heade
     a.movImm(BPF_REG_2, 8);
     a.call(BPF_FUNC_probe_read_user);
     a.aluImm(BPF_ADD, BPF_REG_6, 1);
-    a.jumpImm(BPF_JNE, BPF_REG_0, 0, failed);
-    a.jump(loop);
+    a.jumpImm(BPF_JNE, BPF_REG_0, 0, l.failed);
+    a.jump(l.loop);
   }
-  a.bind(done);
+}
+
+// The count, the status and the closing sequence number (the seqlock's end).
+void emitEnd(BpfAssembler& a, const ProgramLabels& l, int16_t gen_end) {
+  a.bind(l.done);
   a.movImm(BPF_REG_2, kStatusComplete);
-  a.jump(finish);
-  a.bind(truncated);
+  a.jump(l.finish);
+  a.bind(l.truncated);
   a.movImm(BPF_REG_2, kStatusTruncated);
-  a.jump(finish);
-  a.bind(failed);
+  a.jump(l.finish);
+  a.bind(l.failed);
   a.movImm(BPF_REG_2, kStatusReadFailed);
-  a.bind(finish);
+  a.bind(l.finish);
   a.store(BPF_W, BPF_REG_9, kCount, BPF_REG_6);
   a.store(BPF_W, BPF_REG_9, kStatus, BPF_REG_2);
   a.store(BPF_DW, BPF_REG_9, gen_end, BPF_REG_8);
   // Not 0: perf writes its sample as it would without the program.
-  a.bind(out);
+  a.bind(l.out);
   a.movImm(BPF_REG_0, 1);
   a.exit();
+}
+
+std::vector<bpf_insn> captureProgram(int config_fd, int slots_fd, uint32_t header_bytes,
+                                     uint32_t stride, bool link_in_header, std::string* error) {
+  const int32_t entry = static_cast<int32_t>(8 + stride);
+  const auto gen_end = static_cast<int16_t>(kFrames + kMaxCapturedFrames * entry);
+  BpfAssembler a;
+  const ProgramLabels l{a.newLabel(), a.newLabel(), a.newLabel(),
+                        a.newLabel(), a.newLabel(), a.newLabel()};
+  emitSlot(a, config_fd, slots_fd, l);
+  emitFirstHops(a, l);
+  emitFrames(a, l, header_bytes, entry, link_in_header);
+  emitEnd(a, l, gen_end);
   return a.finish(error);
 }
 

@@ -352,24 +352,6 @@ class _Chunk:
         else:
             self.summary["unknown_records"] += 1
 
-    def stack_delta(self, t: _Thread, b: Any) -> None:
-        dec = self.dec
-        pop = b.varint()
-        push = b.varint()
-        depth = dec.depths[t.node]
-        if pop > depth:
-            raise RefDecodeError("stack delta pops more frames than the stack has")
-        if depth - pop + push > C.MAX_DEPTH:
-            raise RefDecodeError(f"stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
-        node = t.node
-        for _ in range(pop):
-            node = dec.parents[node]
-        for _ in range(push):
-            node = dec._child(node, b.u32("bad frame id"))
-        if self.max_nodes is not None and len(dec.parents) > self.max_nodes:
-            raise RefBudgetError(f"stack-trie nodes {self.max_nodes}")
-        t.node = node
-
     def read_pass(self, b: Any) -> None:
         if not self.begun:
             raise RefDecodeError("PASS before BEGIN")
@@ -378,7 +360,7 @@ class _Chunk:
         if ts > _I64_MAX:
             raise RefDecodeError("PASS timestamp out of range")
         self.pass_no += 1
-        pass_no = self.pass_no
+        pass_no, dec = self.pass_no, self.dec
         if pass_no > C.MAX_CHUNK_PASSES:
             raise RefDecodeError(f"more than MAX_CHUNK_PASSES ({C.MAX_CHUNK_PASSES}) "
                                  "passes in one chunk")
@@ -393,7 +375,21 @@ class _Chunk:
             t.pass_no = pass_no
             t.error = flags == 0
             if flags & C.ENTRY_STACK:
-                self.stack_delta(t, b)
+                pop = b.varint()
+                push = b.varint()
+                depth = dec.depths[t.node]
+                if pop > depth:
+                    raise RefDecodeError("stack delta pops more frames than the stack has")
+                if depth - pop + push > C.MAX_DEPTH:
+                    raise RefDecodeError(f"stack deeper than MAX_DEPTH ({C.MAX_DEPTH}) frames")
+                node = t.node
+                for _ in range(pop):
+                    node = dec.parents[node]
+                for _ in range(push):
+                    node = dec._child(node, b.u32("bad frame id"))
+                if self.max_nodes is not None and len(dec.parents) > self.max_nodes:
+                    raise RefBudgetError(f"stack-trie nodes {self.max_nodes}")
+                t.node = node
             if flags & C.ENTRY_STATUS:
                 t.status = b.byte("status byte")
             # CPU time beyond the column's range saturates, as in the native decoder.

@@ -308,6 +308,7 @@ void Decoder::Chunk::event(const Event& e) {
 // flatten: the per-sample column appends and per-entry thread lookups are inlined (GCC's
 // heuristics otherwise left std::vector::push_back out of line, which cost a fifth more time
 // per sample).
+// The body of kRecPass: its delta, then its entries (spec section 4.1).
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((flatten))
 #endif
@@ -331,7 +332,21 @@ void Decoder::readPass(ByteReader& b, Chunk& c) {
     }
     t.pass = c.pass_no;
     t.error = flags == 0;
-    if (flags & kEntryStack) readStackDelta(b, t, c);
+    if (flags & kEntryStack) {
+      uint64_t pop = need(b, "bad stack delta");
+      uint64_t push = need(b, "bad stack delta");
+      const uint32_t depth = trie_.depth(t.node);
+      if (pop > depth) fail("stack delta pops more frames than the stack has");
+      // The cap holds for the stack, not only for one delta: pushes on a stack that is never
+      // popped would otherwise grow it (and the trie) without end.
+      if (push > kMaxDepth - (depth - pop)) fail("stack deeper than MAX_DEPTH (8192) frames");
+      uint32_t node = t.node;
+      for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
+      for (uint64_t i = 0; i < push; ++i) node = trie_.child(node, need32(b, "bad frame id"));
+      // Checked once per delta: the trie passes its budget by at most kMaxDepth nodes.
+      if (trie_.size() > c.budgets.max_nodes) overBudget("stack-trie nodes", c.budgets.max_nodes);
+      t.node = node;
+    }
     if (flags & kEntryStatus) {
       if (!b.byte(t.status)) fail("bad status byte");
     }
@@ -341,22 +356,6 @@ void Decoder::readPass(ByteReader& b, Chunk& c) {
       t.cpu = static_cast<uint32_t>(std::min<uint64_t>(need(b, "bad cpu time"), UINT32_MAX));
   }
   passRows(c, ts);
-}
-
-void Decoder::readStackDelta(ByteReader& b, Thread& t, const Chunk& c) {
-  uint64_t pop = need(b, "bad stack delta");
-  uint64_t push = need(b, "bad stack delta");
-  const uint32_t depth = trie_.depth(t.node);
-  if (pop > depth) fail("stack delta pops more frames than the stack has");
-  // The cap holds for the stack, not only for one delta: pushes on a stack that is never
-  // popped would otherwise grow it (and the trie) without end.
-  if (push > kMaxDepth - (depth - pop)) fail("stack deeper than MAX_DEPTH (8192) frames");
-  uint32_t node = t.node;
-  for (uint64_t i = 0; i < pop; ++i) node = trie_.parent(node);
-  for (uint64_t i = 0; i < push; ++i) node = trie_.child(node, need32(b, "bad frame id"));
-  // Checked once per delta: the trie passes its budget by at most kMaxDepth nodes.
-  if (trie_.size() > c.budgets.max_nodes) overBudget("stack-trie nodes", c.budgets.max_nodes);
-  t.node = node;
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -405,6 +404,7 @@ void Decoder::passRows(Chunk& c, int64_t ts) {
   ++c.sum.passes;
 }
 
+// The body of kRecPassTasks: its entries only.
 void Decoder::readPassTasks(ByteReader& b, Chunk& c) {
   // The running tasks of the pass just read: the threads' state from now on, and the rows
   // that pass gave them.
@@ -422,6 +422,7 @@ void Decoder::readPassTasks(ByteReader& b, Chunk& c) {
   }
 }
 
+// The body of kRecTaskState.
 void Decoder::readTaskState(ByteReader& b, Chunk& c) {
   if (!c.in_snapshot) fail("TASK_STATE without its TASK_SNAPSHOT");
   const uint32_t task = need32(b, "bad TASK_STATE");
@@ -439,6 +440,7 @@ void Decoder::readTaskState(ByteReader& b, Chunk& c) {
   c.state_task = task;
 }
 
+// The body of kRecThreadStart and kRecThreadExit.
 void Decoder::readThreadEvent(uint8_t type, ByteReader& b, Chunk& c) {
   const char* bad = type == kRecThreadStart ? "bad THREAD_START" : "bad THREAD_EXIT";
   int64_t ref = needI64(b, bad);

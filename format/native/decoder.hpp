@@ -245,7 +245,6 @@ class Decoder {
   };
   // Each reads the body of one record of its type.
   void readPass(ByteReader& b, Chunk& c);
-  void readStackDelta(ByteReader& b, Thread& t, const Chunk& c);
   void passRows(Chunk& c, int64_t ts);  // a row for each live thread of the pass just read
   void readPassTasks(ByteReader& b, Chunk& c);
   void readTaskState(ByteReader& b, Chunk& c);

@@ -173,7 +173,7 @@ def spec_record_fields() -> dict[int, list[tuple[str, str]]]:
 def cpp_field(expr: str) -> str:
     """The spec's name for a field the C++ puts or reads as expr."""
     expr = re.sub(r"^(?:zigzag|unzigzag)\((.*)\)$", r"\1", expr.strip())
-    expr = re.sub(r"^\w+\.(\w+)$", r"\1", expr)  # a member: f.filename, sum.seq
+    expr = re.sub(r"^(?:\w+\.)+(\w+)$", r"\1", expr)  # a member: f.filename, c.sum.seq
     return CPP_ALIASES.get(expr, expr)
 
 
@@ -205,9 +205,17 @@ def encoder_orders() -> dict[str, list[str]]:
 
 
 def decoder_blocks() -> dict[str, str]:
-    """The body of each `case kRecX:` of format/native/decoder.cpp."""
-    return dict(re.findall(r"case (kRec\w+): \{(.*?)(?=\n\s+case kRec|\n\s+default:)", DECODER,
-                           re.S))
+    """The body of each `case kRecX:` of format/native/decoder.cpp, and of each function that
+    says it reads `The body of kRecX` (or of two records, `kRecX and kRecY`)."""
+    blocks = dict(re.findall(r"case (kRec\w+): \{(.*?)(?=\n\s+case kRec|\n\s+default:)",
+                             DECODER, re.S))
+    for first, second, body in re.findall(
+            r"^// The body of (kRec\w+)(?: and (kRec\w+))?\b.*?\n(.*?)\n\}\n", DECODER,
+            re.S | re.M):
+        blocks[first] = body
+        if second:
+            blocks[second] = body
+    return blocks
 
 
 def decoder_orders() -> dict[str, list[str]]:
@@ -305,7 +313,7 @@ def test_entry_fields_in_the_spec_order() -> None:
         "decoder.cpp": (decoder_blocks()["kRecPass"],
                         ["flags & kEntryStack", "pop = need", "push = need",
                          "flags & kEntryStatus", "flags & kEntryCpu"]),
-        "reference.py": (inspect.getsource(reference.RefDecoder.decode_data),
+        "reference.py": (inspect.getsource(reference._Chunk.read_pass),
                          ["flags & C.ENTRY_STACK", "pop = b.varint()", "push = b.varint()",
                           "flags & C.ENTRY_STATUS", "flags & C.ENTRY_CPU"]),
         "describe.py": (inspect.getsource(describe._fields),

@@ -288,6 +288,35 @@ bool execute(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, const Row&
   return c.ok;
 }
 
+// A DWARF binary operator on a (below) and b (the top); false for a division by zero or an
+// operator that is not one.
+bool binaryOp(uint8_t op, uint64_t a, uint64_t b, uint64_t* out) {
+  const auto sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
+  uint64_t r = 0;
+  switch (op) {
+    case 0x1a: r = a & b; break;
+    case 0x1b: if (sb == 0) return false; r = static_cast<uint64_t>(sa / sb); break;
+    case 0x1c: r = a - b; break;
+    case 0x1d: if (b == 0) return false; r = a % b; break;
+    case 0x1e: r = a * b; break;
+    case 0x21: r = a | b; break;
+    case 0x22: r = a + b; break;
+    case 0x24: r = b >= 64 ? 0 : a << b; break;
+    case 0x25: r = b >= 64 ? 0 : a >> b; break;
+    case 0x26: r = static_cast<uint64_t>(b >= 64 ? (sa < 0 ? -1 : 0) : sa >> b); break;
+    case 0x27: r = a ^ b; break;
+    case 0x29: r = sa == sb; break;
+    case 0x2a: r = sa >= sb; break;
+    case 0x2b: r = sa > sb; break;
+    case 0x2c: r = sa <= sb; break;
+    case 0x2d: r = sa < sb; break;
+    case 0x2e: r = sa != sb; break;
+    default: return false;  // register locations, TLS, calls: not call-frame information
+  }
+  *out = r;
+  return true;
+}
+
 // A DWARF expression (the subset call-frame information uses: PLT entries, signal frames,
 // realigned stacks). With push set, the CFA starts on the stack (DW_CFA_expression).
 bool evaluate(const uint8_t* expr, uint64_t len, const NativeRegisters& regs, WordReader& mem,
@@ -384,28 +413,8 @@ bool evaluate(const uint8_t* expr, uint64_t len, const NativeRegisters& regs, Wo
     if (!need(2)) return false;
     b = st[--n];
     a = st[n - 1];
-    const auto sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
     uint64_t r = 0;
-    switch (op) {
-      case 0x1a: r = a & b; break;
-      case 0x1b: if (sb == 0) return false; r = static_cast<uint64_t>(sa / sb); break;
-      case 0x1c: r = a - b; break;
-      case 0x1d: if (b == 0) return false; r = a % b; break;
-      case 0x1e: r = a * b; break;
-      case 0x21: r = a | b; break;
-      case 0x22: r = a + b; break;
-      case 0x24: r = b >= 64 ? 0 : a << b; break;
-      case 0x25: r = b >= 64 ? 0 : a >> b; break;
-      case 0x26: r = static_cast<uint64_t>(b >= 64 ? (sa < 0 ? -1 : 0) : sa >> b); break;
-      case 0x27: r = a ^ b; break;
-      case 0x29: r = sa == sb; break;
-      case 0x2a: r = sa >= sb; break;
-      case 0x2b: r = sa > sb; break;
-      case 0x2c: r = sa <= sb; break;
-      case 0x2d: r = sa < sb; break;
-      case 0x2e: r = sa != sb; break;
-      default: return false;  // register locations, TLS, calls: not call-frame information
-    }
+    if (!binaryOp(op, a, b, &r)) return false;
     st[n - 1] = r;
   }
   if (!c.ok || n == 0) return false;

@@ -528,9 +528,12 @@ void Sampler::nativeStack(Target& t, Thread& th, const ThreadHead& head, uint64_
     // Stopped with the whole process for this pass: its registers are of this instant.
     if (native.mixStopped(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed)) return;
   } else {
-    // A thread read from /proc where it waits is not read again until it has run.
-    const uint64_t mark = th.files.offCpuMark();
-    const bool unmoved = nt.proc_mark && th.files.stillOff(nt.proc_mark);
+    // Without events that see it leave its CPU, a thread read from /proc where it waits is
+    // not read again until it has run (its context switches, marked before the read, say).
+    const bool from_proc = !(nt.perf.isOpen() && nt.perf.seesWaits());
+    const bool unmoved =
+        from_proc && nt.from_proc && nt.proc_mark && th.files.stillOff(nt.proc_mark);
+    const uint64_t mark = from_proc && !unmoved ? th.files.offCpuMark() : 0;
     const bool paired = native.mix(nt, tid, th.ids, t.reader->frames(), encoder_, th.mixed,
                                    unmoved);
     if (!nt.from_proc) nt.proc_mark = 0;
